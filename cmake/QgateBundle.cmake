@@ -1,0 +1,1 @@
+# The `bundle` target: a relocatable dist/qgate/ folder (filled in below).

@@ -1,0 +1,14 @@
+# Finds the Debian packages qgate builds with (scripts/install-deps.sh installs them).
+# Debian's protobuf has no CMake config package: module mode first, then gRPC's config.
+find_package(Threads REQUIRED)
+find_package(Protobuf REQUIRED)
+find_package(gRPC CONFIG REQUIRED)
+find_package(fmt REQUIRED)
+find_package(spdlog REQUIRED)
+find_package(CLI11 CONFIG REQUIRED)
+find_package(nlohmann_json REQUIRED)
+find_package(SQLite3 REQUIRED)
+find_package(SQLiteCpp REQUIRED)
+if(QGATE_BUILD_TESTS)
+  find_package(GTest REQUIRED)
+endif()
