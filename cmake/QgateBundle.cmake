@@ -1,1 +1,22 @@
-# The `bundle` target: a relocatable dist/qgate/ folder (filled in below).
+# The `bundle` target: dist/qgate/, a relocatable folder that runs on a GPU host with only a
+# driver. bin/ holds the executables, plugins/ the kernel builds, lib/ every non-system shared
+# library they need (found through RPATH $ORIGIN/../lib), tests/ the GPU test binaries, and
+# bin/qgate-gpu-check runs the GPU tests and the kernel benchmark in one call.
+set(QGATE_BUNDLE_DIR ${CMAKE_SOURCE_DIR}/dist/qgate CACHE PATH "Where `bundle` writes the folder")
+set(QGATE_BUNDLE_BINARIES $<TARGET_FILE:qgate-worker>)
+set(QGATE_BUNDLE_PLUGINS $<TARGET_FILE:qgate_ref>)
+set(QGATE_BUNDLE_TESTS)
+set(QGATE_BUNDLE_DEPENDS qgate-worker qgate_ref)
+if(QGATE_BUILD_TESTS AND QGATE_HAVE_CUDA)
+  list(APPEND QGATE_BUNDLE_TESTS $<TARGET_FILE:qgate_cuda_backend_gpu_test> $<TARGET_FILE:qgate_worker_gpu_test>)
+  list(APPEND QGATE_BUNDLE_DEPENDS qgate_cuda_backend_gpu_test qgate_worker_gpu_test)
+endif()
+add_custom_target(bundle
+  COMMAND ${CMAKE_COMMAND} -E env
+          "QGATE_BUNDLE_BINARIES=${QGATE_BUNDLE_BINARIES}"
+          "QGATE_BUNDLE_PLUGINS=${QGATE_BUNDLE_PLUGINS}"
+          "QGATE_BUNDLE_TESTS=${QGATE_BUNDLE_TESTS}"
+          bash ${CMAKE_SOURCE_DIR}/scripts/make-bundle.sh ${QGATE_BUNDLE_DIR} ${CMAKE_SOURCE_DIR}
+  DEPENDS ${QGATE_BUNDLE_DEPENDS}
+  COMMENT "Bundling into ${QGATE_BUNDLE_DIR}"
+  VERBATIM)

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages qgate builds with, and does nothing when all are present.
+# CUDA is not installed here: it comes from /usr/local/cuda when present (the build works without).
+set -euo pipefail
+packages=(build-essential cmake ninja-build pkg-config git file patchelf
+          libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+          libfmt-dev libsqlite3-dev libsqlitecpp-dev libspdlog-dev libcli11-dev
+          nlohmann-json3-dev libgtest-dev googletest)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+echo "install-deps: installing ${missing[*]}"
+sudo=""
+[ "$(id -u)" -ne 0 ] && sudo=sudo
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Assembles dist/qgate: copies binaries, kernel builds and GPU tests, then every shared library
+# they load that a bare GPU host may lack (all but glibc and the NVIDIA driver's own), and checks
+# that each file resolves its libraries from the bundle alone.
+# Usage: make-bundle.sh DEST SOURCE_DIR   (lists come from QGATE_BUNDLE_* variables, ';'-separated)
+set -euo pipefail
+dest=$1
+src=$2
+limit_mb=60
+
+rm -rf "$dest"
+mkdir -p "$dest"/{bin,lib,plugins,tests}
+IFS=';' read -r -a binaries <<<"${QGATE_BUNDLE_BINARIES:-}"
+IFS=';' read -r -a plugins <<<"${QGATE_BUNDLE_PLUGINS:-}"
+IFS=';' read -r -a tests <<<"${QGATE_BUNDLE_TESTS:-}"
+for f in "${binaries[@]}"; do [ -n "$f" ] && cp "$f" "$dest/bin/"; done
+for f in "${plugins[@]}"; do [ -n "$f" ] && cp "$f" "$dest/plugins/"; done
+for f in "${tests[@]}"; do [ -n "$f" ] && cp "$f" "$dest/tests/"; done
+cp "$src/scripts/qgate-gpu-check" "$dest/bin/qgate-gpu-check"
+chmod +x "$dest/bin/qgate-gpu-check"
+
+# glibc and the driver come from the host; everything else travels.
+is_system() {
+  case "$(basename "$1")" in
+    libc.so.*|libm.so.*|libdl.so.*|librt.so.*|libpthread.so.*|ld-linux*|libresolv.so.*|libutil.so.*) return 0 ;;
+    libcuda.so*|libnvidia-*.so*|linux-vdso*) return 0 ;;
+  esac
+  return 1
+}
+
+copy_deps() {
+  ldd "$1" | awk '/=> \//{print $3}' | while read -r lib; do
+    is_system "$lib" && continue
+    [ -e "$dest/lib/$(basename "$lib")" ] && continue
+    cp -L "$lib" "$dest/lib/"
+  done
+}
+for f in "$dest"/bin/* "$dest"/plugins/* "$dest"/tests/*; do
+  [ -f "$f" ] && file -L "$f" | grep -q ELF && copy_deps "$f"
+done
+# Libraries found in lib/ may need others that the top-level files do not name directly.
+for pass in 1 2; do for f in "$dest"/lib/*; do copy_deps "$f"; done; done
+
+# Every copied library must find its neighbours first: DT_RPATH $ORIGIN (inherited by its deps).
+if command -v patchelf >/dev/null; then
+  for f in "$dest"/lib/*; do patchelf --force-rpath --set-rpath '$ORIGIN' "$f" 2>/dev/null || true; done
+  for f in "$dest"/plugins/* "$dest"/tests/* "$dest"/bin/*; do
+    file -L "$f" | grep -q ELF && patchelf --force-rpath --set-rpath '$ORIGIN/../lib' "$f"
+  done
+fi
+
+# Check: nothing unresolved, nothing resolved outside the bundle but glibc and the driver.
+status=0
+for f in "$dest"/bin/* "$dest"/plugins/* "$dest"/tests/* "$dest"/lib/*; do
+  file -L "$f" | grep -q ELF || continue
+  while read -r name arrow path _; do
+    if [ "$path" = "not" ]; then echo "bundle: $f: $name not found" >&2; status=1; continue; fi
+    case "$path" in
+      "$dest"/*) ;;
+      /*) is_system "$path" || { echo "bundle: $f loads $path from outside the bundle" >&2; status=1; } ;;
+    esac
+  done < <(ldd "$f" | awk '/=>/{print $1, $2, $3}')
+done
+size_mb=$(du -sm "$dest" | cut -f1)
+echo "bundle: $dest: $(ls "$dest/lib" | wc -l) libraries, ${size_mb} MB"
+if [ "$size_mb" -ge "$limit_mb" ]; then echo "bundle: over the ${limit_mb} MB limit" >&2; status=1; fi
+exit $status

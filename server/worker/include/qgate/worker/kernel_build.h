@@ -1,0 +1,97 @@
+// Loading a kernel build (.so) with dlopen: checks that it is an ELF shared object, resolves the
+// ABI, refuses a version mismatch, and wraps contexts and prepared GEMMs in RAII handles.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "qgate/kernel_abi.h"
+#include "qgate/v1/worker.pb.h"
+
+namespace qgate::worker {
+
+/// Why a build could not be loaded; each kind is a distinct, stable string for reports.
+enum class BuildLoadError { none, not_found, not_elf, dlopen_failed, missing_symbol, abi_mismatch };
+const char* to_string(BuildLoadError error);
+
+/// The ABI entry points of one loaded build.
+struct KernelAbi {
+  uint32_t (*abi_version)() = nullptr;
+  const qgate_build_info* (*build_info)() = nullptr;
+  qgate_status (*context_create)(const qgate_context_options*, qgate_context**, char*, size_t) = nullptr;
+  void (*context_destroy)(qgate_context*) = nullptr;
+  int32_t (*context_path)(const qgate_context*) = nullptr;
+  const char* (*context_last_error)(const qgate_context*) = nullptr;
+  qgate_status (*gemm_prepare)(qgate_context*, int32_t, int64_t, int64_t, const void*, int64_t,
+                               qgate_gemm**) = nullptr;
+  qgate_status (*gemm_run)(qgate_gemm*, const float*, int64_t, float*, void*) = nullptr;
+  int64_t (*gemm_resident_bytes)(const qgate_gemm*) = nullptr;
+  void (*gemm_release)(qgate_gemm*) = nullptr;
+};
+
+class KernelBuild {
+ public:
+  /// Returns nullptr with *error and *message set when the file cannot serve as a build.
+  static std::unique_ptr<KernelBuild> load(const std::string& path, BuildLoadError* error,
+                                           std::string* message);
+  ~KernelBuild();
+  KernelBuild(const KernelBuild&) = delete;
+  KernelBuild& operator=(const KernelBuild&) = delete;
+
+  const KernelAbi& abi() const { return abi_; }
+  const std::string& path() const { return path_; }
+  v1::BuildInfo info() const;
+
+ private:
+  KernelBuild() = default;
+  void* handle_ = nullptr;
+  std::string path_;
+  KernelAbi abi_;
+};
+
+/// A qgate_context of one build, destroyed with the handle.
+class BuildContext {
+ public:
+  /// Throws std::runtime_error with the build's message when the context cannot be created.
+  BuildContext(const KernelBuild& build, qgate_backend backend, int device, int path, int threads);
+  ~BuildContext();
+  BuildContext(const BuildContext&) = delete;
+  BuildContext& operator=(const BuildContext&) = delete;
+
+  qgate_context* get() const { return ctx_; }
+  const KernelAbi& abi() const { return build_.abi(); }
+  int path() const { return build_.abi().context_path(ctx_); }
+  std::string last_error() const;
+
+ private:
+  const KernelBuild& build_;
+  qgate_context* ctx_ = nullptr;
+};
+
+/// A prepared GEMM; `status` says why preparation failed when `ok()` is false.
+class PreparedGemm {
+ public:
+  PreparedGemm(BuildContext& ctx, int32_t type, int64_t od, int64_t k, const void* weights,
+               int64_t max_nt);
+  ~PreparedGemm();
+  PreparedGemm(const PreparedGemm&) = delete;
+  PreparedGemm& operator=(const PreparedGemm&) = delete;
+
+  bool ok() const { return gemm_ != nullptr; }
+  qgate_status status() const { return status_; }
+  const std::string& message() const { return message_; }
+  /// Enqueues one GEMM; returns the build's status and keeps its message.
+  qgate_status run(const float* x, int64_t nt, float* y, void* stream);
+  int64_t resident_bytes() const;
+
+ private:
+  BuildContext& ctx_;
+  qgate_gemm* gemm_ = nullptr;
+  qgate_status status_ = QGATE_OK;
+  std::string message_;
+};
+
+const char* to_string(qgate_status status);
+
+}  // namespace qgate::worker

@@ -1,0 +1,32 @@
+// Writes worker records to a stream: length-delimited protobuf for qgated, JSON lines for people
+// and scripts, or a readable table line per record.
+#pragma once
+
+#include <ostream>
+#include <string>
+#include <optional>
+
+#include "qgate/v1/worker.pb.h"
+
+namespace qgate::worker {
+
+enum class OutputFormat { proto, json, table };
+std::optional<OutputFormat> parse_output_format(const std::string& text);
+
+class RecordWriter {
+ public:
+  RecordWriter(OutputFormat format, std::ostream& out) : format_(format), out_(out) {}
+  void write(const v1::WorkerRecord& record);
+
+ private:
+  OutputFormat format_;
+  std::ostream& out_;
+};
+
+/// A one-line human description of a record (what the table format prints).
+std::string describe_record(const v1::WorkerRecord& record);
+std::string to_json(const google::protobuf::Message& message, bool pretty = false);
+const char* outcome_name(v1::CaseOutcome outcome);
+const char* path_name(v1::GemmPath path);
+
+}  // namespace qgate::worker

@@ -1,0 +1,195 @@
+// Loads kernel builds and wraps their C ABI; every failure becomes a clear message, never a crash.
+#include "qgate/worker/kernel_build.h"
+
+#include <dlfcn.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <stdexcept>
+
+#include "qgate/worker/sha256.h"
+
+namespace qgate::worker {
+
+const char* to_string(BuildLoadError error) {
+  switch (error) {
+    case BuildLoadError::none: return "none";
+    case BuildLoadError::not_found: return "not_found";
+    case BuildLoadError::not_elf: return "not_elf";
+    case BuildLoadError::dlopen_failed: return "dlopen_failed";
+    case BuildLoadError::missing_symbol: return "missing_symbol";
+    case BuildLoadError::abi_mismatch: return "abi_mismatch";
+  }
+  return "unknown";
+}
+
+const char* to_string(qgate_status status) {
+  switch (status) {
+    case QGATE_OK: return "OK";
+    case QGATE_ERR_INVALID_ARGUMENT: return "INVALID_ARGUMENT";
+    case QGATE_ERR_UNSUPPORTED: return "UNSUPPORTED";
+    case QGATE_ERR_OUT_OF_MEMORY: return "OUT_OF_MEMORY";
+    case QGATE_ERR_BACKEND: return "BACKEND";
+    case QGATE_ERR_INTERNAL: return "INTERNAL";
+  }
+  return "UNKNOWN_STATUS";
+}
+
+namespace {
+
+// dlopen of a file that is not an ELF object gives an unhelpful message; say it plainly first.
+BuildLoadError check_elf(const std::string& path, std::string* message) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    *message = "cannot open kernel build '" + path + "': " + std::strerror(errno);
+    return BuildLoadError::not_found;
+  }
+  char magic[4] = {};
+  in.read(magic, sizeof magic);
+  if (in.gcount() != 4 || std::memcmp(magic, "\x7f" "ELF", 4) != 0) {
+    *message = "'" + path + "' is not a shared object (no ELF header)";
+    return BuildLoadError::not_elf;
+  }
+  return BuildLoadError::none;
+}
+
+template <typename Fn>
+bool resolve(void* handle, const char* name, Fn* out, std::string* missing) {
+  void* sym = dlsym(handle, name);
+  if (!sym) {
+    if (!missing->empty()) *missing += ", ";
+    *missing += name;
+    return false;
+  }
+  *out = reinterpret_cast<Fn>(sym);
+  return true;
+}
+
+}  // namespace
+
+std::unique_ptr<KernelBuild> KernelBuild::load(const std::string& path, BuildLoadError* error,
+                                               std::string* message) {
+  *error = check_elf(path, message);
+  if (*error != BuildLoadError::none) return nullptr;
+
+  // RTLD_LOCAL keeps two builds (candidate and baseline) from resolving each other's symbols.
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) {
+    *error = BuildLoadError::dlopen_failed;
+    const char* why = dlerror();
+    *message = "cannot load kernel build '" + path + "': " + (why ? why : "unknown dlopen error");
+    return nullptr;
+  }
+  std::unique_ptr<KernelBuild> build(new KernelBuild());
+  build->handle_ = handle;
+  build->path_ = path;
+
+  KernelAbi& abi = build->abi_;
+  std::string missing;
+  // The version comes first: a build of another ABI may not have the other symbols at all.
+  if (!resolve(handle, "qgate_abi_version", &abi.abi_version, &missing)) {
+    *error = BuildLoadError::missing_symbol;
+    *message = "'" + path + "' is not a qgate kernel build: it does not export qgate_abi_version";
+    return nullptr;
+  }
+  const uint32_t version = abi.abi_version();
+  if (version != QGATE_ABI_VERSION) {
+    *error = BuildLoadError::abi_mismatch;
+    *message = "kernel build '" + path + "' has ABI version " + std::to_string(version) +
+               ", this worker speaks version " + std::to_string(QGATE_ABI_VERSION);
+    return nullptr;
+  }
+  resolve(handle, "qgate_get_build_info", &abi.build_info, &missing);
+  resolve(handle, "qgate_context_create", &abi.context_create, &missing);
+  resolve(handle, "qgate_context_destroy", &abi.context_destroy, &missing);
+  resolve(handle, "qgate_context_path", &abi.context_path, &missing);
+  resolve(handle, "qgate_context_last_error", &abi.context_last_error, &missing);
+  resolve(handle, "qgate_gemm_prepare", &abi.gemm_prepare, &missing);
+  resolve(handle, "qgate_gemm_run", &abi.gemm_run, &missing);
+  resolve(handle, "qgate_gemm_resident_bytes", &abi.gemm_resident_bytes, &missing);
+  resolve(handle, "qgate_gemm_release", &abi.gemm_release, &missing);
+  if (!missing.empty()) {
+    *error = BuildLoadError::missing_symbol;
+    *message = "kernel build '" + path + "' does not export: " + missing;
+    return nullptr;
+  }
+  *error = BuildLoadError::none;
+  return build;
+}
+
+KernelBuild::~KernelBuild() {
+  // Builds are not dlclose'd: a CUDA module unloaded while its context lives is a common crash.
+}
+
+v1::BuildInfo KernelBuild::info() const {
+  v1::BuildInfo out;
+  out.set_path(path_);
+  out.set_sha256(sha256_file_hex(path_));
+  const qgate_build_info* info = abi_.build_info();
+  out.set_abi_version(abi_.abi_version());
+  if (info) {
+    auto str = [](const char* s) { return std::string(s ? s : ""); };
+    out.set_name(str(info->name));
+    out.set_version(str(info->version));
+    out.set_commit(str(info->commit));
+    out.set_backends(str(info->backends));
+    out.set_cuda_archs(str(info->cuda_archs));
+  }
+  return out;
+}
+
+BuildContext::BuildContext(const KernelBuild& build, qgate_backend backend, int device, int path,
+                           int threads)
+    : build_(build) {
+  qgate_context_options options{};
+  options.struct_size = sizeof options;
+  options.backend = backend;
+  options.device = device;
+  options.path = path;
+  options.cpu_threads = threads;
+  char error[1024] = {};
+  qgate_status status = build.abi().context_create(&options, &ctx_, error, sizeof error);
+  if (status != QGATE_OK || !ctx_) {
+    throw std::runtime_error(std::string("cannot create a context (") + to_string(status) +
+                             "): " + (error[0] ? error : "no message"));
+  }
+}
+
+BuildContext::~BuildContext() {
+  if (ctx_) build_.abi().context_destroy(ctx_);
+}
+
+std::string BuildContext::last_error() const {
+  const char* msg = build_.abi().context_last_error(ctx_);
+  return msg ? msg : "";
+}
+
+PreparedGemm::PreparedGemm(BuildContext& ctx, int32_t type, int64_t od, int64_t k,
+                           const void* weights, int64_t max_nt)
+    : ctx_(ctx) {
+  status_ = ctx.abi().gemm_prepare(ctx.get(), type, od, k, weights, max_nt, &gemm_);
+  if (status_ != QGATE_OK) {
+    message_ = ctx.last_error();
+    gemm_ = nullptr;
+  } else if (!gemm_) {
+    status_ = QGATE_ERR_INTERNAL;
+    message_ = "qgate_gemm_prepare returned OK but no GEMM";
+  }
+}
+
+PreparedGemm::~PreparedGemm() {
+  if (gemm_) ctx_.abi().gemm_release(gemm_);
+}
+
+qgate_status PreparedGemm::run(const float* x, int64_t nt, float* y, void* stream) {
+  status_ = ctx_.abi().gemm_run(gemm_, x, nt, y, stream);
+  if (status_ != QGATE_OK) message_ = ctx_.last_error();
+  return status_;
+}
+
+int64_t PreparedGemm::resident_bytes() const {
+  return gemm_ ? ctx_.abi().gemm_resident_bytes(gemm_) : 0;
+}
+
+}  // namespace qgate::worker

@@ -1,0 +1,120 @@
+// Shapes, type lists and seeded inputs for parity and timing.
+#include "qgate/worker/problems.h"
+
+#include <charconv>
+#include <random>
+#include <thread>
+
+#include "qgate/quant/quantize.h"
+
+namespace qgate::worker {
+
+std::string GemmShape::to_string() const {
+  return std::to_string(nt) + "x" + std::to_string(od) + "x" + std::to_string(k);
+}
+
+std::optional<GemmShape> parse_shape(std::string_view text, std::string* error) {
+  int64_t v[3] = {};
+  size_t pos = 0;
+  for (int i = 0; i < 3; ++i) {
+    size_t end = i < 2 ? text.find('x', pos) : text.size();
+    if (end == std::string_view::npos) {
+      *error = "shape '" + std::string(text) + "' must be NTxODxK, e.g. 512x4096x4096";
+      return std::nullopt;
+    }
+    std::string_view part = text.substr(pos, end - pos);
+    auto [ptr, ec] = std::from_chars(part.data(), part.data() + part.size(), v[i]);
+    if (ec != std::errc() || ptr != part.data() + part.size() || part.empty()) {
+      *error = "shape '" + std::string(text) + "': '" + std::string(part) + "' is not an integer";
+      return std::nullopt;
+    }
+    if (v[i] <= 0) {
+      static const char* kNames[3] = {"nt", "od", "k"};
+      *error = "shape '" + std::string(text) + "': " + kNames[i] + " must be positive";
+      return std::nullopt;
+    }
+    pos = end + 1;
+  }
+  return GemmShape{v[0], v[1], v[2]};
+}
+
+const std::vector<GemmShape>& standard_shapes() {
+  static const std::vector<GemmShape> shapes = {
+      {1, 64, 256},    {7, 33, 256},     {64, 64, 512},    {65, 127, 512},
+      {127, 65, 512},  {130, 257, 768},  {300, 520, 1024}, {512, 4096, 4096},
+  };
+  return shapes;
+}
+
+std::optional<std::vector<quant::WeightType>> parse_types(std::string_view text, std::string* error) {
+  std::vector<quant::WeightType> out;
+  if (text == "all") {
+    auto all = quant::all_types();
+    return std::vector<quant::WeightType>(all.begin(), all.end());
+  }
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    size_t end = text.find(',', pos);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view name = text.substr(pos, end - pos);
+    auto type = quant::parse_type(name);
+    if (!type) {
+      std::string valid;
+      for (auto t : quant::all_types()) valid += (valid.empty() ? "" : ", ") + std::string(quant::traits(t).name);
+      *error = "unknown weight type '" + std::string(name) + "' (known: " + valid + ", or all)";
+      return std::nullopt;
+    }
+    out.push_back(*type);
+    pos = end + 1;
+  }
+  return out;
+}
+
+uint64_t case_seed(uint64_t base_seed, quant::WeightType type, const GemmShape& shape) {
+  // splitmix64 over the case's identity: stable across versions and platforms.
+  auto mix = [](uint64_t z) {
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  };
+  uint64_t h = mix(base_seed);
+  for (uint64_t part : {uint64_t(type), uint64_t(shape.nt), uint64_t(shape.od), uint64_t(shape.k)})
+    h = mix(h ^ part);
+  return h;
+}
+
+std::vector<uint8_t> make_weights(quant::WeightType type, int64_t od, int64_t k, uint64_t seed) {
+  const size_t row_bytes = quant::row_bytes(type, k);
+  std::vector<uint8_t> out(size_t(od) * row_bytes);
+  // Rows are generated and quantized in parallel; each row has its own generator so the
+  // result does not depend on the thread count.
+  const int threads = std::max(1u, std::thread::hardware_concurrency());
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      std::vector<float> row(static_cast<size_t>(k));
+      for (int64_t r = t; r < od; r += threads) {
+        std::mt19937_64 rng(seed ^ (uint64_t(r) * 0x9e3779b97f4a7c15ull));
+        std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+        for (auto& v : row) v = dist(rng);
+        quant::quantize_row(type, row.data(), out.data() + size_t(r) * row_bytes, k);
+      }
+    });
+  }
+  for (auto& th : pool) th.join();
+  return out;
+}
+
+std::vector<float> make_activations(int64_t nt, int64_t k, uint64_t seed) {
+  std::vector<float> x(size_t(nt) * size_t(k));
+  std::mt19937_64 rng(seed * 0x2545f4914f6cdd1dull + 1);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (auto& v : x) {
+    v = dist(rng);
+    if (v == 0.0f) v = 0.5f;
+  }
+  return x;
+}
+
+}  // namespace qgate::worker

@@ -1,0 +1,107 @@
+// Record output in three formats; protobuf is the pipe qgated reads, the others are for people.
+#include "qgate/worker/record_writer.h"
+
+#include <google/protobuf/util/delimited_message_util.h>
+#include <google/protobuf/util/json_util.h>
+
+#include <cstdio>
+
+namespace qgate::worker {
+
+std::optional<OutputFormat> parse_output_format(const std::string& text) {
+  if (text == "proto") return OutputFormat::proto;
+  if (text == "json") return OutputFormat::json;
+  if (text == "table") return OutputFormat::table;
+  return std::nullopt;
+}
+
+std::string to_json(const google::protobuf::Message& message, bool pretty) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = pretty;
+  options.preserve_proto_field_names = true;
+  std::string out;
+  (void)google::protobuf::util::MessageToJsonString(message, &out, options);
+  if (!pretty) {
+    // MessageToJsonString never emits raw newlines without add_whitespace; keep lines whole.
+    while (!out.empty() && out.back() == '\n') out.pop_back();
+  }
+  return out;
+}
+
+const char* outcome_name(v1::CaseOutcome outcome) {
+  switch (outcome) {
+    case v1::CASE_OUTCOME_PASSED: return "PASS";
+    case v1::CASE_OUTCOME_INCORRECT: return "INCORRECT";
+    case v1::CASE_OUTCOME_ERROR: return "ERROR";
+    case v1::CASE_OUTCOME_NOT_SUPPORTED: return "NOT_SUPPORTED";
+    case v1::CASE_OUTCOME_INVALID_PROBLEM: return "INVALID_PROBLEM";
+    default: return "UNSPECIFIED";
+  }
+}
+
+const char* path_name(v1::GemmPath path) {
+  switch (path) {
+    case v1::GEMM_PATH_F16: return "f16";
+    case v1::GEMM_PATH_MMQ: return "mmq";
+    case v1::GEMM_PATH_CUBLASLT_F16: return "cublaslt";
+    default: return "?";
+  }
+}
+
+std::string describe_record(const v1::WorkerRecord& record) {
+  char buf[512];
+  switch (record.record_case()) {
+    case v1::WorkerRecord::kContext: {
+      const auto& c = record.context();
+      std::snprintf(buf, sizeof buf, "# %s on %s (%s) build %s %s abi %u", c.qgate_version().c_str(),
+                    c.device_name().c_str(), c.backend() == v1::BACKEND_CUDA ? "cuda" : "cpu",
+                    c.build().name().c_str(), c.build().version().c_str(), c.build().abi_version());
+      return buf;
+    }
+    case v1::WorkerRecord::kParity: {
+      const auto& p = record.parity();
+      std::snprintf(buf, sizeof buf, "%-15s %-5s %-4s %-16s max|diff| %.3e  nmse %.3e  %s",
+                    outcome_name(p.outcome()), p.type().c_str(), path_name(p.path()),
+                    (std::to_string(p.shape().nt()) + "x" + std::to_string(p.shape().od()) + "x" +
+                     std::to_string(p.shape().k())).c_str(),
+                    p.max_abs_diff(), p.nmse(), p.message().c_str());
+      return buf;
+    }
+    case v1::WorkerRecord::kTiming: {
+      const auto& t = record.timing();
+      std::snprintf(buf, sizeof buf, "%-13s %-5s %-8s %-18s %10.1f us  %7.2f TMAC/s  %s",
+                    outcome_name(t.outcome()), t.type().c_str(), path_name(t.path()),
+                    (std::to_string(t.shape().nt()) + "x" + std::to_string(t.shape().od()) + "x" +
+                     std::to_string(t.shape().k())).c_str(),
+                    t.median_us(), t.tmac_per_s(), t.message().c_str());
+      return buf;
+    }
+    case v1::WorkerRecord::kError:
+      return "error (" + record.error().kind() + "): " + record.error().message();
+    case v1::WorkerRecord::kSummary: {
+      const auto& s = record.summary();
+      std::snprintf(buf, sizeof buf, "# %d cases: %d passed, %d failed, %d skipped (%.1f s)",
+                    s.cases(), s.passed(), s.failed(), s.skipped(), s.wall_s());
+      return buf;
+    }
+    default:
+      return "(empty record)";
+  }
+}
+
+void RecordWriter::write(const v1::WorkerRecord& record) {
+  switch (format_) {
+    case OutputFormat::proto:
+      google::protobuf::util::SerializeDelimitedToOstream(record, &out_);
+      break;
+    case OutputFormat::json:
+      out_ << to_json(record) << '\n';
+      break;
+    case OutputFormat::table:
+      out_ << describe_record(record) << '\n';
+      break;
+  }
+  out_.flush();
+}
+
+}  // namespace qgate::worker

@@ -1,0 +1,513 @@
+// The worker's subcommands. Records go to stdout in the chosen format; progress and the human
+// summary go to stderr, so a pipe of records is never mixed with prose.
+#include "qgate/worker/worker_cli.h"
+
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <tuple>
+
+#include "qgate/quant/block_formats.h"
+#include "qgate/worker/bench.h"
+#include "qgate/worker/device_api.h"
+#include "qgate/worker/kernel_build.h"
+#include "qgate/worker/parity.h"
+#include "qgate/worker/problems.h"
+#include "qgate/worker/record_writer.h"
+
+#ifndef QGATE_VERSION
+#define QGATE_VERSION "0.0.0"
+#endif
+#ifndef QGATE_COMMIT
+#define QGATE_COMMIT "unknown"
+#endif
+
+namespace qgate::worker {
+namespace {
+
+constexpr uint32_t kSchemaVersion = 1;
+
+std::string default_build_path() {
+  std::error_code ec;
+  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return "libqgate_ref.so";
+  // A bundle keeps kernel builds in plugins/; the build tree keeps libqgate_ref.so in lib/.
+  const auto root = exe.parent_path() / "..";
+  for (const char* dir : {"plugins", "lib"}) {
+    auto candidate = (root / dir / "libqgate_ref.so").lexically_normal();
+    if (std::filesystem::exists(candidate, ec)) return candidate.string();
+  }
+  return (root / "plugins" / "libqgate_ref.so").lexically_normal().string();
+}
+
+struct CommonOptions {
+  std::string build = default_build_path();
+  std::string backend = "cpu";
+  int device = 0;
+  int threads = 0;
+  std::string format;  // empty: table on a terminal, proto otherwise
+  bool json = false;
+  uint64_t seed = 20260831;
+};
+
+void add_common(CLI::App* cmd, CommonOptions& o) {
+  cmd->add_option("--build", o.build, "kernel build (.so) to load")->capture_default_str();
+  cmd->add_option("--backend", o.backend, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
+  cmd->add_option("--device", o.device, "CUDA device ordinal")->check(CLI::NonNegativeNumber)->capture_default_str();
+  cmd->add_option("--threads", o.threads, "CPU backend threads, 0 = all")->check(CLI::NonNegativeNumber)->capture_default_str();
+  cmd->add_option("--format", o.format, "proto (length-delimited), json (lines) or table; default table on a terminal, else proto")
+      ->check(CLI::IsMember({"proto", "json", "table"}));
+  cmd->add_flag("--json", o.json, "same as --format json");
+  cmd->add_option("--seed", o.seed, "base seed; every case records its own")->capture_default_str();
+}
+
+OutputFormat resolve_format(const CommonOptions& o) {
+  if (o.json) return OutputFormat::json;
+  if (!o.format.empty()) return *parse_output_format(o.format);
+  return isatty(STDOUT_FILENO) ? OutputFormat::table : OutputFormat::proto;
+}
+
+/// Everything a subcommand needs once the build and the device are open.
+struct Session {
+  std::unique_ptr<KernelBuild> build;
+  std::unique_ptr<DeviceApi> device;
+  v1::RunContext context;
+};
+
+int open_session(const CommonOptions& o, const std::map<std::string, std::string>& options,
+                 RecordWriter& writer, Session* s) {
+  BuildLoadError load_error;
+  std::string message;
+  s->build = KernelBuild::load(o.build, &load_error, &message);
+  if (!s->build) {
+    v1::WorkerRecord r;
+    r.mutable_error()->set_kind(to_string(load_error));
+    r.mutable_error()->set_message(message);
+    writer.write(r);
+    std::cerr << "qgate-worker: " << message << "\n";
+    return kExitBuild;
+  }
+  try {
+    s->device = o.backend == "cuda" ? make_cuda_device_api(o.device) : make_cpu_device_api(o.threads);
+  } catch (const std::exception& e) {
+    v1::WorkerRecord r;
+    r.mutable_error()->set_kind("device");
+    r.mutable_error()->set_message(e.what());
+    writer.write(r);
+    std::cerr << "qgate-worker: " << e.what() << "\n";
+    return kExitDevice;
+  }
+  s->device->describe(&s->context);
+  s->context.set_qgate_version(QGATE_VERSION);
+  s->context.set_qgate_commit(QGATE_COMMIT);
+  s->context.set_schema_version(kSchemaVersion);
+  s->context.set_started_unix_ms(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                     std::chrono::system_clock::now().time_since_epoch())
+                                     .count());
+  *s->context.mutable_build() = s->build->info();
+  auto& opts = *s->context.mutable_options();
+  for (const auto& [k, v] : options) opts[k] = v;
+  opts["seed"] = std::to_string(o.seed);
+  opts["threads"] = std::to_string(o.threads);
+  const char* mmq = std::getenv("MINFER_MMQ");
+  opts["MINFER_MMQ"] = mmq ? mmq : "";
+  v1::WorkerRecord r;
+  *r.mutable_context() = s->context;
+  writer.write(r);
+  return kExitOk;
+}
+
+bool parse_paths(const std::string& text, std::vector<int>* out, std::string* error) {
+  if (text == "env") *out = {QGATE_PATH_FROM_ENV};
+  else if (text == "f16") *out = {QGATE_PATH_F16};
+  else if (text == "mmq") *out = {QGATE_PATH_MMQ};
+  else if (text == "both") *out = {QGATE_PATH_MMQ, QGATE_PATH_F16};
+  else {
+    *error = "--path must be env, f16, mmq or both, got '" + text + "'";
+    return false;
+  }
+  return true;
+}
+
+// ---------------------------------------------------------------------------------------------
+int cmd_info(const CommonOptions& o) {
+  BuildLoadError load_error;
+  std::string message;
+  auto build = KernelBuild::load(o.build, &load_error, &message);
+  if (!build) {
+    std::cerr << "qgate-worker: " << message << "\n";
+    if (o.json) std::cout << nlohmann::json{{"error", to_string(load_error)}, {"message", message}}.dump() << "\n";
+    return kExitBuild;
+  }
+  const v1::BuildInfo info = build->info();
+  if (o.json) {
+    std::cout << to_json(info) << "\n";
+  } else {
+    std::cout << "build     " << info.path() << "\n"
+              << "sha256    " << info.sha256() << "\n"
+              << "name      " << info.name() << " " << info.version() << " (" << info.commit() << ")\n"
+              << "abi       " << info.abi_version() << "\n"
+              << "backends  " << info.backends() << "\n"
+              << "cuda      " << (info.cuda_archs().empty() ? "-" : info.cuda_archs()) << "\n"
+              << "devices   " << cuda_device_count() << " CUDA device(s) visible\n";
+  }
+  return kExitOk;
+}
+
+// ---------------------------------------------------------------------------------------------
+int cmd_parity(const CommonOptions& o, const std::string& types_text, const std::string& shapes_set,
+               const std::vector<std::string>& extra_shapes, const std::string& path_text,
+               double mmq_tol, double f16_tol) {
+  std::string error;
+  ParityOptions po;
+  po.seed = o.seed;
+  po.threads = o.threads;
+  po.mmq_tolerance = mmq_tol;
+  po.f16_tolerance = f16_tol;
+  auto types = parse_types(types_text, &error);
+  if (!types) {
+    std::cerr << "qgate-worker: " << error << "\n";
+    return kExitUsage;
+  }
+  po.types = *types;
+  if (shapes_set == "standard") po.shapes = standard_shapes();
+  for (const auto& text : extra_shapes) {
+    auto shape = parse_shape(text, &error);
+    if (!shape) {
+      std::cerr << "qgate-worker: " << error << "\n";
+      return kExitUsage;
+    }
+    po.shapes.push_back(*shape);
+  }
+  if (po.shapes.empty()) {
+    std::cerr << "qgate-worker: no shapes to run (use --shapes standard or --shape NTxODxK)\n";
+    return kExitUsage;
+  }
+  if (!parse_paths(path_text, &po.paths, &error)) {
+    std::cerr << "qgate-worker: " << error << "\n";
+    return kExitUsage;
+  }
+
+  RecordWriter writer(resolve_format(o), std::cout);
+  Session s;
+  std::map<std::string, std::string> opts = {{"command", "parity"}, {"types", types_text},
+                                             {"shapes", shapes_set}, {"path", path_text},
+                                             {"mmq_tolerance", std::to_string(mmq_tol)},
+                                             {"f16_tolerance", std::to_string(f16_tol)}};
+  if (int rc = open_session(o, opts, writer, &s); rc != kExitOk) return rc;
+
+  const auto t0 = std::chrono::steady_clock::now();
+  v1::WorkerSummary summary;
+  const bool records_to_terminal = resolve_format(o) == OutputFormat::table;
+  ParityRunner runner(*s.build, *s.device, o.threads);
+  runner.run(po, [&](const v1::ParityCase& c) {
+    v1::WorkerRecord r;
+    *r.mutable_parity() = c;
+    writer.write(r);
+    if (!records_to_terminal) std::cerr << describe_record(r) << "\n";
+    summary.set_cases(summary.cases() + 1);
+    if (c.outcome() == v1::CASE_OUTCOME_PASSED) summary.set_passed(summary.passed() + 1);
+    else if (c.outcome() == v1::CASE_OUTCOME_NOT_SUPPORTED) summary.set_skipped(summary.skipped() + 1);
+    else summary.set_failed(summary.failed() + 1);
+  });
+  summary.set_wall_s(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  v1::WorkerRecord r;
+  *r.mutable_summary() = summary;
+  writer.write(r);
+  if (!records_to_terminal) std::cerr << describe_record(r) << "\n";
+  return summary.failed() > 0 ? kExitCaseFailed : kExitOk;
+}
+
+// ---------------------------------------------------------------------------------------------
+void print_bench_table(std::ostream& out, const std::vector<v1::GemmTiming>& timings) {
+  // One row per (type, shape): the build's paths side by side with cuBLASLt f16.
+  using Key = std::tuple<int64_t, int64_t, int64_t, std::string>;
+  std::map<Key, std::map<v1::GemmPath, const v1::GemmTiming*>> rows;
+  std::vector<Key> order;
+  for (const auto& t : timings) {
+    Key key{t.shape().od(), t.shape().k(), t.shape().nt(), t.type()};
+    if (!rows.count(key)) order.push_back(key);
+    rows[key][t.path()] = &t;
+  }
+  char line[256];
+  std::snprintf(line, sizeof line, "%-5s %5s %13s | %9s %7s | %9s %7s | %9s %7s | %8s %9s\n", "type",
+                "nt", "od x k", "mmq us", "TMAC/s", "f16 us", "TMAC/s", "cublt us", "TMAC/s",
+                "mmq/f16", "mmq/cublt");
+  out << line << std::string(112, '-') << "\n";
+  auto cell = [](const v1::GemmTiming* t, char* us, char* tm) {
+    if (t && t->outcome() == v1::CASE_OUTCOME_PASSED) {
+      std::snprintf(us, 16, "%9.1f", t->median_us());
+      std::snprintf(tm, 16, "%7.2f", t->tmac_per_s());
+    } else {
+      std::snprintf(us, 16, "%9s", t ? "error" : "-");
+      std::snprintf(tm, 16, "%7s", "-");
+    }
+  };
+  auto ratio = [](const v1::GemmTiming* a, const v1::GemmTiming* b, char* buf, int width) {
+    if (a && b && a->outcome() == v1::CASE_OUTCOME_PASSED && b->outcome() == v1::CASE_OUTCOME_PASSED && a->median_us() > 0)
+      std::snprintf(buf, 16, "%*.2fx", width - 1, b->median_us() / a->median_us());
+    else
+      std::snprintf(buf, 16, "%*s", width, "-");
+  };
+  for (const Key& key : order) {
+    auto& m = rows[key];
+    const v1::GemmTiming* mmq = m.count(v1::GEMM_PATH_MMQ) ? m[v1::GEMM_PATH_MMQ] : nullptr;
+    const v1::GemmTiming* f16 = m.count(v1::GEMM_PATH_F16) ? m[v1::GEMM_PATH_F16] : nullptr;
+    const v1::GemmTiming* cub = m.count(v1::GEMM_PATH_CUBLASLT_F16) ? m[v1::GEMM_PATH_CUBLASLT_F16] : nullptr;
+    char a[16], b[16], c[16], d[16], e[16], f[16], r1[16], r2[16];
+    cell(mmq, a, b);
+    cell(f16, c, d);
+    cell(cub, e, f);
+    ratio(mmq, f16, r1, 8);
+    ratio(mmq, cub, r2, 9);
+    const std::string odk = std::to_string(std::get<0>(key)) + "x" + std::to_string(std::get<1>(key));
+    std::snprintf(line, sizeof line, "%-5s %5lld %13s | %s %s | %s %s | %s %s | %s %s\n",
+                  std::get<3>(key).c_str(), (long long)std::get<2>(key), odk.c_str(), a, b, c, d, e, f, r1, r2);
+    out << line;
+  }
+  out << "mmq/f16 and mmq/cublt are speed ratios (time of the other path / time of MMQ; > 1 means MMQ is faster).\n";
+}
+
+int cmd_bench(const CommonOptions& o, const std::string& types_text, const std::vector<int64_t>& nts,
+              const std::vector<std::string>& odk_texts, const std::string& path_text, int warmup,
+              int reps, bool no_cublaslt, bool warm_cache, const std::string& json_out) {
+  std::string error;
+  BenchOptions bo;
+  bo.seed = o.seed;
+  bo.threads = o.threads;
+  bo.warmup = warmup;
+  bo.repetitions = reps;
+  bo.cublaslt = !no_cublaslt;
+  bo.cold = !warm_cache;
+  auto types = parse_types(types_text, &error);
+  if (!types) {
+    std::cerr << "qgate-worker: " << error << "\n";
+    return kExitUsage;
+  }
+  bo.types = *types;
+  if (!nts.empty()) bo.token_counts = nts;
+  if (!odk_texts.empty()) {
+    bo.od_k.clear();
+    for (const auto& text : odk_texts) {
+      auto shape = parse_shape("1x" + text, &error);
+      if (!shape) {
+        std::cerr << "qgate-worker: --odk '" << text << "' must be ODxK, e.g. 4096x14336\n";
+        return kExitUsage;
+      }
+      bo.od_k.emplace_back(shape->od, shape->k);
+    }
+  }
+  if (!parse_paths(path_text, &bo.paths, &error)) {
+    std::cerr << "qgate-worker: " << error << "\n";
+    return kExitUsage;
+  }
+  // The benchmark prints a table by default; records go to stdout only when asked for.
+  const bool records = o.json || !o.format.empty();
+  std::ofstream devnull;
+  RecordWriter writer(records ? resolve_format(o) : OutputFormat::json, records ? std::cout : devnull);
+  Session s;
+  std::map<std::string, std::string> opts = {{"command", "bench"}, {"types", types_text},
+                                             {"warmup", std::to_string(warmup)},
+                                             {"repetitions", std::to_string(reps)},
+                                             {"cold_l2", bo.cold ? "true" : "false"},
+                                             {"path", path_text}};
+  if (int rc = open_session(o, opts, writer, &s); rc != kExitOk) return rc;
+
+  std::vector<v1::GemmTiming> timings;
+  BenchRunner runner(*s.build, *s.device, o.threads);
+  runner.run(
+      bo,
+      [&](const v1::GemmTiming& t) {
+        v1::WorkerRecord r;
+        *r.mutable_timing() = t;
+        writer.write(r);
+        std::cerr << describe_record(r) << "\n";
+        timings.push_back(t);
+      },
+      [&](const std::string& msg) { std::cerr << "# " << msg << "\n"; });
+
+  if (!records) print_bench_table(std::cout, timings);
+  if (!json_out.empty()) {
+    nlohmann::json doc;
+    doc["schema_version"] = kSchemaVersion;
+    doc["context"] = nlohmann::json::parse(to_json(s.context));
+    doc["timings"] = nlohmann::json::array();
+    for (const auto& t : timings) doc["timings"].push_back(nlohmann::json::parse(to_json(t)));
+    std::ofstream f(json_out);
+    if (!f) {
+      std::cerr << "qgate-worker: cannot write " << json_out << "\n";
+      return kExitUsage;
+    }
+    f << doc.dump(2) << "\n";
+    std::cerr << "# wrote " << json_out << "\n";
+  }
+  bool any_error = false;
+  for (const auto& t : timings) any_error |= t.outcome() == v1::CASE_OUTCOME_ERROR;
+  return any_error ? kExitCaseFailed : kExitOk;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Greedy decoding's last step: argmax over an output head, f16 path against MMQ, same inputs.
+int cmd_argmax(const CommonOptions& o, const std::string& type_text, int64_t od, int64_t k, int64_t nt,
+               double activation_scale) {
+  std::string error;
+  auto types = parse_types(type_text, &error);
+  if (!types || types->size() != 1) {
+    std::cerr << "qgate-worker: --type must name one weight type" << (error.empty() ? "" : ": " + error) << "\n";
+    return kExitUsage;
+  }
+  const quant::WeightType type = types->front();
+  if (od <= 0 || k <= 0 || nt <= 0 || k % quant::traits(type).block_elems) {
+    std::cerr << "qgate-worker: sizes must be positive and k a multiple of the block\n";
+    return kExitUsage;
+  }
+  std::ofstream devnull;
+  RecordWriter writer(OutputFormat::json, devnull);
+  Session s;
+  if (int rc = open_session(o, {{"command", "argmax"}}, writer, &s); rc != kExitOk) return rc;
+
+  const GemmShape shape{nt, od, k};
+  const uint64_t seed = case_seed(o.seed, type, shape);
+  const auto weights = make_weights(type, od, k, seed);
+  auto x = make_activations(nt, k, seed);
+  for (auto& v : x) v *= float(activation_scale);
+  std::map<int, std::vector<float>> logits;
+  try {
+    DeviceBuffer dx(*s.device, x.size() * sizeof(float));
+    DeviceBuffer dy(*s.device, size_t(nt) * size_t(od) * sizeof(float));
+    s.device->upload(dx.as<void>(), x.data(), x.size() * sizeof(float));
+    for (int path : {QGATE_PATH_F16, QGATE_PATH_MMQ}) {
+      BuildContext ctx(*s.build, s.device->backend(), s.device->device_ordinal(), path, o.threads);
+      PreparedGemm gemm(ctx, int32_t(type), od, k, weights.data(), nt);
+      if (!gemm.ok() || gemm.run(dx.as<float>(), nt, dy.as<float>(), s.device->stream()) != QGATE_OK) {
+        std::cerr << "qgate-worker: " << gemm.message() << "\n";
+        return kExitDevice;
+      }
+      s.device->synchronize();
+      auto& y = logits[path];
+      y.resize(size_t(nt) * size_t(od));
+      s.device->download(y.data(), dy.as<void>(), y.size() * sizeof(float));
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "qgate-worker: " << e.what() << "\n";
+    return kExitDevice;
+  }
+  auto top2 = [&](const std::vector<float>& y, int64_t t) {
+    const float* row = y.data() + size_t(t) * size_t(od);
+    int64_t best = 0;
+    for (int64_t i = 1; i < od; ++i) if (row[i] > row[best]) best = i;
+    float second = -INFINITY;
+    for (int64_t i = 0; i < od; ++i) if (i != best) second = std::max(second, row[i]);
+    return std::pair<int64_t, float>(best, row[best] - second);
+  };
+  nlohmann::json report;
+  report["type"] = std::string(quant::traits(type).name);
+  report["shape"] = shape.to_string();
+  report["seed"] = seed;
+  report["activation_scale"] = activation_scale;
+  report["mismatches"] = nlohmann::json::array();
+  int64_t identical = 0;
+  double min_margin = INFINITY;
+  for (int64_t t = 0; t < nt; ++t) {
+    auto [a, margin] = top2(logits[QGATE_PATH_F16], t);
+    auto [b, margin_mmq] = top2(logits[QGATE_PATH_MMQ], t);
+    min_margin = std::min(min_margin, double(margin));
+    if (a == b) {
+      ++identical;
+    } else {
+      report["mismatches"].push_back({{"token", t}, {"f16_argmax", a}, {"mmq_argmax", b},
+                                      {"f16_top2_margin", margin}, {"mmq_top2_margin", margin_mmq}});
+    }
+  }
+  report["tokens"] = nt;
+  report["identical"] = identical;
+  report["min_f16_top2_margin"] = min_margin;
+  if (o.json) std::cout << report.dump() << "\n";
+  else
+    std::cout << "argmax over " << od << " rows, " << nt << " tokens, " << report["type"].get<std::string>()
+              << ": " << identical << "/" << nt << " identical between f16 and MMQ"
+              << " (smallest f16 top-2 margin " << min_margin << ")\n";
+  return identical == nt ? kExitOk : kExitCaseFailed;
+}
+
+}  // namespace
+
+int run_worker_cli(int argc, char** argv) {
+  CLI::App app{"qgate-worker: runs one kernel build's parity cases and timings"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string(QGATE_VERSION) + " (" + QGATE_COMMIT + ")");
+
+  CommonOptions info_o, parity_o, bench_o, argmax_o;
+  auto* info = app.add_subcommand("info", "show what a kernel build reports about itself");
+  info->add_option("--build", info_o.build, "kernel build (.so)")->capture_default_str();
+  info->add_flag("--json", info_o.json, "JSON output");
+
+  auto* parity = app.add_subcommand("parity", "run parity cases against the CPU reference");
+  add_common(parity, parity_o);
+  std::string types = "all", shapes = "standard", path = "env";
+  std::vector<std::string> extra_shapes;
+  double mmq_tol = 1e-3, f16_tol = 1e-3;
+  parity->add_option("--types", types, "all, or a comma-separated list (q4_0,q6_K,...)")->capture_default_str();
+  parity->add_option("--shapes", shapes, "standard or none")->check(CLI::IsMember({"standard", "none"}))->capture_default_str();
+  parity->add_option("--shape", extra_shapes, "extra case NTxODxK (repeatable)");
+  parity->add_option("--path", path, "env (MINFER_MMQ), f16, mmq or both")->capture_default_str();
+  parity->add_option("--mmq-tolerance", mmq_tol, "max |diff| for MMQ")->capture_default_str();
+  parity->add_option("--f16-tolerance", f16_tol, "max |diff| for f16")->capture_default_str();
+
+  auto* bench = app.add_subcommand("bench", "time the build's paths (and cuBLASLt f16) per type");
+  add_common(bench, bench_o);
+  std::string bench_types = "all", bench_path = "both", json_out;
+  std::vector<int64_t> nts;
+  std::vector<std::string> odk;
+  int warmup = 3, reps = 20;
+  bool no_cublaslt = false, warm_cache = false;
+  bench->add_option("--types", bench_types, "all, or a comma-separated list")->capture_default_str();
+  bench->add_option("--nt", nts, "token counts (default 512 2048)")->delimiter(',');
+  bench->add_option("--odk", odk, "ODxK weight shapes (default 4096x14336,14336x4096)")->delimiter(',');
+  bench->add_option("--path", bench_path, "env, f16, mmq or both")->capture_default_str();
+  bench->add_option("--warmup", warmup, "untimed runs first")->check(CLI::NonNegativeNumber)->capture_default_str();
+  bench->add_option("--reps", reps, "timed repetitions (median reported)")->check(CLI::PositiveNumber)->capture_default_str();
+  bench->add_flag("--no-cublaslt", no_cublaslt, "do not time the cuBLASLt f16 baseline");
+  bench->add_flag("--warm-l2", warm_cache, "do not flush L2 between repetitions");
+  bench->add_option("--json-out", json_out, "write the full report as JSON to this file");
+
+  auto* argmax = app.add_subcommand("argmax", "compare greedy argmax over an output head, f16 vs MMQ");
+  add_common(argmax, argmax_o);
+  std::string argmax_type = "q6_K";
+  int64_t head_od = 32000, head_k = 4096, head_nt = 128;
+  double act_scale = 1.0;
+  argmax->add_option("--type", argmax_type, "weight type of the head")->capture_default_str();
+  argmax->add_option("--od", head_od, "rows of the head (vocabulary)")->capture_default_str();
+  argmax->add_option("--k", head_k, "hidden size")->capture_default_str();
+  argmax->add_option("--nt", head_nt, "tokens")->capture_default_str();
+  argmax->add_option("--activation-scale", act_scale, "scale of the random hidden states")->capture_default_str();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? kExitOk : kExitUsage;
+  }
+  try {
+    if (*info) return cmd_info(info_o);
+    if (*parity) return cmd_parity(parity_o, types, shapes, extra_shapes, path, mmq_tol, f16_tol);
+    if (*bench) return cmd_bench(bench_o, bench_types, nts, odk, bench_path, warmup, reps, no_cublaslt, warm_cache, json_out);
+    if (*argmax) return cmd_argmax(argmax_o, argmax_type, head_od, head_k, head_nt, act_scale);
+  } catch (const DeviceError& e) {
+    std::cerr << "qgate-worker: device error: " << e.what() << "\n";
+    return kExitDevice;
+  } catch (const std::exception& e) {
+    std::cerr << "qgate-worker: " << e.what() << "\n";
+    return kExitDevice;
+  }
+  return kExitUsage;
+}
+
+}  // namespace qgate::worker

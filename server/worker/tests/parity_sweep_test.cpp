@@ -1,0 +1,30 @@
+// The whole standard sweep, 8 types x 8 shapes on both paths, through the real worker binary on
+// the backend this test was built for (CPU in CI; CUDA in the gpu-labelled binary).
+#include <gtest/gtest.h>
+
+#include "qgate/worker/worker_cli.h"
+#include "worker_process.h"
+
+using namespace qgate::worker;
+using namespace qgate::worker::testing;
+
+TEST(ParitySweep, AllTypesAllShapesBothPathsPass) {
+  auto r = run_worker(std::string("parity --backend ") + QGATE_SWEEP_BACKEND +
+                      " --types all --shapes standard --path both --format proto --build " + ref_library());
+  auto records = parse_records(r.out);
+  ASSERT_FALSE(records.empty()) << r.err;
+  ASSERT_TRUE(records.back().has_summary()) << r.err;
+  int passed = 0;
+  for (const auto& rec : records) {
+    if (!rec.has_parity()) continue;
+    const auto& c = rec.parity();
+    EXPECT_EQ(c.outcome(), qgate::v1::CASE_OUTCOME_PASSED)
+        << c.type() << " " << c.shape().nt() << "x" << c.shape().od() << "x" << c.shape().k() << " "
+        << (c.path() == qgate::v1::GEMM_PATH_MMQ ? "mmq" : "f16") << ": " << c.message();
+    EXPECT_EQ(c.unwritten_count() + c.nan_count() + c.inf_count(), 0);
+    passed += c.outcome() == qgate::v1::CASE_OUTCOME_PASSED;
+  }
+  EXPECT_EQ(passed, 128) << "8 types x 8 shapes x 2 paths";
+  EXPECT_EQ(r.exit_code, kExitOk) << r.err;
+  std::cerr << records.back().summary().DebugString();
+}

@@ -1,0 +1,159 @@
+// qgate-worker driven as a user or qgated would drive it: records on stdout, a clear one-line
+// error and a distinct exit code for every kind of bad input, and never a crash.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "qgate/worker/device_api.h"
+#include "qgate/worker/worker_cli.h"
+#include "worker_process.h"
+
+using namespace qgate::worker;
+using namespace qgate::worker::testing;
+using qgate::v1::WorkerRecord;
+
+namespace {
+const std::string kBuild = " --build " + ref_library();
+}
+
+TEST(WorkerCli, ParityWritesContextCasesAndSummary) {
+  auto r = run_worker("parity --backend cpu --types q4_0,q6_K --shapes none --shape 7x33x256 --shape 65x63x512 "
+                      "--path both --format proto" + kBuild);
+  ASSERT_EQ(r.exit_code, kExitOk) << r.err;
+  auto records = parse_records(r.out);
+  ASSERT_EQ(records.size(), 1u + 8u + 1u);
+  ASSERT_TRUE(records.front().has_context());
+  EXPECT_EQ(records.front().context().build().name(), "qgate-ref");
+  EXPECT_EQ(records.front().context().options().at("seed"), "20260831");
+  int mmq = 0, f16 = 0;
+  for (size_t i = 1; i + 1 < records.size(); ++i) {
+    ASSERT_TRUE(records[i].has_parity());
+    const auto& c = records[i].parity();
+    EXPECT_EQ(c.outcome(), qgate::v1::CASE_OUTCOME_PASSED) << c.message();
+    EXPECT_LT(c.max_abs_diff(), 1e-3);
+    EXPECT_GT(c.ref_max_abs(), 0.1) << "inputs must not be degenerate";
+    EXPECT_NE(c.seed(), 0u);
+    mmq += c.path() == qgate::v1::GEMM_PATH_MMQ;
+    f16 += c.path() == qgate::v1::GEMM_PATH_F16;
+  }
+  EXPECT_EQ(mmq, 4);
+  EXPECT_EQ(f16, 4);
+  ASSERT_TRUE(records.back().has_summary());
+  EXPECT_EQ(records.back().summary().passed(), 8);
+}
+
+TEST(WorkerCli, PathFollowsMinferMmq) {
+  auto r = run_worker("parity --backend cpu --types q8_0 --shapes none --shape 3x5x64 --format proto" + kBuild,
+                      "MINFER_MMQ=1");
+  ASSERT_EQ(r.exit_code, kExitOk) << r.err;
+  auto records = parse_records(r.out);
+  ASSERT_EQ(records.size(), 3u);
+  EXPECT_EQ(records[1].parity().path(), qgate::v1::GEMM_PATH_MMQ);
+  EXPECT_EQ(records[0].context().options().at("MINFER_MMQ"), "1");
+  r = run_worker("parity --backend cpu --types q8_0 --shapes none --shape 3x5x64 --format proto" + kBuild);
+  EXPECT_EQ(parse_records(r.out)[1].parity().path(), qgate::v1::GEMM_PATH_F16);
+}
+
+TEST(WorkerCli, JsonLinesForPeople) {
+  auto r = run_worker("parity --backend cpu --types q4_1 --shapes none --shape 2x3x32 --json" + kBuild);
+  ASSERT_EQ(r.exit_code, kExitOk) << r.err;
+  std::istringstream lines(r.out);
+  std::string line;
+  int n = 0;
+  while (std::getline(lines, line)) {
+    auto j = nlohmann::json::parse(line);  // throws, failing the test, on a malformed line
+    if (j.contains("parity")) EXPECT_EQ(j["parity"]["outcome"], "CASE_OUTCOME_PASSED");
+    ++n;
+  }
+  EXPECT_EQ(n, 3);
+}
+
+TEST(WorkerCli, UnknownTypeIsAUsageError) {
+  auto r = run_worker("parity --backend cpu --types q4_0,q3_K --format proto" + kBuild);
+  EXPECT_EQ(r.exit_code, kExitUsage);
+  EXPECT_NE(r.err.find("unknown weight type 'q3_K'"), std::string::npos) << r.err;
+  EXPECT_TRUE(r.out.empty());
+}
+
+TEST(WorkerCli, NonPositiveSizesAreUsageErrors) {
+  for (const char* shape : {"0x64x256", "4x-64x256", "4x64x0", "4x64"}) {
+    auto r = run_worker(std::string("parity --backend cpu --shapes none --shape ") + shape + kBuild);
+    EXPECT_EQ(r.exit_code, kExitUsage) << shape << ": " << r.err;
+    EXPECT_NE(r.err.find("shape"), std::string::npos) << r.err;
+  }
+}
+
+TEST(WorkerCli, KNotAMultipleOfTheBlockIsAnInvalidProblemNotACrash) {
+  auto r = run_worker("parity --backend cpu --types q4_0,q4_K --shapes none --shape 4x8x96 --path mmq --format proto" + kBuild);
+  EXPECT_EQ(r.exit_code, kExitCaseFailed) << r.err;
+  auto records = parse_records(r.out);
+  ASSERT_EQ(records.size(), 4u);
+  EXPECT_EQ(records[1].parity().outcome(), qgate::v1::CASE_OUTCOME_PASSED) << "k=96 is fine for q4_0";
+  EXPECT_EQ(records[2].parity().outcome(), qgate::v1::CASE_OUTCOME_INVALID_PROBLEM);
+  EXPECT_NE(records[2].parity().message().find("not a multiple"), std::string::npos);
+  EXPECT_EQ(records[3].summary().failed(), 1);
+}
+
+TEST(WorkerCli, AnAllocationLargerThanTheDeviceIsRefusedCleanly) {
+  // 10^6 x 10^6 q8_0 weights: about 1 TB, more than any host or GPU here.
+  auto r = run_worker("parity --backend cpu --types q8_0 --shapes none --shape 1x1000000x1000000 --format proto" + kBuild);
+  EXPECT_EQ(r.exit_code, kExitCaseFailed) << r.err;
+  auto records = parse_records(r.out);
+  ASSERT_EQ(records.size(), 3u);
+  EXPECT_EQ(records[1].parity().outcome(), qgate::v1::CASE_OUTCOME_ERROR);
+  EXPECT_NE(records[1].parity().message().find("OUT_OF_MEMORY"), std::string::npos) << records[1].parity().message();
+}
+
+TEST(WorkerCli, ABuildThatIsNotElfIsRefused) {
+  const std::string path = ::testing::TempDir() + "/fake_build.so";
+  std::ofstream(path) << "not a library";
+  auto r = run_worker("parity --backend cpu --format proto --build " + path);
+  EXPECT_EQ(r.exit_code, kExitBuild);
+  EXPECT_NE(r.err.find("not a shared object"), std::string::npos) << r.err;
+  auto records = parse_records(r.out);
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].error().kind(), "not_elf");
+}
+
+TEST(WorkerCli, AnAbiMismatchIsRefused) {
+  auto r = run_worker(std::string("parity --backend cpu --format proto --build ") + QGATE_WRONG_ABI_LIBRARY);
+  EXPECT_EQ(r.exit_code, kExitBuild);
+  EXPECT_NE(r.err.find("ABI version 999"), std::string::npos) << r.err;
+  auto records = parse_records(r.out);
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].error().kind(), "abi_mismatch");
+}
+
+TEST(WorkerCli, CudaWithoutADeviceIsADeviceError) {
+  if (qgate::worker::cuda_device_count() > 0) GTEST_SKIP() << "a CUDA device is present";
+  auto r = run_worker("parity --backend cuda --types q4_0 --shapes none --shape 1x32x32 --format proto" + kBuild);
+  EXPECT_EQ(r.exit_code, kExitDevice);
+  EXPECT_FALSE(r.err.empty());
+}
+
+TEST(WorkerCli, InfoDescribesTheBuild) {
+  auto r = run_worker("info --json" + kBuild);
+  ASSERT_EQ(r.exit_code, kExitOk) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["name"], "qgate-ref");
+  EXPECT_EQ(j["sha256"].get<std::string>().size(), 64u);
+}
+
+TEST(WorkerCli, BenchPrintsATableAndWritesJson) {
+  const std::string json_path = ::testing::TempDir() + "/bench.json";
+  auto r = run_worker("bench --backend cpu --types q4_0 --nt 4,8 --odk 64x256 --warmup 1 --reps 3 --json-out " +
+                      json_path + kBuild);
+  ASSERT_EQ(r.exit_code, kExitOk) << r.err;
+  EXPECT_NE(r.out.find("mmq/f16"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("64x256"), std::string::npos) << r.out;
+  std::ifstream in(json_path);
+  auto doc = nlohmann::json::parse(in);
+  ASSERT_EQ(doc["timings"].size(), 4u);  // 2 token counts x 2 paths
+  for (const auto& t : doc["timings"]) {
+    EXPECT_EQ(t["outcome"], "CASE_OUTCOME_PASSED");
+    EXPECT_EQ(t["samples_us"].size(), 3u);
+    EXPECT_GT(t["median_us"].get<double>(), 0.0);
+  }
+  EXPECT_EQ(doc["context"]["build"]["name"], "qgate-ref");
+}
