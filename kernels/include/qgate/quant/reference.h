@@ -18,4 +18,11 @@ void reference_mmq(WeightType type, const void* weights, int64_t od, int64_t k, 
 void reference_f16(WeightType type, const void* weights, int64_t od, int64_t k, const float* x,
                    int64_t nt, double* y);
 
+/// The same two references on an explicit number of threads (<= 0: all hardware threads).
+/// Each output is summed in one fixed order, so the result does not depend on `threads`.
+void reference_mmq(WeightType type, const void* weights, int64_t od, int64_t k, const float* x,
+                   int64_t nt, double* y, int threads);
+void reference_f16(WeightType type, const void* weights, int64_t od, int64_t k, const float* x,
+                   int64_t nt, double* y, int threads);
+
 }  // namespace qgate::quant
