@@ -44,8 +44,9 @@ class GemmBackend {
 
 std::unique_ptr<GemmBackend> make_cpu_backend(GemmPath path, int threads);
 
-/// Returns nullptr with *error set when CUDA is not compiled in or the device cannot be used.
-std::unique_ptr<GemmBackend> make_cuda_backend(GemmPath path, int device, std::string* error);
+/// Returns nullptr with *error set when CUDA is not compiled in or the device cannot be used:
+/// QGATE_ERR_UNSUPPORTED when the device or build cannot do the path, QGATE_ERR_BACKEND otherwise.
+std::unique_ptr<GemmBackend> make_cuda_backend(GemmPath path, int device, CallResult* error);
 
 /// True when this build was compiled with the CUDA backend.
 bool cuda_backend_compiled();

@@ -11,10 +11,6 @@
 #include "qgate/kernel_abi.h"
 #include "qgate/quant/block_formats.h"
 
-#ifndef QGATE_ARCHS
-#define QGATE_ARCHS ""
-#endif
-
 using qgate::kernels::CallResult;
 using qgate::kernels::GemmBackend;
 using qgate::kernels::GemmPath;
@@ -114,12 +110,11 @@ QGATE_EXPORT qgate_status qgate_context_create(const qgate_context_options* opti
       ctx->impl = qgate::kernels::make_cpu_backend(ctx->path, options->cpu_threads);
     } else if (options->backend == QGATE_BACKEND_CUDA) {
       if (options->device < 0) return refuse(QGATE_ERR_INVALID_ARGUMENT, "device must be >= 0");
-      std::string error;
+      CallResult error;
       ctx->backend = QGATE_BACKEND_CUDA;
       ctx->impl = qgate::kernels::make_cuda_backend(ctx->path, options->device, &error);
       if (!ctx->impl)
-        return refuse(qgate::kernels::cuda_backend_compiled() ? QGATE_ERR_BACKEND : QGATE_ERR_UNSUPPORTED,
-                      error);
+        return refuse(error.status == QGATE_OK ? QGATE_ERR_BACKEND : error.status, error.message);
     } else {
       return refuse(QGATE_ERR_INVALID_ARGUMENT, "unknown backend " + std::to_string(options->backend));
     }

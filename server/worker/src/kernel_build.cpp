@@ -2,6 +2,7 @@
 #include "qgate/worker/kernel_build.h"
 
 #include <dlfcn.h>
+#include <elf.h>
 
 #include <cerrno>
 #include <cstring>
@@ -45,11 +46,35 @@ BuildLoadError check_elf(const std::string& path, std::string* message) {
     *message = "cannot open kernel build '" + path + "': " + std::strerror(errno);
     return BuildLoadError::not_found;
   }
-  char magic[4] = {};
-  in.read(magic, sizeof magic);
-  if (in.gcount() != 4 || std::memcmp(magic, "\x7f" "ELF", 4) != 0) {
+  Elf64_Ehdr header{};
+  in.read(reinterpret_cast<char*>(&header), sizeof header);
+  if (in.gcount() < 4 || std::memcmp(header.e_ident, ELFMAG, SELFMAG) != 0) {
     *message = "'" + path + "' is not a shared object (no ELF header)";
     return BuildLoadError::not_elf;
+  }
+  if (in.gcount() != sizeof header || header.e_ident[EI_CLASS] != ELFCLASS64 || header.e_type != ET_DYN ||
+      header.e_machine != EM_X86_64) {
+    *message = "'" + path + "' is not an x86-64 ELF shared object";
+    return BuildLoadError::not_elf;
+  }
+  // dlopen maps segments without checking them against the file size; touching a page past the
+  // end of a truncated file raises SIGBUS in the loader. Check every loaded range first.
+  in.seekg(0, std::ios::end);
+  const uint64_t size = uint64_t(in.tellg());
+  auto truncated = [&](const char* what) {
+    *message = "'" + path + "' is a truncated or corrupt shared object (" + what + " past the end of the file)";
+    return BuildLoadError::not_elf;
+  };
+  if (header.e_phentsize != sizeof(Elf64_Phdr) ||
+      header.e_phoff + uint64_t(header.e_phnum) * sizeof(Elf64_Phdr) > size)
+    return truncated("program headers");
+  if (header.e_shoff + uint64_t(header.e_shnum) * header.e_shentsize > size) return truncated("section headers");
+  in.seekg(std::streamoff(header.e_phoff));
+  for (int i = 0; i < header.e_phnum; ++i) {
+    Elf64_Phdr ph{};
+    in.read(reinterpret_cast<char*>(&ph), sizeof ph);
+    if (!in) return truncated("a program header");
+    if (ph.p_type == PT_LOAD && ph.p_offset + ph.p_filesz > size) return truncated("a loadable segment");
   }
   return BuildLoadError::none;
 }

@@ -21,6 +21,7 @@
 #include "qgate/worker/parity.h"
 #include "qgate/worker/problems.h"
 #include "qgate/worker/record_writer.h"
+#include "qgate/worker/serve.h"
 
 #ifndef QGATE_VERSION
 #define QGATE_VERSION "0.0.0"
@@ -437,6 +438,14 @@ int cmd_argmax(const CommonOptions& o, const std::string& type_text, int64_t od,
   return identical == nt ? kExitOk : kExitCaseFailed;
 }
 
+// ---------------------------------------------------------------------------------------------
+int cmd_serve(const CommonOptions& o) {
+  RecordWriter writer(OutputFormat::proto, std::cout);
+  Session s;
+  if (int rc = open_session(o, {{"command", "serve"}}, writer, &s); rc != kExitOk) return rc;
+  return serve_requests(*s.build, *s.device, o.threads, STDIN_FILENO, writer);
+}
+
 }  // namespace
 
 int run_worker_cli(int argc, char** argv) {
@@ -489,6 +498,10 @@ int run_worker_cli(int argc, char** argv) {
   argmax->add_option("--nt", head_nt, "tokens")->capture_default_str();
   argmax->add_option("--activation-scale", act_scale, "scale of the random hidden states")->capture_default_str();
 
+  CommonOptions serve_o;
+  auto* serve = app.add_subcommand("serve", "answer prepare/run requests on stdin (used by qgated)");
+  add_common(serve, serve_o);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -499,6 +512,7 @@ int run_worker_cli(int argc, char** argv) {
     if (*info) return cmd_info(info_o);
     if (*parity) return cmd_parity(parity_o, types, shapes, extra_shapes, path, mmq_tol, f16_tol);
     if (*bench) return cmd_bench(bench_o, bench_types, nts, odk, bench_path, warmup, reps, no_cublaslt, warm_cache, json_out);
+    if (*serve) return cmd_serve(serve_o);
     if (*argmax) return cmd_argmax(argmax_o, argmax_type, head_od, head_k, head_nt, act_scale);
   } catch (const DeviceError& e) {
     std::cerr << "qgate-worker: device error: " << e.what() << "\n";

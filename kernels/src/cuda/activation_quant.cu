@@ -1,0 +1,85 @@
+// Activation kernels run once per GEMM launch: the q8 quantizer of the MMQ path (f32 -> pad40
+// blocks carrying their int sum, layout documented in launchers.h) and the f32 -> f16 conversion of
+// the f16 path. The quantizer must round exactly as the CPU reference (quantize_block_q8) does, so
+// this file is built without fast-math and spells every rounding step out.
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cuda/launchers.h"
+
+namespace qgate::cuda {
+namespace {
+
+constexpr int kQuantWarps = 8;  // blocks of 32 elements quantized per CTA (one per warp)
+
+// One warp per 32-element block, one element per lane: the max and the sum are warp reductions,
+// which are exact (max is order-free; the sum is of small ints).
+__global__ void __launch_bounds__(32 * kQuantWarps)
+    quantize_q8_kernel(const float* __restrict__ x, int64_t total_blocks, int64_t blocks_per_row,
+                       int64_t k, uint8_t* __restrict__ out) {
+  const int lane = threadIdx.x & 31;
+  const int64_t blk = static_cast<int64_t>(blockIdx.x) * kQuantWarps + (threadIdx.x >> 5);
+  if (blk >= total_blocks) return;  // whole warp leaves together: shuffles below stay full-mask
+  const int64_t row = blk / blocks_per_row;
+  const int64_t col = blk - row * blocks_per_row;
+  const float v = x[row * k + col * kQ8BlockElems + lane];
+
+  float amax = fabsf(v);
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+
+  // IEEE division and reciprocal (the build has no fast-math), 1/d from the unrounded d.
+  const float d = amax / 127.0f;
+  const float di = d != 0.0f ? 1.0f / d : 0.0f;
+  float r = rintf(v * di);  // round half to even, as the CPU does
+  r = fminf(fmaxf(r, -128.0f), 127.0f);
+  const int q = static_cast<int>(r);
+
+  int sum = q;
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+
+  uint8_t* b = out + blk * kQ8BlockBytes;
+  b[lane] = static_cast<uint8_t>(static_cast<int8_t>(q));
+  if (lane == 0) {
+    const __half dh = __float2half_rn(d);
+    // bytes 32..35: f16 d in the low half, zero padding above; bytes 36..39: the int sum.
+    *reinterpret_cast<uint32_t*>(b + 32) = static_cast<uint32_t>(__half_as_ushort(dh));
+    *reinterpret_cast<int32_t*>(b + 36) = sum;
+  }
+}
+
+__global__ void f32_to_f16_kernel(const float* __restrict__ x, __half* __restrict__ y, int64_t n) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    y[i] = __float2half_rn(x[i]);
+}
+
+}  // namespace
+
+int launch_quantize_q8(const float* x, int64_t nt, int64_t k, void* q8_out, void* stream) {
+  if (x == nullptr || q8_out == nullptr || nt <= 0 || k <= 0 || k % kQ8BlockElems != 0)
+    return static_cast<int>(cudaErrorInvalidValue);
+  const int64_t blocks_per_row = k / kQ8BlockElems;
+  const int64_t total = nt * blocks_per_row;
+  const int64_t grid = (total + kQuantWarps - 1) / kQuantWarps;
+  if (grid > 0x7fffffffLL) return static_cast<int>(cudaErrorInvalidValue);
+  quantize_q8_kernel<<<static_cast<unsigned>(grid), 32 * kQuantWarps, 0,
+                       static_cast<cudaStream_t>(stream)>>>(x, total, blocks_per_row, k,
+                                                            static_cast<uint8_t*>(q8_out));
+  return static_cast<int>(cudaGetLastError());
+}
+
+int launch_f32_to_f16(const float* x, void* y_f16, int64_t n, void* stream) {
+  if (x == nullptr || y_f16 == nullptr || n <= 0) return static_cast<int>(cudaErrorInvalidValue);
+  const int threads = 256;
+  int64_t grid = (n + threads - 1) / threads;
+  if (grid > 65536) grid = 65536;  // grid-stride loop covers the rest
+  f32_to_f16_kernel<<<static_cast<unsigned>(grid), threads, 0, static_cast<cudaStream_t>(stream)>>>(
+      x, static_cast<__half*>(y_f16), n);
+  return static_cast<int>(cudaGetLastError());
+}
+
+}  // namespace qgate::cuda

@@ -1,0 +1,48 @@
+// Host-callable launchers of qgate's CUDA kernels. Plain C++ on purpose: the backend (built by the
+// host compiler) and the tests include this header, so no CUDA type appears here. Every launcher
+// enqueues on `stream` (a cudaStream_t, nullptr = default stream), does not wait, and returns a
+// cudaError_t value as int (0 = success; cudaErrorInvalidValue = 1 for arguments it refuses).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace qgate::cuda {
+
+/// Bytes of one activation block in the q8 layout the MMQ kernel reads ("pad40"):
+///   bytes  0..31  int8 q[32]        round-half-even(x / d), clamped to [-128, 127]
+///   bytes 32..33  f16  d            amax / 127 rounded to f16 (what the rescale uses)
+///   bytes 34..35  zero padding
+///   bytes 36..39  int32 sum         sum of the 32 q (the rank-1 term of min-carrying types)
+/// Blocks are laid out [nt][k / 32]; a 40-byte block keeps every block 8-byte aligned.
+inline constexpr int kQ8BlockBytes = 40;
+inline constexpr int kQ8BlockElems = 32;
+
+/// Bytes of q8 scratch for nt tokens of k elements (k a multiple of 32).
+inline size_t q8_activation_bytes(int64_t nt, int64_t k) {
+  return static_cast<size_t>(nt) * static_cast<size_t>(k / kQ8BlockElems) * kQ8BlockBytes;
+}
+
+/// x[nt][k] f32 (device) -> q8 blocks (device, q8_activation_bytes(nt, k)). k % 32 == 0.
+/// Rounds bit-identically to qgate::quant::quantize_block_q8.
+int launch_quantize_q8(const float* x, int64_t nt, int64_t k, void* q8_out, void* stream);
+
+/// n f32 values -> n f16 values (round-to-nearest-even), both in device memory.
+int launch_f32_to_f16(const float* x, void* y_f16, int64_t n, void* stream);
+
+/// True when this binary carries the MMQ kernel for the current device's architecture family
+/// (sm_80 or newer); the kernel body is compiled out below sm_80.
+bool mmq_supported_on_current_device();
+
+/// y[nt][od] (f32, row-major) = x * W^T in the MMQ math. `weights` are the raw ggml blocks of
+/// od rows (row_bytes each, type given by its ggml id), `q8` the output of launch_quantize_q8 for
+/// the same nt and k. k must be a multiple of the type's block (32 or 256).
+int launch_mmq_gemm(int32_t type, const void* weights, int64_t od, int64_t k, const void* q8,
+                    int64_t nt, float* y, void* stream);
+
+/// y[nt][od] (f32, row-major) = x_f16[nt][k] * w_f16[od][k]^T, f32 accumulation on tensor cores.
+/// k must be a multiple of 8 (16-byte rows for cp.async).
+int launch_f16_gemm(const void* x_f16, const void* w_f16, int64_t nt, int64_t od, int64_t k,
+                    float* y, void* stream);
+
+}  // namespace qgate::cuda

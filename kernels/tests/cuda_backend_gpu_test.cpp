@@ -1,0 +1,354 @@
+// The CUDA backend against the CPU references (parity, both paths, all 8 types, odd tile edges,
+// partial k tiles, the 7B shape), its kernels' building blocks (the q8 quantizer bit for bit, the
+// f16 conversion), argument checks, out-of-memory handling, determinism, and the cuBLASLt
+// baseline. Needs a CUDA device; gpu_test_main.cpp exits 77 without one.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "cuda/cublaslt_baseline.h"
+#include "cuda/launchers.h"
+#include "detail/gemm_backend.h"
+#include "qgate/quant/block_formats.h"
+#include "qgate/quant/half.h"
+#include "qgate/quant/mmq_math.h"
+#include "qgate/quant/quantize.h"
+#include "qgate/quant/reference.h"
+
+namespace qgate::kernels {
+namespace {
+
+using quant::WeightType;
+
+#define ASSERT_CUDA(call)                                                          \
+  do {                                                                             \
+    const cudaError_t e_ = (call);                                                 \
+    ASSERT_EQ(e_, cudaSuccess) << #call << ": " << cudaGetErrorString(e_);         \
+  } while (0)
+
+// Device memory owned for one test.
+class DeviceBuffer {
+ public:
+  explicit DeviceBuffer(size_t bytes) : bytes_(bytes) {
+    if (cudaMalloc(&p_, bytes) != cudaSuccess) p_ = nullptr;
+  }
+  ~DeviceBuffer() { cudaFree(p_); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  template <typename T = void>
+  T* get() const { return static_cast<T*>(p_); }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void* p_ = nullptr;
+  size_t bytes_;
+};
+
+std::vector<float> uniform(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+struct Shape { int64_t nt, od, k; };
+
+const char* path_name(GemmPath p) { return p == GemmPath::mmq ? "mmq" : "f16"; }
+
+std::string describe(GemmPath path, WeightType type, Shape s, uint32_t seed) {
+  return std::string(path_name(path)) + " " + std::string(quant::traits(type).name) + " " +
+         std::to_string(s.nt) + "x" + std::to_string(s.od) + "x" + std::to_string(s.k) + " seed " +
+         std::to_string(seed);
+}
+
+struct CaseResult {
+  bool ran = false;
+  double max_diff = INFINITY;
+  double nmse = INFINITY;
+  std::vector<float> y;  // first run's output
+};
+
+// One case end to end: random weights and activations (fixed seed), prepare, poison y with NaN
+// (0xFF bytes), run on a stream, check every element was written and finite, compare with the
+// CPU reference of the path. With `repeat`, runs again and demands bit-identical output.
+CaseResult run_case(GemmPath path, WeightType type, Shape s, uint32_t seed, bool repeat = false) {
+  CaseResult r;
+  const std::string what = describe(path, type, s, seed);
+  const auto w = uniform(static_cast<size_t>(s.od * s.k), seed);
+  const auto x = uniform(static_cast<size_t>(s.nt * s.k), seed + 1);
+  const auto blocks = quant::quantize_matrix(type, w.data(), s.od, s.k);
+
+  CallResult error;
+  auto backend = make_cuda_backend(path, 0, &error);
+  EXPECT_NE(backend, nullptr) << error.message;
+  if (!backend) return r;
+  std::unique_ptr<PreparedGemm> gemm;
+  const CallResult prepared = backend->prepare(type, s.od, s.k, blocks.data(), s.nt, &gemm);
+  EXPECT_TRUE(prepared) << what << ": " << prepared.message;
+  if (!prepared) return r;
+  EXPECT_GT(gemm->resident_bytes(), 0);
+
+  const size_t ybytes = static_cast<size_t>(s.nt * s.od) * sizeof(float);
+  DeviceBuffer dx(x.size() * sizeof(float)), dy(ybytes);
+  EXPECT_NE(dx.get(), nullptr);
+  EXPECT_NE(dy.get(), nullptr);
+  if (!dx.get() || !dy.get()) return r;
+  cudaStream_t stream = nullptr;
+  EXPECT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  EXPECT_EQ(cudaMemcpy(dx.get(), x.data(), dx.bytes(), cudaMemcpyHostToDevice), cudaSuccess);
+
+  auto run_once = [&](std::vector<float>* y) -> bool {
+    EXPECT_EQ(cudaMemsetAsync(dy.get(), 0xFF, ybytes, stream), cudaSuccess);  // NaN poison
+    const CallResult ran = gemm->run(dx.get<float>(), s.nt, dy.get<float>(), stream);
+    EXPECT_TRUE(ran) << what << ": " << ran.message;
+    if (!ran) return false;
+    const cudaError_t e = cudaStreamSynchronize(stream);
+    EXPECT_EQ(e, cudaSuccess) << what << ": " << cudaGetErrorString(e);
+    if (e != cudaSuccess) return false;
+    y->resize(static_cast<size_t>(s.nt * s.od));
+    EXPECT_EQ(cudaMemcpy(y->data(), dy.get(), ybytes, cudaMemcpyDeviceToHost), cudaSuccess);
+    return true;
+  };
+  if (!run_once(&r.y)) {
+    cudaStreamDestroy(stream);
+    return r;
+  }
+  if (repeat) {
+    std::vector<float> y2;
+    if (run_once(&y2)) {
+      EXPECT_EQ(std::memcmp(r.y.data(), y2.data(), ybytes), 0) << what << ": two runs differ";
+    }
+  }
+  cudaStreamDestroy(stream);
+
+  std::vector<double> ref(r.y.size());
+  if (path == GemmPath::mmq) {
+    quant::reference_mmq(type, blocks.data(), s.od, s.k, x.data(), s.nt, ref.data());
+  } else {
+    quant::reference_f16(type, blocks.data(), s.od, s.k, x.data(), s.nt, ref.data());
+  }
+  double max_diff = 0, err2 = 0, ref2 = 0;
+  size_t bad = 0, first_bad = 0;
+  for (size_t i = 0; i < r.y.size(); ++i) {
+    if (!std::isfinite(r.y[i])) {
+      if (bad++ == 0) first_bad = i;
+      continue;
+    }
+    const double d = static_cast<double>(r.y[i]) - ref[i];
+    max_diff = std::max(max_diff, std::fabs(d));
+    err2 += d * d;
+    ref2 += ref[i] * ref[i];
+  }
+  EXPECT_EQ(bad, 0u) << what << ": " << bad << " outputs unwritten or not finite, first at token "
+                     << first_bad / s.od << " row " << first_bad % s.od;
+  r.ran = bad == 0;
+  r.max_diff = bad == 0 ? max_diff : INFINITY;
+  r.nmse = ref2 > 0 ? err2 / ref2 : err2;
+  return r;
+}
+
+// ---------------------------------------------------------------------------------------------
+class CudaBackendParity : public ::testing::TestWithParam<std::tuple<GemmPath, WeightType>> {};
+
+TEST_P(CudaBackendParity, MatchesTheReferenceOnOddShapes) {
+  const auto [path, type] = GetParam();
+  // Odd tile edges in tokens and rows, 1..3 k tiles; every type's k is a multiple of 256 here.
+  std::vector<Shape> shapes = {{1, 64, 256},   {1, 1, 256},     {7, 33, 256},  {64, 64, 512},
+                               {65, 127, 512}, {130, 200, 768}, {3, 129, 1024}};
+  if (quant::traits(type).block_elems == 32) {
+    // Legacy types: k below one 256-k tile and partial final tiles (1, 3, 9, 10 chunks of 32).
+    shapes.insert(shapes.end(), {{5, 17, 32}, {9, 70, 96}, {66, 65, 288}, {33, 31, 320}, {2, 130, 64}});
+  }
+  uint32_t seed = 1000;
+  for (Shape s : shapes) {
+    const CaseResult r = run_case(path, type, s, ++seed);
+    EXPECT_LT(r.max_diff, 1e-3) << describe(path, type, s, seed) << " nmse " << r.nmse;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllTypes, CudaBackendParity,
+    ::testing::Combine(::testing::Values(GemmPath::mmq, GemmPath::f16),
+                       ::testing::Values(WeightType::q4_0, WeightType::q4_1, WeightType::q5_0,
+                                         WeightType::q5_1, WeightType::q8_0, WeightType::q4_K,
+                                         WeightType::q5_K, WeightType::q6_K)),
+    [](const auto& info) {
+      return std::string(path_name(std::get<0>(info.param))) + "_" +
+             std::string(quant::traits(std::get<1>(info.param)).name);
+    });
+
+// The real 7B shape, on the types that carry most of its weights.
+TEST(CudaBackendLarge, SevenBShapeMatchesAndIsDeterministic) {
+  const Shape s{512, 4096, 4096};
+  for (WeightType type : {WeightType::q4_0, WeightType::q6_K}) {
+    for (GemmPath path : {GemmPath::mmq, GemmPath::f16}) {
+      const CaseResult r = run_case(path, type, s, 7, /*repeat=*/true);
+      EXPECT_LT(r.max_diff, 1e-3) << describe(path, type, s, 7) << " nmse " << r.nmse;
+      std::printf("[ info ] %s: max|diff| %.3g, nmse %.3g\n", describe(path, type, s, 7).c_str(), r.max_diff,
+                  r.nmse);
+    }
+  }
+}
+
+TEST(CudaBackend, RunsAreBitIdentical) {
+  for (GemmPath path : {GemmPath::mmq, GemmPath::f16}) {
+    const CaseResult r = run_case(path, WeightType::q4_K, Shape{130, 200, 768}, 77, /*repeat=*/true);
+    EXPECT_TRUE(r.ran);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The quantizer must agree with the CPU bit for bit, including ties (x/d exactly k + 0.5), an all
+// zero block (d = 0), a block whose d underflows f16 and a block of large values.
+TEST(CudaActivationQuant, BitIdenticalToTheCpu) {
+  const int64_t nt = 3, k = 32 * 40;
+  auto x = uniform(static_cast<size_t>(nt * k), 5);
+  for (int i = 0; i < 32; ++i) {
+    x[i] = (i == 0) ? 127.0f : static_cast<float>(i - 16) + 0.5f;  // d = 1: every other value a tie
+    x[32 + i] = 0.0f;
+    x[64 + i] = 1e-30f * static_cast<float>(i % 7 - 3);
+    x[96 + i] = 3e4f * static_cast<float>(i - 15);
+    x[128 + i] = (i == 5) ? -1.0f : 0.25f * (i % 2 ? 1.0f : -1.0f) / 127.0f * 2.0f;  // negative amax
+  }
+  const quant::Q8Activations cpu = quant::quantize_activations_q8(x.data(), nt, k);
+
+  DeviceBuffer dx(x.size() * sizeof(float)), dq(cuda::q8_activation_bytes(nt, k));
+  ASSERT_NE(dx.get(), nullptr);
+  ASSERT_NE(dq.get(), nullptr);
+  ASSERT_CUDA(cudaMemcpy(dx.get(), x.data(), dx.bytes(), cudaMemcpyHostToDevice));
+  ASSERT_CUDA(cudaMemset(dq.get(), 0xAB, dq.bytes()));
+  ASSERT_EQ(cuda::launch_quantize_q8(dx.get<float>(), nt, k, dq.get(), nullptr), 0);
+  ASSERT_CUDA(cudaDeviceSynchronize());
+  std::vector<uint8_t> q8(dq.bytes());
+  ASSERT_CUDA(cudaMemcpy(q8.data(), dq.get(), q8.size(), cudaMemcpyDeviceToHost));
+
+  const int64_t blocks = nt * k / 32;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const uint8_t* blk = q8.data() + b * cuda::kQ8BlockBytes;
+    for (int i = 0; i < 32; ++i)
+      ASSERT_EQ(static_cast<int8_t>(blk[i]), cpu.q[static_cast<size_t>(b * 32 + i)]) << "block " << b << " elem " << i;
+    uint16_t dbits;
+    int32_t sum;
+    std::memcpy(&dbits, blk + 32, 2);
+    std::memcpy(&sum, blk + 36, 4);
+    const float d = quant::f16_to_f32(dbits);
+    ASSERT_EQ(std::memcmp(&d, &cpu.d[static_cast<size_t>(b)], 4), 0)
+        << "block " << b << ": d " << d << " vs " << cpu.d[static_cast<size_t>(b)];
+    ASSERT_EQ(sum, cpu.sum[static_cast<size_t>(b)]) << "block " << b;
+    ASSERT_EQ(blk[34], 0);
+    ASSERT_EQ(blk[35], 0);
+  }
+}
+
+TEST(CudaActivationQuant, F16ConversionMatchesTheHost) {
+  auto x = uniform(100003, 9);
+  const float specials[] = {0.0f, -0.0f, 65504.0f, 65520.0f, 1e-8f, 5.96e-8f, 2.98e-8f, 1e10f, -1e10f, 0.1f};
+  for (size_t i = 0; i < sizeof specials / sizeof specials[0]; ++i) x[i] = specials[i];
+  for (size_t i = 10; i < 2000; ++i) x[i] *= 70000.0f;  // overflow to inf and large values
+  DeviceBuffer dx(x.size() * 4), dy(x.size() * 2);
+  ASSERT_CUDA(cudaMemcpy(dx.get(), x.data(), dx.bytes(), cudaMemcpyHostToDevice));
+  ASSERT_EQ(cuda::launch_f32_to_f16(dx.get<float>(), dy.get(), static_cast<int64_t>(x.size()), nullptr), 0);
+  std::vector<uint16_t> y(x.size());
+  ASSERT_CUDA(cudaMemcpy(y.data(), dy.get(), dy.bytes(), cudaMemcpyDeviceToHost));
+  for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(y[i], quant::f32_to_f16(x[i])) << "x = " << x[i];
+}
+
+// ---------------------------------------------------------------------------------------------
+TEST(CudaBackend, RefusesTokensOutsidePreparedRange) {
+  for (GemmPath path : {GemmPath::mmq, GemmPath::f16}) {
+    CallResult error;
+    auto backend = make_cuda_backend(path, 0, &error);
+    ASSERT_NE(backend, nullptr) << error.message;
+    const Shape s{8, 40, 256};
+    const auto w = uniform(static_cast<size_t>(s.od * s.k), 3);
+    const auto blocks = quant::quantize_matrix(WeightType::q8_0, w.data(), s.od, s.k);
+    std::unique_ptr<PreparedGemm> gemm;
+    const CallResult prepared = backend->prepare(WeightType::q8_0, s.od, s.k, blocks.data(), s.nt, &gemm);
+    ASSERT_TRUE(prepared) << prepared.message;
+    DeviceBuffer dx(static_cast<size_t>((s.nt + 1) * s.k) * 4), dy(static_cast<size_t>((s.nt + 1) * s.od) * 4);
+    EXPECT_EQ(gemm->run(dx.get<float>(), s.nt + 1, dy.get<float>(), nullptr).status, QGATE_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(gemm->run(dx.get<float>(), 0, dy.get<float>(), nullptr).status, QGATE_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(gemm->run(nullptr, 1, dy.get<float>(), nullptr).status, QGATE_ERR_INVALID_ARGUMENT);
+  }
+}
+
+TEST(CudaBackend, HugeRequestIsOutOfMemoryAndTheContextSurvives) {
+  for (GemmPath path : {GemmPath::mmq, GemmPath::f16}) {
+    CallResult error;
+    auto backend = make_cuda_backend(path, 0, &error);
+    ASSERT_NE(backend, nullptr) << error.message;
+    // od * k = 2^40 elements (~0.56 TiB of q4_0, 2 TiB of f16): refused before the weights are
+    // read, so a small stand-in buffer is enough.
+    const std::vector<uint8_t> stand_in(1024, 0);
+    std::unique_ptr<PreparedGemm> gemm;
+    const CallResult r = backend->prepare(WeightType::q4_0, int64_t{1} << 20, int64_t{1} << 20, stand_in.data(), 1, &gemm);
+    EXPECT_EQ(r.status, QGATE_ERR_OUT_OF_MEMORY) << r.message;
+    EXPECT_NE(r.message.find("GiB"), std::string::npos) << r.message;
+    EXPECT_EQ(gemm, nullptr);
+    EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+    // The context still works: a normal case on the same device passes.
+    const CaseResult ok = run_case(path, WeightType::q4_0, Shape{9, 65, 256}, 11);
+    EXPECT_LT(ok.max_diff, 1e-3);
+  }
+}
+
+TEST(CudaBackend, BuildInfo) {
+  EXPECT_TRUE(cuda_backend_compiled());
+  EXPECT_STRNE(cuda_archs_compiled(), "");
+  CallResult error;
+  EXPECT_EQ(make_cuda_backend(GemmPath::mmq, 1 << 20, &error), nullptr);
+  EXPECT_EQ(error.status, QGATE_ERR_BACKEND);
+  EXPECT_NE(error.message.find("does not exist"), std::string::npos) << error.message;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The benchmark's cuBLASLt baseline computes the same product as the f16 path.
+TEST(CublasLtBaseline, MatchesTheF16Reference) {
+  std::string error;
+  auto lt = cuda::CublasLtF16Gemm::load(&error);
+  if (!lt) GTEST_SKIP() << "cuBLASLt not loadable: " << error;
+  const Shape s{65, 127, 512};
+  const WeightType type = WeightType::q4_K;
+  const auto w = uniform(static_cast<size_t>(s.od * s.k), 21);
+  const auto x = uniform(static_cast<size_t>(s.nt * s.k), 22);
+  const auto blocks = quant::quantize_matrix(type, w.data(), s.od, s.k);
+  // Host f16 copies: the same rounding the f16 path's prepare and conversion kernel apply.
+  std::vector<uint16_t> w16(static_cast<size_t>(s.od * s.k)), x16(x.size());
+  std::vector<float> row(static_cast<size_t>(s.k));
+  const size_t rb = quant::row_bytes(type, s.k);
+  for (int64_t r = 0; r < s.od; ++r) {
+    quant::dequantize_row(type, blocks.data() + r * rb, row.data(), s.k);
+    for (int64_t i = 0; i < s.k; ++i) w16[static_cast<size_t>(r * s.k + i)] = quant::f32_to_f16(row[static_cast<size_t>(i)]);
+  }
+  for (size_t i = 0; i < x.size(); ++i) x16[i] = quant::f32_to_f16(x[i]);
+  DeviceBuffer dw(w16.size() * 2), dx(x16.size() * 2), dy(static_cast<size_t>(s.nt * s.od) * 4);
+  ASSERT_CUDA(cudaMemcpy(dw.get(), w16.data(), dw.bytes(), cudaMemcpyHostToDevice));
+  ASSERT_CUDA(cudaMemcpy(dx.get(), x16.data(), dx.bytes(), cudaMemcpyHostToDevice));
+  ASSERT_CUDA(cudaMemset(dy.get(), 0xFF, dy.bytes()));
+  ASSERT_EQ(lt->prepare(s.nt, s.od, s.k), "");
+  ASSERT_EQ(lt->run(dx.get(), dw.get(), dy.get<float>(), nullptr), "");
+  ASSERT_CUDA(cudaDeviceSynchronize());
+  std::vector<float> y(static_cast<size_t>(s.nt * s.od));
+  ASSERT_CUDA(cudaMemcpy(y.data(), dy.get(), dy.bytes(), cudaMemcpyDeviceToHost));
+  std::vector<double> ref(y.size());
+  quant::reference_f16(type, blocks.data(), s.od, s.k, x.data(), s.nt, ref.data());
+  double max_diff = 0;
+  for (size_t i = 0; i < y.size(); ++i) {
+    ASSERT_TRUE(std::isfinite(y[i])) << i;
+    max_diff = std::max(max_diff, std::fabs(static_cast<double>(y[i]) - ref[i]));
+  }
+  EXPECT_LT(max_diff, 1e-3) << "cuBLASLt (" << lt->library() << ")";
+}
+
+}  // namespace
+}  // namespace qgate::kernels

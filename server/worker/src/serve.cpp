@@ -1,0 +1,188 @@
+// The request loop of `qgate-worker serve`: prepare a profile's distinct GEMMs once, then time
+// the whole profile on each run request. A failure is answered as a record, never a crash.
+#include "qgate/worker/serve.h"
+
+#include <google/protobuf/io/zero_copy_stream_impl.h>
+#include <google/protobuf/util/delimited_message_util.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <map>
+#include <memory>
+
+#include "qgate/worker/bench.h"
+#include "qgate/worker/problems.h"
+
+namespace qgate::worker {
+namespace {
+
+int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+/// A prepared profile: one resident GEMM per distinct (type, od, k), inputs per distinct k.
+struct PreparedProfile {
+  v1::ModelProfile profile;
+  int64_t tokens = 0;
+  std::unique_ptr<BuildContext> ctx;
+  std::vector<std::unique_ptr<PreparedGemm>> gemms;  // parallel to profile.gemms
+  std::map<int64_t, DeviceBuffer> inputs;            // by k
+  DeviceBuffer output;
+};
+
+v1::GemmPath proto_path(int path) { return path == QGATE_PATH_MMQ ? v1::GEMM_PATH_MMQ : v1::GEMM_PATH_F16; }
+
+v1::PrepareDone prepare(const KernelBuild& build, DeviceApi& device, int threads,
+                        const v1::PrepareProfileRequest& req, std::unique_ptr<PreparedProfile>* out) {
+  const auto t0 = std::chrono::steady_clock::now();
+  v1::PrepareDone done;
+  done.set_profile(req.profile().name());
+  auto p = std::make_unique<PreparedProfile>();
+  p->profile = req.profile();
+  p->tokens = req.tokens();
+  auto refuse = [&](v1::CaseOutcome outcome, const std::string& why) {
+    done.set_outcome(outcome);
+    done.set_message(why);
+    return done;
+  };
+  if (req.tokens() <= 0 || req.tokens() > (int64_t(1) << 20))
+    return refuse(v1::CASE_OUTCOME_INVALID_PROBLEM, "tokens must be in [1, 2^20], got " + std::to_string(req.tokens()));
+  if (req.profile().gemms().empty()) return refuse(v1::CASE_OUTCOME_INVALID_PROBLEM, "the profile has no GEMMs");
+  try {
+    p->ctx = std::make_unique<BuildContext>(build, device.backend(), device.device_ordinal(),
+                                            QGATE_PATH_FROM_ENV, threads);
+    done.set_path(proto_path(p->ctx->path()));
+    int64_t max_od = 0;
+    int64_t resident = 0;
+    for (const auto& g : req.profile().gemms()) {
+      std::string error;
+      auto types = parse_types(g.type(), &error);
+      if (!types || types->size() != 1) return refuse(v1::CASE_OUTCOME_INVALID_PROBLEM, error);
+      const auto type = types->front();
+      if (g.od() <= 0 || g.k() <= 0 || g.count() <= 0 || g.k() % quant::traits(type).block_elems)
+        return refuse(v1::CASE_OUTCOME_INVALID_PROBLEM,
+                      "bad GEMM " + g.type() + " " + std::to_string(g.od()) + "x" + std::to_string(g.k()));
+      const GemmShape shape{req.tokens(), g.od(), g.k()};
+      const uint64_t seed = case_seed(req.seed(), type, shape);
+      const auto weights = make_weights(type, g.od(), g.k(), seed);
+      auto gemm = std::make_unique<PreparedGemm>(*p->ctx, int32_t(type), g.od(), g.k(), weights.data(), req.tokens());
+      if (!gemm->ok())
+        return refuse(gemm->status() == QGATE_ERR_UNSUPPORTED ? v1::CASE_OUTCOME_NOT_SUPPORTED : v1::CASE_OUTCOME_ERROR,
+                      std::string(to_string(gemm->status())) + ": " + gemm->message());
+      resident += gemm->resident_bytes();
+      p->gemms.push_back(std::move(gemm));
+      max_od = std::max(max_od, g.od());
+      if (!p->inputs.count(g.k())) {
+        const auto x = make_activations(req.tokens(), g.k(), seed);
+        DeviceBuffer buf(device, x.size() * sizeof(float));
+        device.upload(buf.as<void>(), x.data(), x.size() * sizeof(float));
+        p->inputs.emplace(g.k(), std::move(buf));
+      }
+    }
+    p->output = DeviceBuffer(device, size_t(req.tokens()) * size_t(max_od) * sizeof(float));
+    done.set_resident_bytes(resident);
+  } catch (const DeviceError& e) {
+    return refuse(v1::CASE_OUTCOME_ERROR, std::string(e.out_of_memory() ? "OUT_OF_MEMORY: " : "DEVICE: ") + e.what());
+  } catch (const std::exception& e) {
+    return refuse(v1::CASE_OUTCOME_ERROR, e.what());
+  }
+  done.set_outcome(v1::CASE_OUTCOME_PASSED);
+  done.set_prepare_s(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  *out = std::move(p);
+  return done;
+}
+
+v1::ProfileRun run_profile(DeviceApi& device, PreparedProfile& p, const v1::RunProfileRequest& req) {
+  v1::ProfileRun run;
+  run.set_run_id(req.run_id());
+  run.set_profile(p.profile.name());
+  run.set_tokens(p.tokens);
+  run.set_path(proto_path(p.ctx->path()));
+  run.set_worker_pid(getpid());
+  run.set_started_unix_ms(now_ms());
+  const int reps = std::max(1, req.repetitions());
+  double total_us = 0;
+  try {
+    for (size_t i = 0; i < p.gemms.size(); ++i) {
+      const auto& g = p.profile.gemms(int(i));
+      PreparedGemm& gemm = *p.gemms[i];
+      qgate_status status = QGATE_OK;
+      auto call = [&] {
+        status = gemm.run(p.inputs.at(g.k()).as<float>(), p.tokens, p.output.as<float>(), device.stream());
+      };
+      for (int w = 0; w < req.warmup() && status == QGATE_OK; ++w) device.time_us(call);
+      std::vector<double> samples;
+      for (int r = 0; r < reps && status == QGATE_OK; ++r) {
+        if (req.cold()) device.flush_cache();
+        samples.push_back(device.time_us(call));
+      }
+      if (status != QGATE_OK) {
+        run.set_outcome(v1::CASE_OUTCOME_ERROR);
+        run.set_message(std::string(to_string(status)) + ": " + gemm.message());
+        return run;
+      }
+      const SampleStats s = summarize(samples);
+      auto* t = run.add_gemms();
+      *t->mutable_gemm() = g;
+      t->set_median_us(s.median);
+      t->set_min_us(s.min);
+      total_us += s.median * g.count();
+    }
+  } catch (const std::exception& e) {
+    run.set_outcome(v1::CASE_OUTCOME_ERROR);
+    run.set_message(e.what());
+    return run;
+  }
+  run.set_gemm_ms(total_us / 1000.0);
+  run.set_tokens_per_s(total_us > 0 ? double(p.tokens) / (total_us * 1e-6) : 0.0);
+  run.set_finished_unix_ms(now_ms());
+  run.set_outcome(v1::CASE_OUTCOME_PASSED);
+  return run;
+}
+
+}  // namespace
+
+int serve_requests(const KernelBuild& build, DeviceApi& device, int threads, int input_fd,
+                   RecordWriter& writer) {
+  google::protobuf::io::FileInputStream input(input_fd);
+  std::unique_ptr<PreparedProfile> prepared;
+  while (true) {
+    v1::WorkerRequest req;
+    bool clean_eof = false;
+    if (!google::protobuf::util::ParseDelimitedFromZeroCopyStream(&req, &input, &clean_eof)) {
+      if (clean_eof) return 0;
+      v1::WorkerRecord r;
+      r.mutable_error()->set_kind("invalid_request");
+      r.mutable_error()->set_message("malformed request on stdin");
+      writer.write(r);
+      return 2;
+    }
+    v1::WorkerRecord r;
+    switch (req.request_case()) {
+      case v1::WorkerRequest::kPrepare:
+        prepared.reset();
+        *r.mutable_prepared() = prepare(build, device, threads, req.prepare(), &prepared);
+        break;
+      case v1::WorkerRequest::kRun:
+        if (!prepared) {
+          r.mutable_profile_run()->set_run_id(req.run().run_id());
+          r.mutable_profile_run()->set_outcome(v1::CASE_OUTCOME_INVALID_PROBLEM);
+          r.mutable_profile_run()->set_message("run before a successful prepare");
+        } else {
+          *r.mutable_profile_run() = run_profile(device, *prepared, req.run());
+        }
+        break;
+      case v1::WorkerRequest::kShutdown:
+        return 0;
+      default:
+        r.mutable_error()->set_kind("invalid_request");
+        r.mutable_error()->set_message("empty request");
+        break;
+    }
+    writer.write(r);
+  }
+}
+
+}  // namespace qgate::worker
