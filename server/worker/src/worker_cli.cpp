@@ -498,6 +498,10 @@ int run_worker_cli(int argc, char** argv) {
   argmax->add_option("--nt", head_nt, "tokens")->capture_default_str();
   argmax->add_option("--activation-scale", act_scale, "scale of the random hidden states")->capture_default_str();
 
+  CommonOptions describe_o;
+  auto* describe = app.add_subcommand("describe", "write the run context (device, build) record and exit");
+  add_common(describe, describe_o);
+
   CommonOptions serve_o;
   auto* serve = app.add_subcommand("serve", "answer prepare/run requests on stdin (used by qgated)");
   add_common(serve, serve_o);
@@ -513,6 +517,11 @@ int run_worker_cli(int argc, char** argv) {
     if (*parity) return cmd_parity(parity_o, types, shapes, extra_shapes, path, mmq_tol, f16_tol);
     if (*bench) return cmd_bench(bench_o, bench_types, nts, odk, bench_path, warmup, reps, no_cublaslt, warm_cache, json_out);
     if (*serve) return cmd_serve(serve_o);
+    if (*describe) {
+      RecordWriter writer(resolve_format(describe_o), std::cout);
+      Session s;
+      return open_session(describe_o, {{"command", "describe"}}, writer, &s);
+    }
     if (*argmax) return cmd_argmax(argmax_o, argmax_type, head_od, head_k, head_nt, act_scale);
   } catch (const DeviceError& e) {
     std::cerr << "qgate-worker: device error: " << e.what() << "\n";

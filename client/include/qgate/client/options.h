@@ -1,0 +1,46 @@
+// Argument helpers of the qgate CLI that hold rules rather than plumbing: where the server is,
+// what --since means, which job kind a submit asks for. Pure functions, so the rules are tested
+// without a parser or a server.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+#include "qgate/v1/harness.pb.h"
+
+namespace qgate::client {
+
+/// A mistake in the command line; reported like a CLI11 error (one line, exit 3).
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// --server if given, else $QGATE_SERVER if non-empty, else qgate::paths::default_server_address().
+/// The environment value is passed in (not read here) so the precedence is testable.
+std::string resolve_server_address(const std::optional<std::string>& flag,
+                                   const char* env_value);
+
+/// The gRPC target for what the user typed: "unix:///p", "unix:/p", "/p" or "host:port".
+/// Throws UsageError on empty text.
+std::string normalize_address(const std::string& address);
+
+/// "30d" -> now_ms minus 30 days. Accepts <N><unit> with unit s, m, h, d or w and N a positive
+/// integer; anything else (no unit, a fraction, a sign, spaces, overflow) throws UsageError.
+std::int64_t parse_since(const std::string& text, std::int64_t now_ms);
+
+/// The job kind a submit asks for, from --kind (empty when not given) and --baseline (empty when
+/// not given): a baseline implies gate; gate needs a baseline; a baseline with ab or parity is a
+/// contradiction. Throws UsageError on a contradiction or an unknown kind.
+v1::JobKind resolve_kind(const std::string& kind, const std::string& baseline);
+
+/// "queued" ... "cancelled" -> JobState; empty -> UNSPECIFIED (all). Throws UsageError otherwise.
+v1::JobState parse_state(const std::string& text);
+
+/// Build names are letters, digits, '.', '_' and '-' (never a path: the server stores by name).
+/// Checked here too so the mistake is reported before a large upload. Throws UsageError.
+void check_build_name(const std::string& name);
+
+}  // namespace qgate::client

@@ -1,0 +1,586 @@
+// The qgate command line (see cli.h): CLI11 definitions of every command, and the handlers that
+// call qgated and print. Rules live in options.cpp and text in format.cpp; this file is plumbing.
+#include "qgate/client/cli.h"
+
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <optional>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "qgate/client/exit_codes.h"
+#include "qgate/client/format.h"
+#include "qgate/client/harness_client.h"
+#include "qgate/client/options.h"
+
+#ifndef QGATE_VERSION
+#define QGATE_VERSION "unknown"
+#endif
+
+namespace qgate::client {
+
+namespace {
+
+std::int64_t now_unix_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// An error that is not a usage mistake or an RPC failure but still ends the command with 3
+// (a missing build file, a job that failed). Its text is the whole line after "qgate: ".
+class CommandError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct GlobalOptions {
+  std::string server;
+  bool server_given = false;
+  bool json = false;
+  double timeout_s = 30.0;
+};
+
+struct SubmitOptions {
+  std::string build_file;
+  std::string name;
+  std::string commit;
+  std::string branch;
+  std::string flags;
+  std::string kind;
+  std::string baseline;
+  std::string profile;
+  std::string path;
+  std::int64_t tokens = 0;
+  int max_pairs = 0;
+  double threshold = 0;  // policy.slowdown_threshold; 0 = the daemon's default (2%)
+  std::string parity_shapes;
+  int repetitions = 0;
+  std::uint64_t seed = 0;
+  bool fresh_process = false;
+  bool wait = false;
+  bool no_wait = false;  // `ab` waits unless told not to
+};
+
+struct ListOptions {
+  std::string state;
+  std::string name;
+  int limit = 0;
+};
+
+struct TrendOptions {
+  std::string profile;
+  std::string type;
+  std::string path;
+  std::string since;
+  std::string build_glob;
+  bool include_contended = false;
+  int limit = 0;
+  std::string format;
+  std::string output;
+};
+
+struct CompareOptions {
+  std::string a;
+  std::string b;
+  bool include_contended = false;
+};
+
+class Cli {
+ public:
+  int run(int argc, char** argv);
+
+ private:
+  void define();
+  HarnessClient connect() const;
+  void print_json(const nlohmann::json& value) const { std::cout << value.dump(2) << "\n"; }
+
+  int cmd_submit(bool ab_command);
+  int cmd_watch(std::int64_t job_id);
+  int cmd_jobs();
+  int cmd_show();
+  int cmd_cancel();
+  int cmd_builds();
+  int cmd_device();
+  int cmd_trend();
+  int cmd_compare();
+  int cmd_export();
+
+  int watch_until_done(HarnessClient& client, std::int64_t job_id);
+  v1::QueryTrendRequest trend_request(std::int64_t default_since_ms) const;
+
+  CLI::App app_{"qgate: parity and performance gate for quantized GEMM kernels; the client of "
+                "qgated. Exit codes: 0 ok/PASS, 1 FAIL, 2 INCONCLUSIVE, 3 error.",
+                "qgate"};
+  GlobalOptions global_;
+  SubmitOptions submit_;
+  ListOptions list_;
+  TrendOptions trend_;
+  CompareOptions compare_;
+  std::int64_t job_id_ = 0;
+  std::map<const CLI::App*, std::function<int()>> handlers_;
+};
+
+// Whole-number checks with a message that names the text (CLI11's PositiveNumber prints the
+// range as a 300-digit double).
+CLI::Validator whole_number(bool allow_zero) {
+  return CLI::Validator(
+      [allow_zero](std::string& text) -> std::string {
+        const bool digits = !text.empty() && text.size() <= 18 &&
+                            text.find_first_not_of("0123456789") == std::string::npos;
+        if (!digits || (!allow_zero && std::stoll(text) == 0))
+          return "'" + text + "' is not a " + (allow_zero ? "whole number" : "positive whole number");
+        return "";
+      },
+      allow_zero ? "N>=0" : "N>0");
+}
+
+CLI::Validator positive_seconds() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        try {
+          std::size_t used = 0;
+          const double value = std::stod(text, &used);
+          if (used == text.size() && value > 0 && value < 1e6) return "";
+        } catch (const std::exception&) {
+        }
+        return "'" + text + "' is not a number of seconds above 0";
+      },
+      "SECONDS");
+}
+
+void add_submit_options(CLI::App* sub, SubmitOptions& o, bool ab_command) {
+  sub->add_option("--build", o.build_file, "kernel build (.so) to upload")->required();
+  sub->add_option("--name", o.name, "build name: letters, digits, '.', '_', '-'")->required();
+  sub->add_option("--profile", o.profile, "model profile (default: the backend's default)");
+  sub->add_option("--tokens", o.tokens, "tokens per run (default: the profile's)")
+      ->check(whole_number(false));
+  sub->add_option("--max-pairs", o.max_pairs, "pair budget (default 40)")
+      ->check(whole_number(false));
+  sub->add_option("--threshold", o.threshold, "slowdown that fails the gate, as a fraction (default 0.02)")
+      ->check(CLI::Range(0.0, 0.99));
+  sub->add_option("--parity-shapes", o.parity_shapes, "parity sweep: standard (default) or none")
+      ->check(CLI::IsMember({"standard", "none"}));
+  sub->add_option("--commit", o.commit, "source commit of the build");
+  sub->add_option("--branch", o.branch, "source branch of the build");
+  sub->add_option("--flags", o.flags, "build flags, for the record");
+  if (ab_command) {
+    sub->add_flag("--no-wait", o.no_wait, "print the job id and return at once");
+    return;
+  }
+  sub->add_option("--kind", o.kind,
+                  "gate, ab or parity (default: gate with --baseline, else ab)");
+  sub->add_option("--baseline", o.baseline, "build name or id to gate against (implies gate)");
+  sub->add_option("--reps", o.repetitions, "timed repetitions per GEMM per run")
+      ->check(whole_number(false));
+  sub->add_option("--path", o.path, "gate jobs: the path both builds run")
+      ->check(CLI::IsMember({"mmq", "f16"}));
+  sub->add_option("--seed", o.seed, "input seed (default: qgate's fixed seed)");
+  sub->add_flag("--fresh-process", o.fresh_process, "a new worker process per run");
+  sub->add_flag("--wait", o.wait, "watch the job and exit with its verdict");
+}
+
+void Cli::define() {
+  app_.require_subcommand(1);
+  // Global options may also follow the command (`qgate jobs --json`); subcommands made after this
+  // inherit it.
+  app_.fallthrough();
+  app_.set_version_flag("--version", std::string(QGATE_VERSION));
+  auto* server = app_.add_option(
+      "--server", global_.server,
+      "qgated address: unix:///path, /path or host:port (default: $QGATE_SERVER, else the "
+      "per-user socket)");
+  server->each([this](const std::string&) { global_.server_given = true; });
+  app_.add_flag("--json", global_.json, "machine-readable output");
+  app_.add_option("--timeout", global_.timeout_s, "deadline of each call, seconds (default 30)")
+      ->check(positive_seconds());
+
+  auto* submit = app_.add_subcommand("submit", "upload a build and queue a job");
+  add_submit_options(submit, submit_, false);
+  handlers_[submit] = [this] { return cmd_submit(false); };
+
+  auto* ab = app_.add_subcommand("ab", "MMQ vs f16 of one build, per weight type (waits)");
+  add_submit_options(ab, submit_, true);
+  handlers_[ab] = [this] { return cmd_submit(true); };
+
+  auto* jobs = app_.add_subcommand("jobs", "list jobs, newest first");
+  jobs->add_option("--state", list_.state, "queued, running, done, failed or cancelled");
+  jobs->add_option("--limit", list_.limit, "at most this many (default 50)")
+      ->check(whole_number(true));
+  handlers_[jobs] = [this] { return cmd_jobs(); };
+
+  auto* show = app_.add_subcommand("show", "a job: spec, progress, verdict report");
+  show->add_option("job", job_id_, "job id")->required()->check(whole_number(false));
+  handlers_[show] = [this] { return cmd_show(); };
+
+  auto* watch = app_.add_subcommand("watch", "follow a job; exit with its verdict");
+  watch->add_option("job", job_id_, "job id")->required()->check(whole_number(false));
+  handlers_[watch] = [this] { return cmd_watch(job_id_); };
+
+  auto* cancel = app_.add_subcommand("cancel", "cancel a queued or running job");
+  cancel->add_option("job", job_id_, "job id")->required()->check(whole_number(false));
+  handlers_[cancel] = [this] { return cmd_cancel(); };
+
+  auto* builds = app_.add_subcommand("builds", "list uploaded builds");
+  builds->add_option("--name", list_.name, "only builds of this exact name");
+  builds->add_option("--limit", list_.limit, "at most this many")->check(whole_number(true));
+  handlers_[builds] = [this] { return cmd_builds(); };
+
+  auto* device = app_.add_subcommand("device", "the daemon's device, version and queue");
+  handlers_[device] = [this] { return cmd_device(); };
+
+  auto* trend = app_.add_subcommand("trend", "tok/s history per build, with sparklines");
+  trend->add_option("--profile", trend_.profile, "model profile")->required();
+  trend->add_option("--type", trend_.type, "weight type (e.g. q4_K)");
+  trend->add_option("--path", trend_.path, "mmq or f16 (default both)")
+      ->check(CLI::IsMember({"mmq", "f16"}));
+  trend->add_option("--since", trend_.since, "how far back: Ns, Nm, Nh, Nd or Nw (default 30d)");
+  trend->add_option("--build-glob", trend_.build_glob, "build names matching, e.g. 'mmq-*'");
+  trend->add_flag("--include-contended", trend_.include_contended,
+                  "also runs measured under co-tenant load");
+  trend->add_option("--limit", trend_.limit, "at most this many points")
+      ->check(whole_number(true));
+  handlers_[trend] = [this] { return cmd_trend(); };
+
+  auto* compare = app_.add_subcommand("compare", "two builds side by side, per profile and path");
+  compare->add_option("a", compare_.a, "build A (name or id)")->required();
+  compare->add_option("b", compare_.b, "build B (name or id)")->required();
+  compare->add_flag("--include-contended", compare_.include_contended,
+                    "also runs measured under co-tenant load");
+  handlers_[compare] = [this] { return cmd_compare(); };
+
+  auto* exp = app_.add_subcommand("export", "trend points as JSON or CSV");
+  exp->add_option("--format", trend_.format, "json or csv")
+      ->required()
+      ->check(CLI::IsMember({"json", "csv"}));
+  exp->add_option("--profile", trend_.profile, "model profile (default all)");
+  exp->add_option("--since", trend_.since, "how far back: Ns, Nm, Nh, Nd or Nw (default all)");
+  exp->add_flag("--include-contended", trend_.include_contended,
+                "also runs measured under co-tenant load");
+  exp->add_option("--output", trend_.output, "write here instead of stdout");
+  handlers_[exp] = [this] { return cmd_export(); };
+}
+
+HarnessClient Cli::connect() const {
+  const std::string address = resolve_server_address(
+      global_.server_given ? std::optional<std::string>(global_.server) : std::nullopt,
+      std::getenv("QGATE_SERVER"));
+  ConnectionOptions options;
+  options.address = normalize_address(address);
+  options.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(global_.timeout_s * 1000));
+  return HarnessClient(std::move(options));
+}
+
+// ---- submit, ab, watch ----
+
+int Cli::cmd_submit(bool ab_command) {
+  SubmitOptions& o = submit_;
+  // Everything checkable here is checked before a connection is made or a byte is read.
+  check_build_name(o.name);
+  const v1::JobKind kind = ab_command ? v1::JOB_KIND_AB : resolve_kind(o.kind, o.baseline);
+  std::error_code ec;
+  const auto status = std::filesystem::status(o.build_file, ec);
+  if (!std::filesystem::exists(status))
+    throw CommandError(fmt::format("build file {} does not exist", o.build_file));
+  if (!std::filesystem::is_regular_file(status))
+    throw CommandError(fmt::format("build file {} is not a regular file", o.build_file));
+  if (std::filesystem::file_size(o.build_file, ec) == 0 || ec)
+    throw CommandError(fmt::format("build file {} is empty", o.build_file));
+  if (::access(o.build_file.c_str(), R_OK) != 0)
+    throw CommandError(fmt::format("build file {} is not readable", o.build_file));
+
+  v1::SubmitHeader header;
+  auto* meta = header.mutable_build();
+  meta->set_name(o.name);
+  meta->set_commit(o.commit);
+  meta->set_branch(o.branch);
+  meta->set_flags(o.flags);
+  auto* spec = header.mutable_job();
+  spec->set_kind(kind);
+  spec->set_profile(o.profile);
+  spec->set_tokens(o.tokens);
+  spec->set_baseline(o.baseline);
+  spec->set_fresh_process(o.fresh_process);
+  spec->set_repetitions(o.repetitions);
+  spec->set_path(o.path);
+  spec->set_seed(o.seed);
+  // Only a given budget goes in: an absent policy lets the server apply all of its defaults.
+  if (o.max_pairs > 0) spec->mutable_policy()->set_max_pairs(o.max_pairs);
+  if (o.threshold > 0) spec->mutable_policy()->set_slowdown_threshold(o.threshold);
+  if (!o.parity_shapes.empty()) spec->set_parity_shapes(o.parity_shapes);
+
+  HarnessClient client = connect();
+  const v1::SubmitBuildResponse response = client.submit_build(std::move(header), o.build_file);
+  const bool wait = ab_command ? !o.no_wait : o.wait;
+  if (!wait) {
+    if (global_.json)
+      print_json(to_json(response));
+    else
+      std::cout << response.job_id() << "\n";
+    return kExitOk;
+  }
+  std::cerr << fmt::format("submitted job {}: build {} (sha256 {}{})\n", response.job_id(),
+                           response.build().metadata().name(),
+                           response.build().sha256().substr(0, 12),
+                           response.build_existed() ? ", uploaded before" : "");
+  return watch_until_done(client, response.job_id());
+}
+
+int Cli::cmd_watch(std::int64_t job_id) {
+  HarnessClient client = connect();
+  return watch_until_done(client, job_id);
+}
+
+namespace {
+
+// Columns of the terminal on stderr; 0 when unknown. A progress line wider than this would wrap
+// and break the in-place redraw.
+std::size_t terminal_columns() {
+  winsize ws{};
+  if (::ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0) return ws.ws_col;
+  return 0;
+}
+
+std::string cut_to_width(const std::string& text, std::size_t width) {
+  if (width == 0 || display_width(text) <= width) return text;
+  std::string out;
+  std::size_t seen = 0;
+  for (const char c : text) {
+    const bool starts_char = (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+    if (starts_char && ++seen > width) break;
+    out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+int Cli::watch_until_done(HarnessClient& client, std::int64_t job_id) {
+  const bool tty = ::isatty(STDERR_FILENO) == 1;
+  const std::size_t columns = tty ? terminal_columns() : 0;
+  std::size_t drawn = 0;  // width of the line now on screen, to blank what a shorter one leaves
+  auto end_line = [&] {
+    if (drawn > 0) std::cerr << "\n";
+    drawn = 0;
+  };
+  try {
+    client.watch_job(job_id, [&](const v1::JobEvent& event) {
+      std::string line = progress_line(job_id, event.state(), event.progress());
+      if (!event.message().empty() && event.message() != event.progress().message())
+        line += " - " + event.message();
+      if (!tty) {
+        std::cerr << line << "\n";
+        return;
+      }
+      line = cut_to_width(line, columns > 0 ? columns - 1 : 0);
+      const std::size_t width = display_width(line);
+      std::cerr << "\r" << line << std::string(drawn > width ? drawn - width : 0, ' ')
+                << std::flush;
+      drawn = std::max<std::size_t>(width, 1);
+    });
+  } catch (...) {
+    end_line();  // the error line must not land on the end of the progress line
+    throw;
+  }
+  end_line();
+
+  const v1::Job job = client.get_job(job_id);
+  if (global_.json) {
+    print_json(to_json(job));
+  } else if (job.state() == v1::JOB_STATE_DONE) {
+    if (job.spec().kind() == v1::JOB_KIND_AB)
+      std::cout << fmt::format("job {}: A/B of build {}: arm A = MMQ (MINFER_MMQ=1), arm B = f16 "
+                               "(MINFER_MMQ=0)\n",
+                               job.id(), job.build().metadata().name());
+    else
+      std::cout << fmt::format("job {} ({}) of build {}\n", job.id(), kind_name(job.spec().kind()),
+                               job.build().metadata().name());
+    std::cout << format_verdict_report(job.verdict());
+  }
+  switch (job.state()) {
+    case v1::JOB_STATE_DONE:
+      if (job.verdict().verdict() == v1::VERDICT_UNSPECIFIED)
+        throw CommandError(fmt::format("job {} finished without a verdict", job_id));
+      return exit_code_for(job);
+    case v1::JOB_STATE_FAILED:
+      throw CommandError(fmt::format("job {} failed: {}", job_id,
+                                     job.error().empty() ? "no reason given" : job.error()));
+    case v1::JOB_STATE_CANCELLED:
+      throw CommandError(fmt::format("job {} was cancelled", job_id));
+    default:
+      throw CommandError(fmt::format("job {} stream ended while the job is {}", job_id,
+                                     state_name(job.state())));
+  }
+}
+
+// ---- read commands ----
+
+int Cli::cmd_jobs() {
+  v1::ListJobsRequest request;
+  request.set_state(parse_state(list_.state));
+  request.set_limit(list_.limit);
+  const auto response = connect().list_jobs(request);
+  if (global_.json) {
+    print_json(to_json(response)["jobs"]);
+  } else if (response.jobs_size() == 0) {
+    std::cout << "no jobs\n";
+  } else {
+    std::cout << format_jobs_table({response.jobs().begin(), response.jobs().end()},
+                                   now_unix_ms());
+  }
+  return kExitOk;
+}
+
+int Cli::cmd_show() {
+  const v1::Job job = connect().get_job(job_id_);
+  if (global_.json)
+    print_json(to_json(job));
+  else
+    std::cout << format_job_details(job, now_unix_ms());
+  return kExitOk;
+}
+
+int Cli::cmd_cancel() {
+  const v1::Job job = connect().cancel_job(job_id_);
+  if (global_.json)
+    print_json(to_json(job));
+  else
+    std::cout << fmt::format("job {}: {}\n", job.id(), state_name(job.state()));
+  return kExitOk;
+}
+
+int Cli::cmd_builds() {
+  v1::ListBuildsRequest request;
+  request.set_name(list_.name);
+  request.set_limit(list_.limit);
+  const auto response = connect().list_builds(request);
+  if (global_.json) {
+    print_json(to_json(response)["builds"]);
+  } else if (response.builds_size() == 0) {
+    std::cout << "no builds\n";
+  } else {
+    std::cout << format_builds_table({response.builds().begin(), response.builds().end()});
+  }
+  return kExitOk;
+}
+
+int Cli::cmd_device() {
+  const auto device = connect().get_device();
+  if (global_.json)
+    print_json(to_json(device));
+  else
+    std::cout << format_device(device);
+  return kExitOk;
+}
+
+v1::QueryTrendRequest Cli::trend_request(std::int64_t default_since_ms) const {
+  v1::QueryTrendRequest request;
+  request.set_profile(trend_.profile);
+  request.set_weight_type(trend_.type);
+  request.set_path(trend_.path);
+  request.set_build_glob(trend_.build_glob);
+  request.set_include_contended(trend_.include_contended);
+  request.set_limit(trend_.limit);
+  request.set_since_unix_ms(trend_.since.empty() ? default_since_ms
+                                                 : parse_since(trend_.since, now_unix_ms()));
+  return request;
+}
+
+int Cli::cmd_trend() {
+  const auto request = trend_request(parse_since("30d", now_unix_ms()));
+  const auto response = connect().query_trend(request);
+  if (global_.json)
+    print_json(to_json(response)["points"]);
+  else
+    std::cout << format_trend({response.points().begin(), response.points().end()});
+  return kExitOk;
+}
+
+int Cli::cmd_compare() {
+  v1::CompareRequest request;
+  request.set_build_a(compare_.a);
+  request.set_build_b(compare_.b);
+  request.set_include_contended(compare_.include_contended);
+  const auto response = connect().compare(request);
+  if (global_.json)
+    print_json(to_json(response));
+  else
+    std::cout << format_compare(response);
+  return kExitOk;
+}
+
+int Cli::cmd_export() {
+  const auto request = trend_request(0);  // export defaults to all of history
+  const auto response = connect().query_trend(request);
+  const std::vector<v1::TrendPoint> points(response.points().begin(), response.points().end());
+  const std::string text = trend_.format == "csv"
+                               ? trend_csv(points)
+                               : to_json(response)["points"].dump(2) + "\n";
+  if (trend_.output.empty()) {
+    std::cout << text;
+    return kExitOk;
+  }
+  std::ofstream out(trend_.output, std::ios::binary | std::ios::trunc);
+  out << text;
+  out.close();
+  if (!out) throw CommandError(fmt::format("cannot write {}", trend_.output));
+  std::cerr << fmt::format("wrote {} points to {}\n", points.size(), trend_.output);
+  return kExitOk;
+}
+
+int Cli::run(int argc, char** argv) {
+  define();
+  try {
+    app_.parse(argc, argv);
+  } catch (const CLI::CallForVersion&) {
+    std::cout << "qgate " << QGATE_VERSION << "\n";  // CLI11's own printing ends without a newline
+    return kExitOk;
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app_.exit(e);  // --help
+    // CLI11 reports an unknown command word as "A subcommand is required"; name the word.
+    if (app_.get_subcommands().empty() && !app_.remaining().empty() &&
+        app_.remaining().front().rfind("-", 0) != 0) {
+      std::cerr << "qgate: unknown command '" << app_.remaining().front() << "' (see qgate --help)\n";
+      return kExitError;
+    }
+    std::cerr << "qgate: " << e.what() << " (see qgate --help)\n";
+    return kExitError;
+  }
+  try {
+    for (const CLI::App* sub : app_.get_subcommands()) {
+      if (auto it = handlers_.find(sub); it != handlers_.end()) return it->second();
+    }
+    std::cerr << "qgate: no command given (see qgate --help)\n";
+    return kExitError;
+  } catch (const UsageError& e) {
+    std::cerr << "qgate: " << e.what() << " (see qgate --help)\n";
+  } catch (const std::exception& e) {
+    std::cerr << "qgate: " << e.what() << "\n";
+  }
+  return kExitError;
+}
+
+}  // namespace
+
+int run_cli(int argc, char** argv) {
+  try {
+    Cli cli;
+    return cli.run(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "qgate: " << e.what() << "\n";
+  } catch (...) {
+    std::cerr << "qgate: unexpected error\n";
+  }
+  return kExitError;
+}
+
+}  // namespace qgate::client

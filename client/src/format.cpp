@@ -1,0 +1,603 @@
+// What the qgate CLI prints (see format.h). Pure: no I/O, no clock; "now" is passed in.
+#include "qgate/client/format.h"
+
+#include <algorithm>
+#include <cmath>
+#include <ctime>
+#include <map>
+#include <tuple>
+
+#include <fmt/format.h>
+#include <google/protobuf/descriptor.h>
+
+#include "qgate/client/exit_codes.h"
+
+namespace qgate::client {
+
+// ---- generic pieces ----
+
+std::size_t display_width(const std::string& text) {
+  std::size_t width = 0;
+  for (const char c : text)
+    if ((static_cast<unsigned char>(c) & 0xC0) != 0x80) ++width;  // skip continuation bytes
+  return width;
+}
+
+namespace {
+
+std::string pad(const std::string& text, std::size_t width, bool right) {
+  const std::size_t w = display_width(text);
+  if (w >= width) return text;
+  const std::string fill(width - w, ' ');
+  return right ? fill + text : text + fill;
+}
+
+void trim_right(std::string& line) {
+  while (!line.empty() && line.back() == ' ') line.pop_back();
+}
+
+}  // namespace
+
+std::string format_table(const Table& table) {
+  std::size_t columns = table.headers.size();
+  for (const auto& row : table.rows) columns = std::max(columns, row.size());
+  std::vector<std::size_t> widths(columns, 0);
+  auto measure = [&widths](const std::vector<std::string>& cells) {
+    for (std::size_t i = 0; i < cells.size(); ++i)
+      widths[i] = std::max(widths[i], display_width(cells[i]));
+  };
+  measure(table.headers);
+  for (const auto& row : table.rows) measure(row);
+
+  auto line = [&](const std::vector<std::string>& cells) {
+    std::string out;
+    for (std::size_t i = 0; i < columns; ++i) {
+      const std::string cell = i < cells.size() ? cells[i] : "";
+      const bool right = i < table.right_align.size() && table.right_align[i];
+      if (i > 0) out += "  ";
+      out += pad(cell, widths[i], right);
+    }
+    trim_right(out);
+    return out + "\n";
+  };
+  std::string out = table.headers.empty() ? "" : line(table.headers);
+  for (const auto& row : table.rows) out += line(row);
+  return out;
+}
+
+std::string format_fields(const std::vector<std::pair<std::string, std::string>>& fields) {
+  std::size_t width = 0;
+  for (const auto& [key, value] : fields) width = std::max(width, display_width(key));
+  std::string out;
+  for (const auto& [key, value] : fields) {
+    std::string line = pad(key, width, false) + "  " + value;
+    trim_right(line);
+    out += line + "\n";
+  }
+  return out;
+}
+
+std::string format_duration(std::int64_t seconds) {
+  if (seconds < 0) seconds = 0;
+  if (seconds < 60) return fmt::format("{}s", seconds);
+  if (seconds < 3600) return fmt::format("{}m {}s", seconds / 60, seconds % 60);
+  if (seconds < 86400) return fmt::format("{}h {}m", seconds / 3600, seconds % 3600 / 60);
+  return fmt::format("{}d {}h", seconds / 86400, seconds % 86400 / 3600);
+}
+
+std::string format_age(std::int64_t now_ms, std::int64_t then_ms) {
+  if (then_ms == 0) return "-";
+  return format_duration((now_ms - then_ms) / 1000);
+}
+
+std::string format_bytes(std::int64_t bytes) {
+  if (bytes < 1024) return fmt::format("{} B", bytes);
+  static constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB"};
+  double value = static_cast<double>(bytes);
+  std::size_t unit = 0;
+  value /= 1024.0;
+  while (value >= 1024.0 && unit + 1 < std::size(kUnits)) {
+    value /= 1024.0;
+    ++unit;
+  }
+  return fmt::format("{:.1f} {}", value, kUnits[unit]);
+}
+
+std::string format_timestamp(std::int64_t unix_ms) {
+  if (unix_ms == 0) return "-";
+  const std::time_t seconds = static_cast<std::time_t>(unix_ms / 1000);
+  std::tm tm{};
+  gmtime_r(&seconds, &tm);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%d %H:%M:%SZ", &tm);
+  return text;
+}
+
+std::string format_ratio(double ratio) {
+  if (ratio == 0.0) return "-";
+  return fmt::format("{:.3f}", ratio);
+}
+
+std::string format_interval(double low, double high) {
+  if (low == 0.0 && high == 0.0) return "-";
+  return fmt::format("[{:.3f}, {:.3f}]", low, high);
+}
+
+std::string format_tokens_per_s(double tokens_per_s) {
+  if (tokens_per_s == 0.0) return "-";
+  return fmt::format("{:.1f}", tokens_per_s);
+}
+
+std::string sparkline(const std::vector<double>& values, double low, double high) {
+  static constexpr const char* kBars[] = {"▁", "▂", "▃", "▄", "▅", "▆", "▇", "█"};
+  std::string out;
+  for (const double v : values) {
+    int level = 3;
+    if (high > low) {
+      const double t = std::clamp((v - low) / (high - low), 0.0, 1.0);
+      level = static_cast<int>(std::lround(t * 7.0));
+    }
+    out += kBars[level];
+  }
+  return out;
+}
+
+std::string sparkline(const std::vector<double>& values) {
+  if (values.empty()) return "";
+  const auto [lo, hi] = std::minmax_element(values.begin(), values.end());
+  return sparkline(values, *lo, *hi);
+}
+
+std::string csv_field(const std::string& field) {
+  const bool needs_quotes = field.find_first_of(",\"\r\n") != std::string::npos ||
+                            (!field.empty() && (field.front() == ' ' || field.back() == ' '));
+  if (!needs_quotes) return field;
+  std::string out = "\"";
+  for (const char c : field) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string csv_row(const std::vector<std::string>& fields) {
+  std::string out;
+  for (std::size_t i = 0; i < fields.size(); ++i) {
+    if (i > 0) out += ',';
+    out += csv_field(fields[i]);
+  }
+  return out + "\n";
+}
+
+double median(std::vector<double> values) {
+  if (values.empty()) return 0.0;
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2.0;
+}
+
+// ---- enums ----
+
+std::string kind_name(v1::JobKind kind) {
+  switch (kind) {
+    case v1::JOB_KIND_GATE: return "gate";
+    case v1::JOB_KIND_AB: return "ab";
+    case v1::JOB_KIND_PARITY: return "parity";
+    default: return "?";
+  }
+}
+
+std::string state_name(v1::JobState state) {
+  switch (state) {
+    case v1::JOB_STATE_QUEUED: return "queued";
+    case v1::JOB_STATE_RUNNING: return "running";
+    case v1::JOB_STATE_DONE: return "done";
+    case v1::JOB_STATE_FAILED: return "failed";
+    case v1::JOB_STATE_CANCELLED: return "cancelled";
+    default: return "?";
+  }
+}
+
+std::string verdict_name(v1::Verdict verdict) {
+  switch (verdict) {
+    case v1::VERDICT_PASS: return "PASS";
+    case v1::VERDICT_FAIL: return "FAIL";
+    case v1::VERDICT_INCONCLUSIVE: return "INCONCLUSIVE";
+    default: return "-";
+  }
+}
+
+std::string comparison_name(v1::Comparison c) {
+  switch (c) {
+    case v1::COMPARISON_SAME: return "SAME";
+    case v1::COMPARISON_DIFFERENT: return "DIFFERENT";
+    case v1::COMPARISON_UNKNOWN: return "UNKNOWN";
+    default: return "-";
+  }
+}
+
+// ---- exit codes ----
+
+int exit_code_for(v1::Verdict verdict) {
+  switch (verdict) {
+    case v1::VERDICT_PASS: return kExitPass;
+    case v1::VERDICT_FAIL: return kExitFail;
+    case v1::VERDICT_INCONCLUSIVE: return kExitInconclusive;
+    default: return kExitError;
+  }
+}
+
+int exit_code_for(const v1::Job& job) {
+  if (job.state() != v1::JOB_STATE_DONE) return kExitError;
+  return exit_code_for(job.verdict().verdict());
+}
+
+// ---- JSON ----
+
+namespace {
+
+using google::protobuf::FieldDescriptor;
+using google::protobuf::Message;
+using google::protobuf::Reflection;
+
+std::string base64(const std::string& bytes) {
+  static constexpr char kAlphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  std::size_t i = 0;
+  for (; i + 2 < bytes.size(); i += 3) {
+    const unsigned n = (static_cast<unsigned char>(bytes[i]) << 16) |
+                       (static_cast<unsigned char>(bytes[i + 1]) << 8) |
+                       static_cast<unsigned char>(bytes[i + 2]);
+    for (int s = 18; s >= 0; s -= 6) out += kAlphabet[(n >> s) & 63];
+  }
+  if (i < bytes.size()) {
+    unsigned n = static_cast<unsigned char>(bytes[i]) << 16;
+    if (i + 1 < bytes.size()) n |= static_cast<unsigned char>(bytes[i + 1]) << 8;
+    out += kAlphabet[(n >> 18) & 63];
+    out += kAlphabet[(n >> 12) & 63];
+    out += i + 1 < bytes.size() ? kAlphabet[(n >> 6) & 63] : '=';
+    out += '=';
+  }
+  return out;
+}
+
+nlohmann::json field_value(const Message& m, const Reflection& r, const FieldDescriptor& f) {
+  switch (f.cpp_type()) {
+    case FieldDescriptor::CPPTYPE_INT32: return r.GetInt32(m, &f);
+    case FieldDescriptor::CPPTYPE_INT64: return r.GetInt64(m, &f);
+    case FieldDescriptor::CPPTYPE_UINT32: return r.GetUInt32(m, &f);
+    case FieldDescriptor::CPPTYPE_UINT64: return r.GetUInt64(m, &f);
+    case FieldDescriptor::CPPTYPE_DOUBLE: return r.GetDouble(m, &f);
+    case FieldDescriptor::CPPTYPE_FLOAT: return r.GetFloat(m, &f);
+    case FieldDescriptor::CPPTYPE_BOOL: return r.GetBool(m, &f);
+    case FieldDescriptor::CPPTYPE_ENUM: return r.GetEnum(m, &f)->name();
+    case FieldDescriptor::CPPTYPE_STRING:
+      return f.type() == FieldDescriptor::TYPE_BYTES ? base64(r.GetString(m, &f))
+                                                     : r.GetString(m, &f);
+    case FieldDescriptor::CPPTYPE_MESSAGE: return to_json(r.GetMessage(m, &f));
+  }
+  return nullptr;
+}
+
+nlohmann::json repeated_value(const Message& m, const Reflection& r, const FieldDescriptor& f,
+                              int i) {
+  switch (f.cpp_type()) {
+    case FieldDescriptor::CPPTYPE_INT32: return r.GetRepeatedInt32(m, &f, i);
+    case FieldDescriptor::CPPTYPE_INT64: return r.GetRepeatedInt64(m, &f, i);
+    case FieldDescriptor::CPPTYPE_UINT32: return r.GetRepeatedUInt32(m, &f, i);
+    case FieldDescriptor::CPPTYPE_UINT64: return r.GetRepeatedUInt64(m, &f, i);
+    case FieldDescriptor::CPPTYPE_DOUBLE: return r.GetRepeatedDouble(m, &f, i);
+    case FieldDescriptor::CPPTYPE_FLOAT: return r.GetRepeatedFloat(m, &f, i);
+    case FieldDescriptor::CPPTYPE_BOOL: return r.GetRepeatedBool(m, &f, i);
+    case FieldDescriptor::CPPTYPE_ENUM: return r.GetRepeatedEnum(m, &f, i)->name();
+    case FieldDescriptor::CPPTYPE_STRING:
+      return f.type() == FieldDescriptor::TYPE_BYTES ? base64(r.GetRepeatedString(m, &f, i))
+                                                     : r.GetRepeatedString(m, &f, i);
+    case FieldDescriptor::CPPTYPE_MESSAGE: return to_json(r.GetRepeatedMessage(m, &f, i));
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+nlohmann::json to_json(const Message& message) {
+  const auto* descriptor = message.GetDescriptor();
+  const auto* reflection = message.GetReflection();
+  nlohmann::json out = nlohmann::json::object();
+  for (int i = 0; i < descriptor->field_count(); ++i) {
+    const FieldDescriptor& f = *descriptor->field(i);
+    if (f.is_repeated()) {
+      nlohmann::json list = nlohmann::json::array();
+      for (int j = 0; j < reflection->FieldSize(message, &f); ++j)
+        list.push_back(repeated_value(message, *reflection, f, j));
+      out[f.name()] = std::move(list);
+    } else if (f.cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE || f.containing_oneof()) {
+      // Absent sub-messages and unset oneof members are left out, not shown as empty defaults.
+      if (reflection->HasField(message, &f)) out[f.name()] = field_value(message, *reflection, f);
+    } else {
+      out[f.name()] = field_value(message, *reflection, f);
+    }
+  }
+  return out;
+}
+
+// ---- views of qgate's messages ----
+
+std::string progress_line(std::int64_t job_id, v1::JobState state,
+                          const v1::JobProgress& progress) {
+  std::string head = fmt::format("job {} {}", job_id, state_name(state));
+  if (!progress.phase().empty() && progress.phase() != state_name(state))
+    head += fmt::format(" ({})", progress.phase());
+  std::vector<std::string> parts;
+  if (progress.parity_total() > 0)
+    parts.push_back(fmt::format("parity {}/{}", progress.parity_done(), progress.parity_total()));
+  if (progress.pairs_max() > 0 || progress.pairs_done() > 0)
+    parts.push_back(fmt::format("pairs {}/{}", progress.pairs_done(), progress.pairs_max()));
+  if (progress.ratio() != 0.0) {
+    std::string ratio = "ratio " + format_ratio(progress.ratio());
+    if (progress.ci_low() != 0.0 || progress.ci_high() != 0.0)
+      ratio += " " + format_interval(progress.ci_low(), progress.ci_high());
+    parts.push_back(std::move(ratio));
+  }
+  if (!progress.message().empty()) parts.push_back(progress.message());
+  if (parts.empty()) return head;
+  std::string out = head + ":";
+  for (std::size_t i = 0; i < parts.size(); ++i) out += (i == 0 ? " " : ", ") + parts[i];
+  return out;
+}
+
+std::string tokens_per_s_note() {
+  return "tok/s = prefill throughput of the profile's linear layers (prompt tokens / summed GEMM "
+         "time)";
+}
+
+namespace {
+
+std::string arm_line(const v1::ArmSummary& arm) {
+  return fmt::format("{} tok/s over {} runs{}", format_tokens_per_s(arm.tokens_per_s()),
+                     arm.runs(), arm.label().empty() ? "" : " (" + arm.label() + ")");
+}
+
+}  // namespace
+
+std::string format_verdict_report(const v1::VerdictReport& report) {
+  std::vector<std::pair<std::string, std::string>> fields;
+  std::string verdict = verdict_name(report.verdict());
+  if (report.comparison() != v1::COMPARISON_UNSPECIFIED)
+    verdict += " (" + comparison_name(report.comparison()) + ")";
+  fields.emplace_back("verdict", verdict);
+  std::string ratio = format_ratio(report.ratio());
+  if (report.ratio() != 0.0) {
+    ratio += "  95% interval " + format_interval(report.ci_low(), report.ci_high());
+    if (report.p_value() > 0.0) ratio += fmt::format("  p={:.3g}", report.p_value());
+  }
+  fields.emplace_back("ratio A/B", ratio);
+  fields.emplace_back("arm A", arm_line(report.arm_a()));
+  fields.emplace_back("arm B", arm_line(report.arm_b()));
+  fields.emplace_back("pairs",
+                      fmt::format("{} ({} contended)", report.pairs(), report.contended_pairs()));
+  if (report.parity_passed() + report.parity_failed() > 0)
+    fields.emplace_back("parity", fmt::format("{} passed, {} failed", report.parity_passed(),
+                                              report.parity_failed()));
+  std::string profile = report.profile().empty() ? "-" : report.profile();
+  if (report.tokens() > 0) profile += fmt::format(", {} tokens", report.tokens());
+  if (!report.backend().empty()) profile += ", backend " + report.backend();
+  fields.emplace_back("profile", profile);
+  std::string out = format_fields(fields);
+
+  if (report.per_type_size() > 0) {
+    Table table{{"TYPE", "RATIO A/B", "95% INTERVAL", "COMPARISON", "GEMM us A", "GEMM us B"},
+                {false, true, true, false, true, true},
+                {}};
+    for (const auto& t : report.per_type())
+      table.rows.push_back({t.weight_type(), format_ratio(t.ratio()),
+                            format_interval(t.ci_low(), t.ci_high()),
+                            comparison_name(t.comparison()),
+                            t.gemm_us_a() == 0.0 ? "-" : fmt::format("{:.1f}", t.gemm_us_a()),
+                            t.gemm_us_b() == 0.0 ? "-" : fmt::format("{:.1f}", t.gemm_us_b())});
+    out += "\n" + format_table(table);
+  }
+  if (report.reasons_size() > 0) {
+    out += "\nreasons:\n";
+    for (const auto& reason : report.reasons()) out += "  - " + reason + "\n";
+  }
+  out += "\n" + tokens_per_s_note() + "\n";
+  return out;
+}
+
+std::string format_jobs_table(const std::vector<v1::Job>& jobs, std::int64_t now_ms) {
+  Table table{{"ID", "KIND", "STATE", "BUILD", "PROFILE", "VERDICT", "RATIO", "CREATED", "AGE"},
+              {true, false, false, false, false, false, true, false, true},
+              {}};
+  for (const auto& job : jobs) {
+    const bool has_verdict = job.has_verdict() && job.verdict().verdict() != v1::VERDICT_UNSPECIFIED;
+    double ratio = has_verdict ? job.verdict().ratio() : job.progress().ratio();
+    table.rows.push_back(
+        {std::to_string(job.id()), kind_name(job.spec().kind()), state_name(job.state()),
+         job.build().metadata().name().empty() ? "-" : job.build().metadata().name(),
+         job.spec().profile().empty() ? "default" : job.spec().profile(),
+         has_verdict ? verdict_name(job.verdict().verdict()) : "-", format_ratio(ratio),
+         format_timestamp(job.created_unix_ms()), format_age(now_ms, job.created_unix_ms())});
+  }
+  return format_table(table);
+}
+
+namespace {
+
+std::string build_summary(const v1::Build& build) {
+  if (build.id() == 0 && build.metadata().name().empty()) return "-";
+  std::string out = fmt::format("{} (id {}, sha256 {}, {}", build.metadata().name(), build.id(),
+                                build.sha256().substr(0, 12), format_bytes(build.size_bytes()));
+  if (!build.metadata().commit().empty()) out += ", commit " + build.metadata().commit();
+  if (!build.metadata().branch().empty()) out += ", branch " + build.metadata().branch();
+  if (!build.metadata().flags().empty()) out += ", flags " + build.metadata().flags();
+  return out + ")";
+}
+
+std::string or_default(std::int64_t value) {
+  return value == 0 ? "default" : std::to_string(value);
+}
+
+}  // namespace
+
+std::string format_job_details(const v1::Job& job, std::int64_t now_ms) {
+  const auto& spec = job.spec();
+  std::vector<std::pair<std::string, std::string>> fields;
+  fields.emplace_back("job", fmt::format("{} ({}), {}", job.id(), kind_name(spec.kind()),
+                                         state_name(job.state())));
+  fields.emplace_back("build", build_summary(job.build()));
+  if (spec.kind() == v1::JOB_KIND_GATE)
+    fields.emplace_back("baseline", job.has_baseline() ? build_summary(job.baseline())
+                                                       : spec.baseline());
+  std::string spec_text = fmt::format(
+      "profile {}, tokens {}, path {}, repetitions {}, seed {}, fresh process {}",
+      spec.profile().empty() ? "default" : spec.profile(), or_default(spec.tokens()),
+      spec.path().empty() ? "default" : spec.path(), or_default(spec.repetitions()),
+      spec.seed() == 0 ? std::string("default") : std::to_string(spec.seed()),
+      spec.fresh_process() ? "yes" : "no");
+  fields.emplace_back("spec", spec_text);
+  if (spec.has_policy()) {
+    const auto& p = spec.policy();
+    fields.emplace_back("policy",
+                        fmt::format("slowdown threshold {}, pairs {}..{}, target half-width {}",
+                                    p.slowdown_threshold() == 0 ? "default"
+                                                                : fmt::format("{:g}", p.slowdown_threshold()),
+                                    or_default(p.min_pairs()), or_default(p.max_pairs()),
+                                    p.target_halfwidth() == 0 ? "default"
+                                                              : fmt::format("{:g}", p.target_halfwidth())));
+  }
+  fields.emplace_back("created", fmt::format("{} ({} ago)", format_timestamp(job.created_unix_ms()),
+                                             format_age(now_ms, job.created_unix_ms())));
+  if (job.started_unix_ms() != 0) fields.emplace_back("started", format_timestamp(job.started_unix_ms()));
+  if (job.finished_unix_ms() != 0) {
+    std::string finished = format_timestamp(job.finished_unix_ms());
+    if (job.started_unix_ms() != 0)
+      finished += " (ran " +
+                  format_duration((job.finished_unix_ms() - job.started_unix_ms()) / 1000) + ")";
+    fields.emplace_back("finished", finished);
+  }
+  fields.emplace_back("phase", job.phase().empty() ? "-" : job.phase());
+  if (job.has_progress())
+    fields.emplace_back("progress", progress_line(job.id(), job.state(), job.progress()));
+  if (job.attempts() > 1) fields.emplace_back("attempts", std::to_string(job.attempts()));
+  if (!job.error().empty()) fields.emplace_back("error", job.error());
+  std::string out = format_fields(fields);
+  if (job.has_verdict() && job.verdict().verdict() != v1::VERDICT_UNSPECIFIED)
+    out += "\n" + format_verdict_report(job.verdict());
+  return out;
+}
+
+std::string format_builds_table(const std::vector<v1::Build>& builds) {
+  Table table{{"ID", "NAME", "SHA256", "SIZE", "COMMIT", "CREATED"},
+              {true, false, false, true, false, false},
+              {}};
+  for (const auto& b : builds)
+    table.rows.push_back({std::to_string(b.id()), b.metadata().name(), b.sha256().substr(0, 12),
+                          format_bytes(b.size_bytes()),
+                          b.metadata().commit().empty() ? "-" : b.metadata().commit(),
+                          format_timestamp(b.created_unix_ms())});
+  return format_table(table);
+}
+
+std::string format_device(const v1::DeviceStatus& d) {
+  auto or_dash = [](const std::string& s) { return s.empty() ? std::string("-") : s; };
+  return format_fields({
+      {"backend", or_dash(d.backend())},
+      {"device", std::to_string(d.device())},
+      {"name", or_dash(d.name())},
+      {"uuid", or_dash(d.uuid())},
+      {"memory", d.memory_bytes() > 0 ? format_bytes(d.memory_bytes()) : "-"},
+      {"qgate version", or_dash(d.qgate_version())},
+      {"queued jobs", std::to_string(d.queued_jobs())},
+      {"running job", d.running_job_id() == 0 ? "none" : std::to_string(d.running_job_id())},
+      {"cotenant", or_dash(d.cotenant())},
+      {"uptime", format_duration(d.uptime_s())},
+  });
+}
+
+std::vector<TrendGroup> group_trend(const std::vector<v1::TrendPoint>& points) {
+  std::vector<const v1::TrendPoint*> sorted;
+  for (const auto& p : points) sorted.push_back(&p);
+  // Stable, so points with the same start keep the server's order.
+  std::stable_sort(sorted.begin(), sorted.end(), [](const auto* a, const auto* b) {
+    return a->started_unix_ms() < b->started_unix_ms();
+  });
+  std::vector<TrendGroup> groups;
+  std::map<std::tuple<std::string, std::string, std::string>, std::size_t> index;
+  for (const auto* p : sorted) {
+    auto key = std::make_tuple(p->build_name(), p->path(), p->backend());
+    auto [it, added] = index.try_emplace(key, groups.size());
+    if (added) groups.push_back({p->build_name(), p->path(), p->backend(), {}, {}, 0});
+    TrendGroup& g = groups[it->second];
+    g.tokens_per_s.push_back(p->tokens_per_s());
+    g.contended.push_back(p->contended());
+    g.last_unix_ms = p->started_unix_ms();
+  }
+  return groups;
+}
+
+std::string format_trend(const std::vector<v1::TrendPoint>& points) {
+  if (points.empty()) return "no runs match\n";
+  Table table{{"BUILD", "PATH", "BACKEND", "RUNS", "MEDIAN tok/s", "MIN", "MAX", "LAST", "TREND"},
+              {false, false, false, true, true, true, true, false, false},
+              {}};
+  int contended_total = 0;
+  for (const auto& g : group_trend(points)) {
+    const int contended =
+        static_cast<int>(std::count(g.contended.begin(), g.contended.end(), true));
+    contended_total += contended;
+    const auto [lo, hi] = std::minmax_element(g.tokens_per_s.begin(), g.tokens_per_s.end());
+    std::string runs = std::to_string(g.tokens_per_s.size());
+    if (contended > 0) runs += fmt::format(" ({}*)", contended);
+    table.rows.push_back({g.build, g.path.empty() ? "-" : g.path,
+                          g.backend.empty() ? "-" : g.backend, runs,
+                          format_tokens_per_s(median(g.tokens_per_s)), format_tokens_per_s(*lo),
+                          format_tokens_per_s(*hi), format_timestamp(g.last_unix_ms),
+                          sparkline(g.tokens_per_s, *lo, *hi)});
+  }
+  std::string out = format_table(table);
+  if (contended_total > 0)
+    out += fmt::format(
+        "* {} contended run(s) included: measured while another process used the GPU\n",
+        contended_total);
+  out += tokens_per_s_note() + "; trend oldest to newest, scaled per row\n";
+  return out;
+}
+
+std::string format_compare(const v1::CompareResponse& response) {
+  auto name = [](const v1::Build& b) {
+    return fmt::format("{} (id {}, sha256 {})", b.metadata().name(), b.id(),
+                       b.sha256().substr(0, 12));
+  };
+  std::string out = format_fields({{"A", name(response.a())}, {"B", name(response.b())}});
+  Table table{{"PROFILE", "PATH", "tok/s A", "tok/s B", "RATIO A/B", "95% INTERVAL", "COMPARISON",
+               "RUNS A/B"},
+              {false, false, true, true, true, true, false, true},
+              {}};
+  for (const auto& r : response.rows())
+    table.rows.push_back({r.profile(), r.path(), format_tokens_per_s(r.tokens_per_s_a()),
+                          format_tokens_per_s(r.tokens_per_s_b()), format_ratio(r.ratio()),
+                          format_interval(r.ci_low(), r.ci_high()),
+                          comparison_name(r.comparison()),
+                          fmt::format("{}/{}", r.runs_a(), r.runs_b())});
+  out += "\n";
+  out += response.rows_size() == 0 ? "no runs in common\n" : format_table(table);
+  out += tokens_per_s_note() + "\n";
+  return out;
+}
+
+std::string trend_csv(const std::vector<v1::TrendPoint>& points) {
+  std::string out = csv_row({"run_id", "job_id", "build", "sha256", "path", "profile", "backend",
+                             "started_unix_ms", "started_utc", "tokens_per_s", "contended",
+                             "cotenant_known"});
+  for (const auto& p : points)
+    out += csv_row({std::to_string(p.run_id()), std::to_string(p.job_id()), p.build_name(),
+                    p.build_sha256(), p.path(), p.profile(), p.backend(),
+                    std::to_string(p.started_unix_ms()), format_timestamp(p.started_unix_ms()),
+                    fmt::format("{}", p.tokens_per_s()), p.contended() ? "true" : "false",
+                    p.cotenant_known() ? "true" : "false"});
+  return out;
+}
+
+}  // namespace qgate::client

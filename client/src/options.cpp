@@ -1,0 +1,87 @@
+// Argument rules of the qgate CLI (see options.h).
+#include "qgate/client/options.h"
+
+#include <cctype>
+#include <limits>
+
+#include "qgate/paths/default_paths.h"
+
+namespace qgate::client {
+
+std::string resolve_server_address(const std::optional<std::string>& flag,
+                                   const char* env_value) {
+  if (flag) return *flag;  // an explicit empty --server is a mistake, reported by normalize_address
+  if (env_value != nullptr && *env_value != '\0') return env_value;
+  return paths::default_server_address();
+}
+
+std::string normalize_address(const std::string& address) {
+  std::string target = paths::to_grpc_target(address);
+  if (target.empty()) throw UsageError("--server: empty address");
+  if (target == "unix:" || target == "unix://")
+    throw UsageError("--server: '" + address + "' names no socket path");
+  return target;
+}
+
+std::int64_t parse_since(const std::string& text, std::int64_t now_ms) {
+  auto bad = [&text]() {
+    return UsageError("--since: '" + text + "' is not a duration like 30d (units: s, m, h, d, w)");
+  };
+  if (text.size() < 2) throw bad();
+  std::int64_t unit_ms = 0;
+  switch (text.back()) {
+    case 's': unit_ms = 1'000; break;
+    case 'm': unit_ms = 60'000; break;
+    case 'h': unit_ms = 3'600'000; break;
+    case 'd': unit_ms = 86'400'000; break;
+    case 'w': unit_ms = 7 * 86'400'000LL; break;
+    default: throw bad();
+  }
+  // Digits only: std::stoll would accept signs, spaces and trailing junk.
+  std::int64_t count = 0;
+  for (std::size_t i = 0; i + 1 < text.size(); ++i) {
+    const char c = text[i];
+    if (!std::isdigit(static_cast<unsigned char>(c))) throw bad();
+    if (count > (std::numeric_limits<std::int64_t>::max() - (c - '0')) / 10) throw bad();
+    count = count * 10 + (c - '0');
+  }
+  if (count == 0) throw bad();
+  if (count > now_ms / unit_ms) throw bad();  // before 1970: surely a typo
+  return now_ms - count * unit_ms;
+}
+
+v1::JobKind resolve_kind(const std::string& kind, const std::string& baseline) {
+  if (kind.empty()) return baseline.empty() ? v1::JOB_KIND_AB : v1::JOB_KIND_GATE;
+  if (kind == "gate") {
+    if (baseline.empty()) throw UsageError("--kind gate needs --baseline BUILD to compare against");
+    return v1::JOB_KIND_GATE;
+  }
+  if (kind == "ab" || kind == "parity") {
+    if (!baseline.empty())
+      throw UsageError("--baseline only applies to gate jobs, not --kind " + kind);
+    return kind == "ab" ? v1::JOB_KIND_AB : v1::JOB_KIND_PARITY;
+  }
+  throw UsageError("--kind: '" + kind + "' is not one of gate, ab, parity");
+}
+
+v1::JobState parse_state(const std::string& text) {
+  if (text.empty()) return v1::JOB_STATE_UNSPECIFIED;
+  if (text == "queued") return v1::JOB_STATE_QUEUED;
+  if (text == "running") return v1::JOB_STATE_RUNNING;
+  if (text == "done") return v1::JOB_STATE_DONE;
+  if (text == "failed") return v1::JOB_STATE_FAILED;
+  if (text == "cancelled") return v1::JOB_STATE_CANCELLED;
+  throw UsageError("--state: '" + text + "' is not one of queued, running, done, failed, cancelled");
+}
+
+void check_build_name(const std::string& name) {
+  if (name.empty()) throw UsageError("--name: empty build name");
+  for (const char c : name) {
+    const bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+    if (!ok)
+      throw UsageError("--name: '" + name + "' may hold only letters, digits, '.', '_' and '-'");
+  }
+  if (name == "." || name == "..") throw UsageError("--name: '" + name + "' is not a build name");
+}
+
+}  // namespace qgate::client

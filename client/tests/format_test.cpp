@@ -1,0 +1,255 @@
+// Tests of what the qgate CLI prints: each expectation is the exact text a user or a script sees.
+#include "qgate/client/format.h"
+
+#include <gtest/gtest.h>
+
+#include "qgate/client/exit_codes.h"
+
+namespace qgate::client {
+namespace {
+
+TEST(Sparkline, KnownSeriesSpansAllEightBars) {
+  EXPECT_EQ(sparkline({0, 1, 2, 3, 4, 5, 6, 7}), "▁▂▃▄▅▆▇█");
+  EXPECT_EQ(sparkline({7, 0, 7}), "█▁█");
+}
+
+TEST(Sparkline, ScaledToTheGivenRangeAndClamped) {
+  EXPECT_EQ(sparkline({400, 410, 420}, 400, 420), "▁▅█");  // 410 is 3.5/7 -> rounds to ▅
+  EXPECT_EQ(sparkline({390, 430}, 400, 420), "▁█");
+}
+
+TEST(Sparkline, FlatAndEmptySeries) {
+  EXPECT_EQ(sparkline({412, 412, 412}), "▄▄▄");
+  EXPECT_EQ(sparkline({}), "");
+}
+
+TEST(Csv, PlainFieldsAreLeftAlone) {
+  EXPECT_EQ(csv_field("q4_K"), "q4_K");
+  EXPECT_EQ(csv_field(""), "");
+}
+
+TEST(Csv, CommasQuotesNewlinesAndEdgeSpacesAreQuoted) {
+  EXPECT_EQ(csv_field("a,b"), "\"a,b\"");
+  EXPECT_EQ(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
+  EXPECT_EQ(csv_field("two\nlines"), "\"two\nlines\"");
+  EXPECT_EQ(csv_field("cr\rhere"), "\"cr\rhere\"");
+  EXPECT_EQ(csv_field(" padded"), "\" padded\"");
+  EXPECT_EQ(csv_row({"1", "a,b", "x\"y"}), "1,\"a,b\",\"x\"\"y\"\n");
+}
+
+TEST(Csv, TrendExportHasHeaderAndOneRowPerPoint) {
+  v1::TrendPoint p;
+  p.set_run_id(7);
+  p.set_job_id(3);
+  p.set_build_name("mmq,fix");
+  p.set_build_sha256("abc");
+  p.set_path("mmq");
+  p.set_profile("llama-7b");
+  p.set_backend("cuda");
+  p.set_started_unix_ms(1'764'468'000'000);
+  p.set_tokens_per_s(412.5);
+  p.set_contended(true);
+  const std::string csv = trend_csv({p});
+  EXPECT_EQ(csv,
+            "run_id,job_id,build,sha256,path,profile,backend,started_unix_ms,started_utc,"
+            "tokens_per_s,contended,cotenant_known\n"
+            "7,3,\"mmq,fix\",abc,mmq,llama-7b,cuda,1764468000000,2025-11-30 02:00:00Z,412.5,true,"
+            "false\n");
+}
+
+TEST(Table, ColumnsAlignedNumbersRightNoTrailingSpaces) {
+  Table t{{"ID", "NAME", "SIZE"}, {true, false, true}, {{"1", "ref", "1.5 MiB"}, {"12", "mmq-fast", "512 B"}}};
+  EXPECT_EQ(format_table(t),
+            "ID  NAME         SIZE\n"
+            " 1  ref       1.5 MiB\n"
+            "12  mmq-fast    512 B\n");
+}
+
+TEST(Table, WidthCountsCodePointsSoSparklinesAlign) {
+  Table t{{"B", "TREND"}, {}, {{"x", "▁█"}, {"yyy", "▄"}}};
+  EXPECT_EQ(format_table(t),
+            "B    TREND\n"
+            "x    ▁█\n"
+            "yyy  ▄\n");
+  EXPECT_EQ(display_width("▁▂▃"), 3u);
+}
+
+TEST(Format, DurationsSizesTimes) {
+  EXPECT_EQ(format_duration(42), "42s");
+  EXPECT_EQ(format_duration(312), "5m 12s");
+  EXPECT_EQ(format_duration(7380), "2h 3m");
+  EXPECT_EQ(format_duration(183600), "2d 3h");
+  EXPECT_EQ(format_duration(-5), "0s");
+  EXPECT_EQ(format_bytes(512), "512 B");
+  EXPECT_EQ(format_bytes(1536), "1.5 KiB");
+  EXPECT_EQ(format_bytes(150LL << 30), "150.0 GiB");
+  EXPECT_EQ(format_timestamp(0), "-");
+  EXPECT_EQ(format_timestamp(1'764'468'000'123), "2025-11-30 02:00:00Z");
+  EXPECT_EQ(format_age(1'000'000, 0), "-");
+  EXPECT_EQ(format_age(400'000, 100'000), "5m 0s");
+  EXPECT_EQ(format_interval(0.9984, 1.0491), "[0.998, 1.049]");
+  EXPECT_DOUBLE_EQ(median({3, 1, 2}), 2.0);
+  EXPECT_DOUBLE_EQ(median({4, 1, 3, 2}), 2.5);
+}
+
+TEST(ExitCode, VerdictsMapToDocumentedCodes) {
+  EXPECT_EQ(exit_code_for(v1::VERDICT_PASS), 0);
+  EXPECT_EQ(exit_code_for(v1::VERDICT_FAIL), 1);
+  EXPECT_EQ(exit_code_for(v1::VERDICT_INCONCLUSIVE), 2);
+  EXPECT_EQ(exit_code_for(v1::VERDICT_UNSPECIFIED), 3);
+}
+
+TEST(ExitCode, OnlyADoneJobCarriesItsVerdict) {
+  v1::Job job;
+  job.mutable_verdict()->set_verdict(v1::VERDICT_FAIL);
+  job.set_state(v1::JOB_STATE_DONE);
+  EXPECT_EQ(exit_code_for(job), kExitFail);
+  job.set_state(v1::JOB_STATE_FAILED);
+  EXPECT_EQ(exit_code_for(job), kExitError);
+  job.set_state(v1::JOB_STATE_CANCELLED);
+  EXPECT_EQ(exit_code_for(job), kExitError);
+  job.set_state(v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(exit_code_for(job), kExitError);
+}
+
+TEST(ProgressLine, ShowsPhaseParityPairsAndRatio) {
+  v1::JobProgress p;
+  p.set_phase("ab");
+  p.set_parity_done(64);
+  p.set_parity_total(64);
+  p.set_pairs_done(6);
+  p.set_pairs_max(40);
+  p.set_ratio(1.0234);
+  p.set_ci_low(0.9981);
+  p.set_ci_high(1.0493);
+  EXPECT_EQ(progress_line(12, v1::JOB_STATE_RUNNING, p),
+            "job 12 running (ab): parity 64/64, pairs 6/40, ratio 1.023 [0.998, 1.049]");
+}
+
+TEST(ProgressLine, LeavesOutWhatIsNotKnownYet) {
+  v1::JobProgress p;
+  p.set_phase("queued");
+  EXPECT_EQ(progress_line(3, v1::JOB_STATE_QUEUED, p), "job 3 queued");
+  p.set_phase("parity");
+  p.set_parity_done(5);
+  p.set_parity_total(64);
+  p.set_message("q4_K 512x4096x4096");
+  EXPECT_EQ(progress_line(3, v1::JOB_STATE_RUNNING, p),
+            "job 3 running (parity): parity 5/64, q4_K 512x4096x4096");
+}
+
+v1::Job sample_job() {
+  v1::Job job;
+  job.set_id(12);
+  job.mutable_spec()->set_kind(v1::JOB_KIND_GATE);
+  job.mutable_spec()->set_profile("llama-7b-q4_K_M");
+  job.set_state(v1::JOB_STATE_DONE);
+  job.mutable_build()->mutable_metadata()->set_name("mmq-tile64");
+  job.set_created_unix_ms(1'764'468'000'000);
+  auto* v = job.mutable_verdict();
+  v->set_verdict(v1::VERDICT_PASS);
+  v->set_comparison(v1::COMPARISON_SAME);
+  v->set_ratio(1.0042);
+  v->set_ci_low(0.991);
+  v->set_ci_high(1.017);
+  v->set_pairs(12);
+  v->set_contended_pairs(1);
+  v->mutable_arm_a()->set_label("mmq-tile64");
+  v->mutable_arm_a()->set_tokens_per_s(441.2);
+  v->mutable_arm_a()->set_runs(12);
+  v->mutable_arm_b()->set_label("ref");
+  v->mutable_arm_b()->set_tokens_per_s(439.4);
+  v->mutable_arm_b()->set_runs(12);
+  v->add_reasons("parity 64/64 green");
+  auto* t = v->add_per_type();
+  t->set_weight_type("q4_K");
+  t->set_ratio(1.31);
+  t->set_ci_low(1.29);
+  t->set_ci_high(1.33);
+  t->set_comparison(v1::COMPARISON_DIFFERENT);
+  return job;
+}
+
+TEST(Jobs, TableHasEveryColumn) {
+  v1::Job queued;
+  queued.set_id(13);
+  queued.mutable_spec()->set_kind(v1::JOB_KIND_AB);
+  queued.set_state(v1::JOB_STATE_QUEUED);
+  queued.mutable_build()->mutable_metadata()->set_name("ref");
+  queued.set_created_unix_ms(1'764'468'300'000);
+  const std::string table =
+      format_jobs_table({sample_job(), queued}, 1'764'468'600'000);
+  EXPECT_EQ(table,
+            "ID  KIND  STATE   BUILD       PROFILE          VERDICT  RATIO  CREATED                  AGE\n"
+            "12  gate  done    mmq-tile64  llama-7b-q4_K_M  PASS     1.004  2025-11-30 02:00:00Z  10m 0s\n"
+            "13  ab    queued  ref         default          -            -  2025-11-30 02:05:00Z   5m 0s\n");
+}
+
+TEST(Verdict, ReportSaysRatioArmsPairsTypesReasonsAndWhatTokPerSIs) {
+  const std::string text = format_verdict_report(sample_job().verdict());
+  EXPECT_NE(text.find("verdict    PASS (SAME)\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("ratio A/B  1.004  95% interval [0.991, 1.017]"), std::string::npos) << text;
+  EXPECT_NE(text.find("arm A      441.2 tok/s over 12 runs (mmq-tile64)"), std::string::npos) << text;
+  EXPECT_NE(text.find("pairs      12 (1 contended)"), std::string::npos) << text;
+  EXPECT_NE(text.find("q4_K      1.310  [1.290, 1.330]  DIFFERENT"), std::string::npos) << text;
+  EXPECT_NE(text.find("  - parity 64/64 green\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("prefill throughput of the profile's linear layers"), std::string::npos);
+}
+
+TEST(Trend, GroupsByBuildPathBackendInTimeOrderAndMarksContended) {
+  std::vector<v1::TrendPoint> points;
+  auto add = [&](const std::string& build, std::int64_t t, double tps, bool contended) {
+    v1::TrendPoint p;
+    p.set_build_name(build);
+    p.set_path("mmq");
+    p.set_backend("cuda");
+    p.set_started_unix_ms(t);
+    p.set_tokens_per_s(tps);
+    p.set_contended(contended);
+    points.push_back(p);
+  };
+  add("b", 4'000, 300, false);
+  add("a", 3'000, 440, false);
+  add("a", 1'000, 400, false);
+  add("a", 2'000, 155, true);
+  const auto groups = group_trend(points);
+  ASSERT_EQ(groups.size(), 2u);
+  EXPECT_EQ(groups[0].build, "a");
+  EXPECT_EQ(groups[0].tokens_per_s, (std::vector<double>{400, 155, 440}));
+  EXPECT_EQ(groups[0].last_unix_ms, 3'000);
+  const std::string text = format_trend(points);
+  EXPECT_NE(text.find("3 (1*)"), std::string::npos) << text;
+  EXPECT_NE(text.find("▇▁█"), std::string::npos) << text;
+  EXPECT_NE(text.find("* 1 contended run(s) included"), std::string::npos) << text;
+}
+
+TEST(Json, SixtyFourBitNumbersStayNumbersAndEnumsAreNamed) {
+  v1::SubmitBuildResponse r;
+  r.set_job_id(42);
+  r.mutable_build()->set_size_bytes(5'000'000'000);
+  r.mutable_build()->mutable_metadata()->set_name("ref");
+  const auto j = to_json(r);
+  EXPECT_EQ(j["job_id"], 42);
+  EXPECT_TRUE(j["job_id"].is_number_integer());
+  EXPECT_EQ(j["build"]["size_bytes"], 5'000'000'000LL);
+  EXPECT_EQ(j["build"]["metadata"]["name"], "ref");
+  EXPECT_FALSE(j["build"].contains("info"));  // unset sub-message left out
+  EXPECT_EQ(j["build_existed"], false);       // scalar defaults present
+  EXPECT_EQ(to_json(sample_job())["state"], "JOB_STATE_DONE");
+  EXPECT_EQ(to_json(sample_job())["verdict"]["reasons"][0], "parity 64/64 green");
+}
+
+TEST(Device, FieldsAligned) {
+  v1::DeviceStatus d;
+  d.set_backend("cuda");
+  d.set_name("NVIDIA H200");
+  d.set_memory_bytes(150'000'000'000);
+  d.set_uptime_s(3700);
+  const std::string text = format_device(d);
+  EXPECT_NE(text.find("memory         139.7 GiB\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("running job    none\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("uptime         1h 1m\n"), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace qgate::client

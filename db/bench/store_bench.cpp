@@ -1,0 +1,268 @@
+// qgate-store-bench: fills a temporary SQLite store with a large synthetic history (default 1,000,000
+// runs over ~50 builds, 3 profiles, 8 weight types, each run with a sample and a co-tenant summary)
+// through the store's own API, then times trend queries and reports p50/p99 and the process max RSS.
+// A benchmark, not a test: it takes minutes at its default size.
+//
+//   qgate-store-bench [--runs N] [--builds N] [--queries N] [--db FILE] [--keep] [--json-out FILE]
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "qgate/db/sqlite_store.h"
+
+namespace {
+
+using qgate::db::RowId;
+
+struct BenchOptions {
+  std::int64_t runs = 1'000'000;
+  int builds = 50;
+  int queries = 200;
+  int batch_size = 10'000;  // runs per transaction while filling
+  std::string db_path;      // empty = a file in a fresh temporary directory
+  bool keep = false;
+  std::string json_out;
+};
+
+[[noreturn]] void usage_error(const std::string& message) {
+  std::cerr << "qgate-store-bench: " << message << "\n"
+            << "usage: qgate-store-bench [--runs N] [--builds N] [--queries N] [--db FILE] [--keep] "
+               "[--json-out FILE]\n";
+  std::exit(2);
+}
+
+BenchOptions parse_options(int argc, char** argv) {
+  BenchOptions options;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage_error(fmt::format("{} needs a value", arg));
+      return argv[++i];
+    };
+    auto number = [&]() -> std::int64_t {
+      const std::string text = value();
+      char* end = nullptr;
+      const long long parsed = std::strtoll(text.c_str(), &end, 10);
+      if (end == text.c_str() || *end != '\0' || parsed <= 0) {
+        usage_error(fmt::format("{} needs a positive integer, got '{}'", arg, text));
+      }
+      return parsed;
+    };
+    if (arg == "--runs") options.runs = number();
+    else if (arg == "--builds") options.builds = static_cast<int>(number());
+    else if (arg == "--queries") options.queries = static_cast<int>(number());
+    else if (arg == "--db") options.db_path = value();
+    else if (arg == "--keep") options.keep = true;
+    else if (arg == "--json-out") options.json_out = value();
+    else if (arg == "--help" || arg == "-h") usage_error("help");
+    else usage_error(fmt::format("unknown option {}", arg));
+  }
+  return options;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+double percentile(std::vector<double> values, double fraction) {
+  std::sort(values.begin(), values.end());
+  const auto index = static_cast<std::size_t>(fraction * static_cast<double>(values.size() - 1) + 0.5);
+  return values[std::min(index, values.size() - 1)];
+}
+
+constexpr std::array<const char*, 3> kProfiles{"llama-7b-q4_K_M", "llama-13b-q5_K_M", "mistral-7b-q8_0"};
+constexpr std::array<const char*, 8> kTypes{"q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q4_K", "q5_K", "q6_K"};
+constexpr std::array<const char*, 2> kPaths{"mmq", "f16"};
+constexpr int kBuildNames = 10;  // 50 builds share 10 names: successive builds of each kernel
+constexpr std::int64_t kDayMs = 24LL * 3600 * 1000;
+constexpr std::int64_t kHistoryStartMs = 1'735'689'600'000;  // 2025-01-01, fixed for repeatability
+constexpr std::int64_t kHistorySpanMs = 365 * kDayMs;
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const BenchOptions options = parse_options(argc, argv);
+
+  std::filesystem::path temp_dir;
+  std::filesystem::path db_path = options.db_path;
+  if (db_path.empty()) {
+    temp_dir = std::filesystem::temp_directory_path() / fmt::format("qgate-store-bench-{}", ::getpid());
+    std::filesystem::create_directories(temp_dir);
+    db_path = temp_dir / "bench.db";
+  }
+
+  try {
+    qgate::db::SqliteOptions store_options;
+    store_options.path = db_path;
+    auto store = qgate::db::open_sqlite_store(store_options);
+    std::mt19937_64 random(20261130);
+
+    // --- Fill ---
+    const auto fill_start = std::chrono::steady_clock::now();
+    std::vector<RowId> build_ids;
+    std::vector<std::string> build_names;
+    for (int b = 0; b < options.builds; ++b) {
+      qgate::db::Build build;
+      build.name = fmt::format("kern-{}", b % kBuildNames);
+      build.sha256 = fmt::format("{:064x}", 0xb0000 + b);
+      build.commit_sha = fmt::format("{:012x}", 0xc0000 + b);
+      build.branch = "main";
+      build.created_ms = kHistoryStartMs + b * (kHistorySpanMs / options.builds);
+      build_ids.push_back(store->insert_build(build).id);
+      build_names.push_back(build.name);
+    }
+
+    std::uniform_real_distribution<double> unit(0.0, 1.0);
+    std::vector<qgate::db::RunBundle> batch;
+    batch.reserve(static_cast<std::size_t>(options.batch_size));
+    std::int64_t cotenant_sample_rows = 0;
+    for (std::int64_t i = 0; i < options.runs; ++i) {
+      qgate::db::RunBundle bundle;
+      qgate::db::Run& run = bundle.run;
+      // Runs march through the year in order; each build is measured in its own stretch of it.
+      const std::int64_t started =
+          kHistoryStartMs + static_cast<std::int64_t>(static_cast<double>(i) / options.runs * kHistorySpanMs);
+      const auto build_index = static_cast<std::size_t>(i * options.builds / options.runs);
+      run.build_id = build_ids[build_index];
+      run.path = kPaths[i % kPaths.size()];
+      run.arm = (i / 2) % 2 == 0 ? "A" : "B";
+      run.pair_index = static_cast<int>(i / 2);
+      run.seq = static_cast<int>(i % 2);
+      run.profile = kProfiles[random() % kProfiles.size()];
+      run.weight_type = kTypes[random() % kTypes.size()];
+      run.started_ms = started;
+      run.finished_ms = started + 900;
+      run.state = qgate::db::RunState::Done;
+      run.host = "gpu-host-01";
+      run.gpu_name = "NVIDIA H200";
+      run.gpu_uuid = "GPU-5c0ffee0-1234-5678-9abc-def012345678";
+      run.driver_version = "560.35.03";
+      run.cuda_version = "12.6";
+      run.backend = "cuda";
+      run.qgate_version = "0.1.0";
+      run.tokens = 512;
+      const double tokens_per_s = 400.0 + 40.0 * unit(random);
+      run.tokens_per_s = tokens_per_s;
+      run.gemm_ms = 512.0 / tokens_per_s * 1000.0;
+      bundle.samples = {{"tokens_per_s", "tok/s", tokens_per_s}};
+
+      // ~15% contended, ~3% with NVML unavailable (contended unknown).
+      qgate::db::CotenantSummary cotenant;
+      const double draw = unit(random);
+      cotenant.available = draw >= 0.03;
+      if (cotenant.available) {
+        const bool contended = draw < 0.18;
+        cotenant.sample_period_ms = 100;
+        cotenant.max_foreign_sm = contended ? 96.0 : 0.0;
+        cotenant.mean_foreign_sm = contended ? 71.0 : 0.0;
+        cotenant.device_util_mean = contended ? 99.0 : 62.0;
+        cotenant.top_processes = contended ? "sglang@96%" : "";
+        cotenant.min_sm_clock_mhz = 1755;
+        cotenant.median_sm_clock_mhz = 1980;
+        cotenant.max_sm_clock_mhz = 1980;
+        cotenant.temperature_max_c = 61;
+        cotenant.power_max_w = 412.0;
+        cotenant.contended = contended;
+        cotenant.policy = "foreign_sm>5";
+      }
+      bundle.cotenant = cotenant;
+      if (i % 100 == 0) {  // a timeline for 1% of the runs
+        for (int s = 0; s < 10; ++s) {
+          bundle.cotenant_samples.push_back({started + s * 100, 0.0, 60.0, 1980, 0, ""});
+        }
+        cotenant_sample_rows += 10;
+      }
+      batch.push_back(std::move(bundle));
+      if (static_cast<int>(batch.size()) == options.batch_size || i + 1 == options.runs) {
+        store->record_runs(batch);
+        batch.clear();
+      }
+    }
+    const double fill_s = seconds_since(fill_start);
+    const std::int64_t stored_runs = store->count_runs(std::nullopt);
+
+    // --- Trend queries: the CLI's and dashboard's typical asks over the last 30 days ---
+    std::vector<double> query_ms;
+    std::int64_t rows_returned = 0;
+    const std::int64_t history_end = kHistoryStartMs + kHistorySpanMs;
+    for (int q = 0; q < options.queries; ++q) {
+      qgate::db::TrendQuery query;
+      query.profile = kProfiles[random() % kProfiles.size()];
+      if (q % 4 != 3) query.weight_type = kTypes[random() % kTypes.size()];  // 1 in 4: all types
+      query.since_ms = history_end - 30 * kDayMs;
+      if (q % 2 == 0) query.build_name_glob = fmt::format("kern-{}*", random() % kBuildNames);
+      query.include_contended = (q % 5 == 0);
+      const auto start = std::chrono::steady_clock::now();
+      rows_returned += static_cast<std::int64_t>(store->query_trend(query).size());
+      query_ms.push_back(seconds_since(start) * 1000.0);
+    }
+    const std::string integrity = options.runs <= 100'000 ? store->integrity_check() : "skipped";
+    store.reset();
+
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    const std::int64_t max_rss_kb = usage.ru_maxrss;  // kilobytes on Linux
+    const std::int64_t db_bytes = static_cast<std::int64_t>(std::filesystem::file_size(db_path));
+
+    const double p50 = percentile(query_ms, 0.50);
+    const double p99 = percentile(query_ms, 0.99);
+    const double max_ms = *std::max_element(query_ms.begin(), query_ms.end());
+    fmt::print("runs stored        {}\n", stored_runs);
+    fmt::print("builds             {} ({} names)\n", options.builds, kBuildNames);
+    fmt::print("cotenant samples   {}\n", cotenant_sample_rows);
+    fmt::print("fill               {:.1f} s ({:.0f} runs/s, {} runs per transaction)\n", fill_s,
+               static_cast<double>(stored_runs) / fill_s, options.batch_size);
+    fmt::print("trend queries      {}: p50 {:.2f} ms, p99 {:.2f} ms, max {:.2f} ms, {:.0f} rows/query\n",
+               options.queries, p50, p99, max_ms,
+               static_cast<double>(rows_returned) / options.queries);
+    fmt::print("database size      {:.1f} MiB\n", static_cast<double>(db_bytes) / (1 << 20));
+    fmt::print("max RSS            {:.1f} MiB\n", static_cast<double>(max_rss_kb) / 1024.0);
+    fmt::print("integrity_check    {}\n", integrity);
+
+    if (!options.json_out.empty()) {
+      nlohmann::json report = {
+          {"schema_version", 1},
+          {"tool", "qgate-store-bench"},
+          {"store_schema_version", qgate::db::sqlite_schema_version_known()},
+          {"runs", stored_runs},
+          {"builds", options.builds},
+          {"profiles", kProfiles.size()},
+          {"weight_types", kTypes.size()},
+          {"cotenant_samples", cotenant_sample_rows},
+          {"batch_size", options.batch_size},
+          {"fill_s", fill_s},
+          {"queries", options.queries},
+          {"trend_p50_ms", p50},
+          {"trend_p99_ms", p99},
+          {"trend_max_ms", max_ms},
+          {"trend_rows_mean", static_cast<double>(rows_returned) / options.queries},
+          {"db_bytes", db_bytes},
+          {"max_rss_kb", max_rss_kb},
+          {"integrity_check", integrity},
+      };
+      std::ofstream(options.json_out) << report.dump(2) << "\n";
+    }
+  } catch (const std::exception& error) {
+    std::cerr << "qgate-store-bench: " << error.what() << "\n";
+    if (!temp_dir.empty() && !options.keep) std::filesystem::remove_all(temp_dir);
+    return 1;
+  }
+  if (!temp_dir.empty() && !options.keep) std::filesystem::remove_all(temp_dir);
+  if (options.keep) fmt::print("kept               {}\n", db_path.string());
+  return 0;
+}

@@ -1,0 +1,245 @@
+// The rows the store keeps, as plain structs: builds, jobs, runs and their samples, parity cases,
+// verdicts and co-tenant load. No protobuf here; the daemon converts from its messages.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace qgate::db {
+
+using RowId = std::int64_t;
+
+// --- Enumerations stored as text (mirrored in the proto, validated when read back) ---
+
+enum class JobState { Queued, Running, Done, Failed, Cancelled, Expired };
+std::string_view to_string(JobState state);
+JobState job_state_from_string(std::string_view text);  // throws StoreError(InvalidValue)
+bool is_terminal(JobState state);
+
+enum class RunState { Running, Done, Failed, Interrupted };
+std::string_view to_string(RunState state);
+RunState run_state_from_string(std::string_view text);
+
+enum class VerdictValue { Pass, Fail, Inconclusive };
+std::string_view to_string(VerdictValue verdict);
+VerdictValue verdict_from_string(std::string_view text);
+
+enum class Comparison { Same, Different, Unknown };
+std::string_view to_string(Comparison comparison);
+Comparison comparison_from_string(std::string_view text);
+
+// --- Rows ---
+
+struct Build {
+  RowId id = 0;                 // assigned by the store
+  std::string sha256;           // of the .so; unique
+  std::string name;             // shared by successive builds of one kernel
+  std::string commit_sha;
+  std::string branch;
+  std::string flags;
+  std::int64_t size_bytes = 0;
+  std::string artifact_path;
+  std::int64_t abi_version = 0;
+  std::string build_name;       // what qgate_build_info() reports
+  std::string build_version;
+  bool external = false;        // imported (llama-bench, test-backend-ops), not run by qgate
+  std::int64_t created_ms = 0;  // 0 = now
+};
+
+struct BuildInsert {
+  RowId id = 0;
+  bool inserted = false;  // false: a build with this sha256 was already stored; id is that one
+};
+
+struct Job {
+  RowId id = 0;
+  std::string kind = "gate";    // 'gate' | 'ab' | 'parity' | ... (open-ended)
+  JobState state = JobState::Queued;
+  RowId build_id = 0;
+  std::optional<RowId> baseline_build_id;
+  std::string profile;
+  std::string spec_json = "{}";  // the full job spec as submitted
+  std::string backend;
+  int device = 0;
+  bool quiet_only = false;
+  std::optional<std::int64_t> deadline_ms;
+  int attempts = 0;
+  std::optional<std::string> error;
+  std::int64_t created_ms = 0;   // 0 = now
+  std::optional<std::int64_t> started_ms;
+  std::optional<std::int64_t> finished_ms;
+  std::string progress_json = "{}";
+};
+
+struct JobFilter {
+  std::optional<JobState> state;  // none = every state
+  int limit = 100;
+};
+
+struct Run {
+  RowId id = 0;
+  std::optional<RowId> job_id;   // none for imported results
+  RowId build_id = 0;
+  std::optional<std::string> arm;  // "A" | "B"; none outside an A/B
+  std::string path;              // "mmq" | "f16" | ...
+  int pair_index = 0;
+  int seq = 0;
+  std::int64_t started_ms = 0;   // 0 = now
+  std::optional<std::int64_t> finished_ms;
+  RunState state = RunState::Running;
+  std::string host;
+  std::string gpu_name;
+  std::string gpu_uuid;
+  std::string driver_version;
+  std::string cuda_version;
+  std::string backend;
+  std::string qgate_version;
+  std::string options_json = "{}";
+  std::string series_key;        // empty = computed by the store (see make_series_key)
+  std::string profile;
+  std::optional<std::string> weight_type;
+  std::int64_t tokens = 0;
+  std::optional<double> tokens_per_s;
+  std::optional<double> gemm_ms;
+  std::optional<bool> contended;  // none = co-tenant load unknown
+};
+
+/// One generic measurement of a run: ("gemm_us", "us", 812.5), ("tokens_per_s", "tok/s", 412.0).
+struct Sample {
+  std::string metric;
+  std::string unit;
+  double value = 0.0;
+};
+
+/// What finish_run writes onto a run that add_run started.
+struct RunResult {
+  RunState state = RunState::Done;
+  std::int64_t finished_ms = 0;  // 0 = now
+  std::optional<std::int64_t> tokens;
+  std::optional<double> tokens_per_s;
+  std::optional<double> gemm_ms;
+  std::optional<bool> contended;
+};
+
+struct ParityCaseRecord {
+  RowId id = 0;
+  RowId job_id = 0;
+  RowId build_id = 0;
+  std::string path;
+  std::string weight_type;
+  std::int64_t nt = 0;
+  std::int64_t od = 0;
+  std::int64_t k = 0;
+  std::uint64_t seed = 0;
+  std::string outcome;           // passed | incorrect | error | not_supported | invalid_problem
+  std::string reference;         // "cpu-q8-dot" | "cpu-f64-f16"
+  std::optional<double> tolerance;
+  std::optional<double> max_abs_diff;
+  std::optional<double> nmse;
+  std::int64_t nan_count = 0;
+  std::int64_t inf_count = 0;
+  std::int64_t unwritten_count = 0;
+  std::string message;
+  std::int64_t created_ms = 0;   // 0 = now
+};
+
+struct Verdict {
+  RowId job_id = 0;
+  VerdictValue verdict = VerdictValue::Inconclusive;
+  Comparison comparison = Comparison::Unknown;
+  std::optional<double> ratio;   // geometric-mean tA/tB
+  std::optional<double> ci_low;
+  std::optional<double> ci_high;
+  int pairs = 0;
+  int contended_pairs = 0;
+  int mismatched_pairs = 0;
+  std::optional<double> tokens_per_s_a;
+  std::optional<double> tokens_per_s_b;
+  std::vector<std::string> reasons;
+  std::int64_t created_ms = 0;   // 0 = now
+};
+
+/// The sampler's summary of co-tenant load during one run.
+struct CotenantSummary {
+  RowId run_id = 0;
+  bool available = false;        // false: NVML missing; the figures are unknown
+  std::optional<std::int64_t> sample_period_ms;
+  std::optional<double> max_foreign_sm;
+  std::optional<double> mean_foreign_sm;
+  std::optional<double> device_util_mean;
+  std::string top_processes;     // "sglang@96%"
+  std::string throttle_reasons;
+  std::optional<std::int64_t> min_sm_clock_mhz;
+  std::optional<std::int64_t> median_sm_clock_mhz;
+  std::optional<std::int64_t> max_sm_clock_mhz;
+  std::optional<std::int64_t> temperature_max_c;
+  std::optional<double> power_max_w;
+  std::optional<bool> contended;  // none when not available
+  std::string policy;
+};
+
+struct CotenantSample {
+  std::int64_t t_ms = 0;
+  std::optional<double> foreign_sm;
+  std::optional<double> device_util;
+  std::optional<std::int64_t> sm_clock_mhz;
+  std::optional<std::int64_t> throttle_reasons;  // NVML clock-event reason bit mask
+  std::string foreign_processes;
+};
+
+/// A finished run with everything that belongs to it, for record_runs (imports, bulk loads).
+struct RunBundle {
+  Run run;
+  std::vector<Sample> samples;
+  std::optional<CotenantSummary> cotenant;  // run_id is filled in by the store
+  std::vector<CotenantSample> cotenant_samples;
+};
+
+// --- Queries ---
+
+struct TrendQuery {
+  std::optional<std::string> profile;
+  std::optional<std::string> weight_type;
+  std::optional<std::string> path;
+  std::int64_t since_ms = 0;
+  std::optional<std::string> build_name_glob;  // "mmq-*"; GLOB syntax, case-sensitive
+  /// Default: only runs known to be quiet (contended = 0); unknown and contended ones are left out.
+  bool include_contended = false;
+  /// Also keep runs whose co-tenant load is unknown (no sampler: the CPU backend, no NVML).
+  bool include_unknown = false;
+  std::optional<int> limit;
+};
+
+struct TrendRow {
+  RowId run_id = 0;
+  RowId build_id = 0;
+  std::string build_name;
+  std::string build_sha256;
+  std::int64_t started_ms = 0;
+  double tokens_per_s = 0.0;
+  std::optional<bool> contended;
+  std::string profile;
+  std::optional<std::string> weight_type;
+  std::string path;
+  std::string series_key;
+};
+
+/// The tokens_per_s of one build's finished runs for one profile / weight type / path.
+struct CompareGroup {
+  RowId build_id = 0;
+  std::string profile;
+  std::optional<std::string> weight_type;
+  std::string path;
+  std::vector<double> tokens_per_s;  // in start order
+};
+
+/// The stable fingerprint of a run's series: build name, kernel path, profile, weight type, GPU model
+/// and UUID, driver, CUDA and backend. Never a clock or any other drifting reading. The build *name*
+/// (not its sha256) is in the key so successive builds of one kernel form one series, as change-point
+/// detection needs. Returned as 16 hex digits (FNV-1a 64) to keep the index small.
+std::string make_series_key(std::string_view build_name, const Run& run);
+
+}  // namespace qgate::db

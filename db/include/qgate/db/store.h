@@ -1,0 +1,101 @@
+// qgate::db::Store: everything qgated keeps, behind one interface. SQLite is the embedded
+// implementation (sqlite_store.h); a PostgreSQL one for fleets is meant to be an addition beside it.
+//
+// Every method either completes or throws StoreError and leaves the database as it was: each write
+// is one transaction. Implementations are safe to call from several threads.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "qgate/db/records.h"
+#include "qgate/db/store_error.h"
+
+namespace qgate::db {
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  /// The schema version the open database is at (SQLite: PRAGMA user_version).
+  virtual int schema_version() = 0;
+
+  // --- Builds ---
+
+  /// Stores a build unless one with the same sha256 exists; either way returns the stored id.
+  virtual BuildInsert insert_build(const Build& build) = 0;
+  virtual std::optional<Build> find_build(RowId id) = 0;
+  virtual std::optional<Build> find_build_by_sha256(std::string_view sha256) = 0;
+  /// The most recently created build of that name (names are shared by successive builds).
+  virtual std::optional<Build> find_latest_build_by_name(std::string_view name) = 0;
+  /// Newest first; all names when `name` is empty.
+  virtual std::vector<Build> list_builds(std::optional<std::string_view> name, int limit) = 0;
+
+  // --- Jobs ---
+
+  /// Writes the job as queued and commits durably before returning: the daemon answers the
+  /// submit RPC only after this, so an acknowledged job survives a crash or a power cut.
+  virtual RowId create_job(const Job& job) = 0;
+  virtual std::optional<Job> find_job(RowId id) = 0;
+  /// Moves a job to `state`; sets started_ms on the first move to running and finished_ms on a
+  /// terminal state; stores `error` when given. With `only_if`, changes the job only when it is in
+  /// that state and returns whether it did (a cancel that lost a race to the scheduler returns
+  /// false). Throws StoreError(NotFound) when no job has that id.
+  virtual bool update_job_state(RowId id, JobState state, std::optional<std::string> error,
+                                std::optional<JobState> only_if) = 0;
+  virtual void update_job_progress(RowId id, std::string_view progress_json) = 0;
+  /// Newest first.
+  virtual std::vector<Job> list_jobs(const JobFilter& filter) = 0;
+  /// Atomically takes the oldest queued job (for `device` when given) and marks it running.
+  virtual std::optional<Job> claim_next_job(std::optional<int> device) = 0;
+  /// Crash recovery at start-up: jobs left running by a previous daemon go back to queued with
+  /// attempts + 1, and their unfinished runs are marked interrupted. Returns the requeued ids.
+  virtual std::vector<RowId> requeue_interrupted_jobs() = 0;
+
+  // --- Runs ---
+
+  /// Starts a run (state running unless run.state says otherwise). Returns its id.
+  virtual RowId add_run(const Run& run) = 0;
+  /// Writes the run's result and its samples in one transaction.
+  virtual void finish_run(RowId run_id, const RunResult& result,
+                          std::span<const Sample> samples) = 0;
+  /// Stores finished runs with their samples and co-tenant rows, the whole batch in one
+  /// transaction (imports of external results, bulk loads). Returns the new run ids in order.
+  virtual std::vector<RowId> record_runs(std::span<const RunBundle> bundles) = 0;
+  virtual std::optional<Run> find_run(RowId id) = 0;
+  virtual std::vector<Sample> run_samples(RowId run_id) = 0;
+  /// All runs, or those of one job.
+  virtual std::int64_t count_runs(std::optional<RowId> job_id) = 0;
+
+  // --- Parity, verdicts, co-tenant load ---
+
+  /// The whole batch in one transaction: all cases are stored or none.
+  virtual void add_parity_cases(std::span<const ParityCaseRecord> cases) = 0;
+  virtual std::vector<ParityCaseRecord> parity_cases(RowId job_id) = 0;
+  /// Inserts or replaces the verdict of verdict.job_id.
+  virtual void put_verdict(const Verdict& verdict) = 0;
+  virtual std::optional<Verdict> find_verdict(RowId job_id) = 0;
+  /// Inserts or replaces the run's co-tenant summary and per-sample readings, and copies the
+  /// summary's contended flag onto the run so trend queries need no join.
+  virtual void put_cotenant(const CotenantSummary& summary,
+                            std::span<const CotenantSample> samples) = 0;
+  virtual std::optional<CotenantSummary> find_cotenant(RowId run_id) = 0;
+  virtual std::vector<CotenantSample> cotenant_samples(RowId run_id) = 0;
+
+  // --- History ---
+
+  /// Finished runs with a tokens_per_s, oldest first.
+  virtual std::vector<TrendRow> query_trend(const TrendQuery& query) = 0;
+  /// One build's finished runs' tokens_per_s grouped by profile / weight type / path. Without
+  /// include_contended, runs known to be contended are left out (unknown ones stay).
+  virtual std::vector<CompareGroup> compare_build(RowId build_id, bool include_contended) = 0;
+
+  /// The backend's own consistency check; "ok" when healthy.
+  virtual std::string integrity_check() = 0;
+};
+
+}  // namespace qgate::db

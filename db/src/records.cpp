@@ -1,0 +1,101 @@
+// Text forms of the stored enumerations and the series fingerprint of a run.
+#include "qgate/db/records.h"
+
+#include <array>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "qgate/db/store_error.h"
+
+namespace qgate::db {
+namespace {
+
+// One table per enum drives both directions, so to_string and from_string cannot drift apart.
+template <class Enum, std::size_t N>
+using NameTable = std::array<std::pair<Enum, std::string_view>, N>;
+
+constexpr NameTable<JobState, 6> kJobStateNames{{{JobState::Queued, "queued"},
+                                                 {JobState::Running, "running"},
+                                                 {JobState::Done, "done"},
+                                                 {JobState::Failed, "failed"},
+                                                 {JobState::Cancelled, "cancelled"},
+                                                 {JobState::Expired, "expired"}}};
+constexpr NameTable<RunState, 4> kRunStateNames{{{RunState::Running, "running"},
+                                                 {RunState::Done, "done"},
+                                                 {RunState::Failed, "failed"},
+                                                 {RunState::Interrupted, "interrupted"}}};
+constexpr NameTable<VerdictValue, 3> kVerdictNames{{{VerdictValue::Pass, "PASS"},
+                                                    {VerdictValue::Fail, "FAIL"},
+                                                    {VerdictValue::Inconclusive, "INCONCLUSIVE"}}};
+constexpr NameTable<Comparison, 3> kComparisonNames{{{Comparison::Same, "SAME"},
+                                                     {Comparison::Different, "DIFFERENT"},
+                                                     {Comparison::Unknown, "UNKNOWN"}}};
+
+template <class Enum, std::size_t N>
+std::string_view name_of(const NameTable<Enum, N>& table, Enum value) {
+  for (const auto& [candidate, name] : table) {
+    if (candidate == value) return name;
+  }
+  return "unknown";
+}
+
+template <class Enum, std::size_t N>
+Enum value_of(const NameTable<Enum, N>& table, std::string_view text, std::string_view what) {
+  for (const auto& [value, name] : table) {
+    if (name == text) return value;
+  }
+  throw StoreError(StoreErrorKind::InvalidValue,
+                   fmt::format("unknown {} '{}' in the database", what, text));
+}
+
+// FNV-1a 64: tiny, fixed by its definition (so the key is the same on every platform and release),
+// and good enough to tell a few thousand series apart.
+std::uint64_t fnv1a64(std::string_view text) {
+  std::uint64_t hash = 0xcbf29ce484222325ULL;
+  for (unsigned char byte : text) {
+    hash ^= byte;
+    hash *= 0x100000001b3ULL;
+  }
+  return hash;
+}
+
+}  // namespace
+
+std::string_view to_string(JobState state) { return name_of(kJobStateNames, state); }
+JobState job_state_from_string(std::string_view text) {
+  return value_of(kJobStateNames, text, "job state");
+}
+bool is_terminal(JobState state) {
+  return state == JobState::Done || state == JobState::Failed || state == JobState::Cancelled ||
+         state == JobState::Expired;
+}
+
+std::string_view to_string(RunState state) { return name_of(kRunStateNames, state); }
+RunState run_state_from_string(std::string_view text) {
+  return value_of(kRunStateNames, text, "run state");
+}
+
+std::string_view to_string(VerdictValue verdict) { return name_of(kVerdictNames, verdict); }
+VerdictValue verdict_from_string(std::string_view text) {
+  return value_of(kVerdictNames, text, "verdict");
+}
+
+std::string_view to_string(Comparison comparison) {
+  return name_of(kComparisonNames, comparison);
+}
+Comparison comparison_from_string(std::string_view text) {
+  return value_of(kComparisonNames, text, "comparison");
+}
+
+std::string make_series_key(std::string_view build_name, const Run& run) {
+  // Unit separator between fields so ("ab", "c") and ("a", "bc") differ. The field list is part of
+  // the stored data's meaning: changing it splits every existing series.
+  const std::string canonical = fmt::format(
+      "v1\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}", build_name, run.path, run.profile,
+      run.weight_type.value_or(""), run.gpu_name, run.gpu_uuid, run.driver_version,
+      run.cuda_version, run.backend);
+  return fmt::format("{:016x}", fnv1a64(canonical));
+}
+
+}  // namespace qgate::db

@@ -1,0 +1,929 @@
+// The SQLite implementation of qgate::db::Store: opening (file mode, pragmas), migrations, and every
+// query. One connection per store, guarded by a mutex; prepared statements are cached per SQL text.
+#include "qgate/db/sqlite_store.h"
+
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <type_traits>
+#include <unordered_map>
+#include <utility>
+
+#include <SQLiteCpp/SQLiteCpp.h>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "detail/migrations.h"
+#include "detail/sqlite_checked.h"
+
+namespace qgate::db {
+namespace detail {
+
+StoreErrorKind kind_from_sqlite_code(int sqlite_code) {
+  if (sqlite_code < 0) return StoreErrorKind::Other;  // SQLiteCpp's own misuse errors
+  switch (sqlite_code & 0xff) {                       // primary code of an extended one
+    case SQLITE_CONSTRAINT: return StoreErrorKind::Constraint;
+    case SQLITE_READONLY:
+    case SQLITE_PERM:
+    case SQLITE_AUTH: return StoreErrorKind::ReadOnly;
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED: return StoreErrorKind::Busy;
+    case SQLITE_FULL: return StoreErrorKind::Full;
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB: return StoreErrorKind::Corrupt;
+    case SQLITE_CANTOPEN: return StoreErrorKind::CannotOpen;
+    default: return StoreErrorKind::Other;
+  }
+}
+
+}  // namespace detail
+
+namespace {
+
+using detail::bind_all;
+using detail::optional_flag;
+using detail::optional_int;
+using detail::optional_real;
+using detail::optional_text;
+using detail::ScopedStatement;
+
+std::int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::int64_t or_now(std::int64_t ms) { return ms != 0 ? ms : now_ms(); }
+
+// Creates the database file with mode 0600 before SQLite touches it. SQLite's unix VFS gives the
+// -wal and -shm files the mode of the database file, so all three stay private to the daemon's
+// user. Done with open(2)+fchmod rather than umask(2): umask is process-wide and racy with threads.
+void create_private_file(const std::filesystem::path& path) {
+  const int fd = ::open(path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    if (errno == EEXIST) return;  // created meanwhile by someone else: theirs to keep as it is
+    throw StoreError(StoreErrorKind::CannotOpen,
+                     fmt::format("create database {}: {}", path.string(), std::strerror(errno)));
+  }
+  // open(2) applies the umask; fchmod makes it exactly 0600 whatever the umask.
+  const int chmod_result = ::fchmod(fd, S_IRUSR | S_IWUSR);
+  const int chmod_errno = errno;
+  ::close(fd);
+  if (chmod_result != 0) {
+    throw StoreError(StoreErrorKind::CannotOpen, fmt::format("chmod 0600 {}: {}", path.string(),
+                                                             std::strerror(chmod_errno)));
+  }
+}
+
+// Column lists shared by every SELECT of a table and its row reader, kept side by side.
+constexpr const char* kBuildColumns =
+    "id, sha256, name, commit_sha, branch, flags, size_bytes, artifact_path, abi_version, "
+    "build_name, build_version, external, created_ms";
+
+Build read_build(SQLite::Statement& row) {
+  Build build;
+  build.id = row.getColumn(0).getInt64();
+  build.sha256 = row.getColumn(1).getString();
+  build.name = row.getColumn(2).getString();
+  build.commit_sha = row.getColumn(3).getString();
+  build.branch = row.getColumn(4).getString();
+  build.flags = row.getColumn(5).getString();
+  build.size_bytes = row.getColumn(6).getInt64();
+  build.artifact_path = row.getColumn(7).getString();
+  build.abi_version = row.getColumn(8).getInt64();
+  build.build_name = row.getColumn(9).getString();
+  build.build_version = row.getColumn(10).getString();
+  build.external = row.getColumn(11).getInt64() != 0;
+  build.created_ms = row.getColumn(12).getInt64();
+  return build;
+}
+
+constexpr const char* kJobColumns =
+    "id, kind, state, build_id, baseline_build_id, profile, spec_json, backend, device, quiet_only, "
+    "deadline_ms, attempts, error, created_ms, started_ms, finished_ms, progress_json";
+
+Job read_job(SQLite::Statement& row) {
+  Job job;
+  job.id = row.getColumn(0).getInt64();
+  job.kind = row.getColumn(1).getString();
+  job.state = job_state_from_string(row.getColumn(2).getString());
+  job.build_id = row.getColumn(3).getInt64();
+  job.baseline_build_id = optional_int(row.getColumn(4));
+  job.profile = row.getColumn(5).getString();
+  job.spec_json = row.getColumn(6).getString();
+  job.backend = row.getColumn(7).getString();
+  job.device = row.getColumn(8).getInt();
+  job.quiet_only = row.getColumn(9).getInt64() != 0;
+  job.deadline_ms = optional_int(row.getColumn(10));
+  job.attempts = row.getColumn(11).getInt();
+  job.error = optional_text(row.getColumn(12));
+  job.created_ms = row.getColumn(13).getInt64();
+  job.started_ms = optional_int(row.getColumn(14));
+  job.finished_ms = optional_int(row.getColumn(15));
+  job.progress_json = row.getColumn(16).getString();
+  return job;
+}
+
+constexpr const char* kRunColumns =
+    "id, job_id, build_id, arm, path, pair_index, seq, started_ms, finished_ms, state, host, "
+    "gpu_name, gpu_uuid, driver_version, cuda_version, backend, qgate_version, options_json, "
+    "series_key, profile, weight_type, tokens, tokens_per_s, gemm_ms, contended";
+
+Run read_run(SQLite::Statement& row) {
+  Run run;
+  run.id = row.getColumn(0).getInt64();
+  run.job_id = optional_int(row.getColumn(1));
+  run.build_id = row.getColumn(2).getInt64();
+  run.arm = optional_text(row.getColumn(3));
+  run.path = row.getColumn(4).getString();
+  run.pair_index = row.getColumn(5).getInt();
+  run.seq = row.getColumn(6).getInt();
+  run.started_ms = row.getColumn(7).getInt64();
+  run.finished_ms = optional_int(row.getColumn(8));
+  run.state = run_state_from_string(row.getColumn(9).getString());
+  run.host = row.getColumn(10).getString();
+  run.gpu_name = row.getColumn(11).getString();
+  run.gpu_uuid = row.getColumn(12).getString();
+  run.driver_version = row.getColumn(13).getString();
+  run.cuda_version = row.getColumn(14).getString();
+  run.backend = row.getColumn(15).getString();
+  run.qgate_version = row.getColumn(16).getString();
+  run.options_json = row.getColumn(17).getString();
+  run.series_key = row.getColumn(18).getString();
+  run.profile = row.getColumn(19).getString();
+  run.weight_type = optional_text(row.getColumn(20));
+  run.tokens = row.getColumn(21).getInt64();
+  run.tokens_per_s = optional_real(row.getColumn(22));
+  run.gemm_ms = optional_real(row.getColumn(23));
+  run.contended = optional_flag(row.getColumn(24));
+  return run;
+}
+
+constexpr const char* kParityColumns =
+    "id, job_id, build_id, path, weight_type, nt, od, k, seed, outcome, reference, tolerance, "
+    "max_abs_diff, nmse, nan_count, inf_count, unwritten_count, message, created_ms";
+
+constexpr const char* kCotenantColumns =
+    "run_id, available, sample_period_ms, max_foreign_sm, mean_foreign_sm, device_util_mean, "
+    "top_processes, throttle_reasons, min_sm_clock_mhz, median_sm_clock_mhz, max_sm_clock_mhz, "
+    "temperature_max_c, power_max_w, contended, policy";
+
+class SqliteStore final : public Store {
+ public:
+  explicit SqliteStore(const SqliteOptions& options)
+      : path_(options.path.string()), read_only_(options.read_only),
+        database_(open_database(options)) {
+    configure(options);
+    migrate();
+  }
+
+  int schema_version() override {
+    return guarded("schema_version", [&] { return read_user_version(); });
+  }
+
+  // --- Builds ---
+
+  BuildInsert insert_build(const Build& build) override {
+    return guarded("insert_build", [&] {
+      SQLite::Transaction transaction(database_, SQLite::TransactionBehavior::IMMEDIATE);
+      if (auto existing = select_build("sha256 = ?", build.sha256)) {
+        return BuildInsert{existing->id, false};
+      }
+      ScopedStatement insert(prepared(
+          "INSERT INTO builds (sha256, name, commit_sha, branch, flags, size_bytes, artifact_path, "
+          "abi_version, build_name, build_version, external, created_ms) "
+          "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+      bind_all(*insert, build.sha256, build.name, build.commit_sha, build.branch, build.flags,
+               build.size_bytes, build.artifact_path, build.abi_version, build.build_name,
+               build.build_version, build.external, or_now(build.created_ms));
+      insert->exec();
+      const RowId id = database_.getLastInsertRowid();
+      transaction.commit();
+      return BuildInsert{id, true};
+    });
+  }
+
+  std::optional<Build> find_build(RowId id) override {
+    return guarded("find_build", [&] { return select_build("id = ?", id); });
+  }
+
+  std::optional<Build> find_build_by_sha256(std::string_view sha256) override {
+    return guarded("find_build_by_sha256", [&] { return select_build("sha256 = ?", sha256); });
+  }
+
+  std::optional<Build> find_latest_build_by_name(std::string_view name) override {
+    return guarded("find_latest_build_by_name", [&] {
+      return select_build("name = ? ORDER BY created_ms DESC, id DESC LIMIT 1", name);
+    });
+  }
+
+  std::vector<Build> list_builds(std::optional<std::string_view> name, int limit) override {
+    return guarded("list_builds", [&] {
+      std::vector<Build> out;
+      ScopedStatement select(prepared(fmt::format(
+          "SELECT {} FROM builds WHERE (? IS NULL OR name = ?) ORDER BY created_ms DESC, id DESC LIMIT ?",
+          kBuildColumns)));
+      std::optional<std::string> n;
+      if (name) n = std::string(*name);
+      bind_all(*select, n, n, limit);
+      while (select->executeStep()) out.push_back(read_build(*select));
+      return out;
+    });
+  }
+
+  // --- Jobs ---
+
+  RowId create_job(const Job& job) override {
+    return guarded("create_job", [&] {
+      // The submit RPC's promise: this commit alone is synced as well (synchronous=FULL), so an
+      // acknowledged job survives a power cut, not only a daemon crash.
+      DurableCommitScope durable(database_);
+      SQLite::Transaction transaction(database_, SQLite::TransactionBehavior::IMMEDIATE);
+      ScopedStatement insert(prepared(
+          "INSERT INTO jobs (kind, state, build_id, baseline_build_id, profile, spec_json, backend, "
+          "device, quiet_only, deadline_ms, attempts, error, created_ms, progress_json) "
+          "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+      bind_all(*insert, job.kind, to_string(JobState::Queued), job.build_id,
+               job.baseline_build_id, job.profile, job.spec_json, job.backend, job.device,
+               job.quiet_only, job.deadline_ms, job.attempts, job.error, or_now(job.created_ms),
+               job.progress_json);
+      insert->exec();
+      const RowId id = database_.getLastInsertRowid();
+      transaction.commit();
+      return id;
+    });
+  }
+
+  std::optional<Job> find_job(RowId id) override {
+    return guarded("find_job", [&] { return select_job(id); });
+  }
+
+  bool update_job_state(RowId id, JobState state, std::optional<std::string> error,
+                        std::optional<JobState> only_if) override {
+    return guarded("update_job_state", [&] {
+      SQLite::Transaction transaction(database_, SQLite::TransactionBehavior::IMMEDIATE);
+      const std::string sql = fmt::format(
+          "UPDATE jobs SET state = ?1, error = COALESCE(?2, error), "
+          "started_ms = CASE WHEN ?1 = 'running' AND started_ms IS NULL THEN ?3 ELSE started_ms END, "
+          "finished_ms = CASE WHEN ?4 = 1 THEN ?3 ELSE finished_ms END "
+          "WHERE id = ?5{}",
+          only_if ? " AND state = ?6" : "");
+      ScopedStatement update(prepared(sql));
+      bind_all(*update, to_string(state), error, now_ms(), is_terminal(state), id);
+      if (only_if) bind_all_from(*update, 6, to_string(*only_if));
+      const int changed = update->exec();
+      if (changed == 0 && !job_exists(id)) {
+        throw StoreError(StoreErrorKind::NotFound, fmt::format("update_job_state: no job {}", id));
+      }
+      transaction.commit();
+      return changed > 0;
+    });
+  }
+
+  void update_job_progress(RowId id, std::string_view progress_json) override {
+    guarded("update_job_progress", [&] {
+      SQLite::Transaction transaction(database_, SQLite::TransactionBehavior::IMMEDIATE);
+      ScopedStatement update(prepared("UPDATE jobs SET progress_json = ? WHERE id = ?"));
+      bind_all(*update, progress_json, id);
+      if (update->exec() == 0) {
+        throw StoreError(StoreErrorKind::NotFound,
+                         fmt::format("update_job_progress: no job {}", id));
+      }
+      transaction.commit();
+    });
+  }
+
+  std::vector<Job> list_jobs(const JobFilter& filter) override {
+    return guarded("list_jobs", [&] {
+      const std::string sql = fmt::format(
+          "SELECT {} FROM jobs {} ORDER BY created_ms DESC, id DESC LIMIT ?", kJobColumns,
+          filter.state ? "WHERE state = ?" : "");
+      ScopedStatement select(prepared(sql));
+      if (filter.state) {
+        bind_all(*select, to_string(*filter.state), filter.limit);
+      } else {
+        bind_all(*select, filter.limit);
+      }
+      std::vector<Job> jobs;
+      while (select->executeStep()) jobs.push_back(read_job(*select));
+      return jobs;
+    });
+  }
+
+  std::optional<Job> claim_next_job(std::optional<int> device) override {
+    return guarded("claim_next_job", [&]() -> std::optional<Job> {
+      // IMMEDIATE takes the write lock before the SELECT, so two claimers (threads or daemons
+      // sharing the file) cannot both see the same queued job.
+      SQLite::Transaction transaction(database_, SQLite::TransactionBehavior::IMMEDIATE);
+      const std::string sql = fmt::format(
+          "SELECT id FROM jobs WHERE state = 'queued'{} ORDER BY created_ms, id LIMIT 1",
+          device ? " AND device = ?" : "");
+      std::optional<RowId> id;
+      {
+        ScopedStatement select(prepared(sql));
+        if (device) bind_all(*select, *device);
+        if (select->executeStep()) id = select->getColumn(0).getInt64();
+      }
+      if (!id) return std::nullopt;
+      ScopedStatement update(prepared(
+          "UPDATE jobs SET state = 'running', started_ms = ? WHERE id = ? AND state = 'queued'"));
+      bind_all(*update, now_ms(), *id);
+      update->exec();
+      auto job = select_job(*id);
+      transaction.commit();
+      return job;
+    });
+  }
+
+  std::vector<RowId> requeue_interrupted_jobs() override {
+    return guarded("requeue_interrupted_jobs", [&] {
+      SQLite::Transaction transaction(database_, SQLite::TransactionBehavior::IMMEDIATE);
+      std::vector<RowId> ids;
+      {
+        ScopedStatement select(prepared("SELECT id FROM jobs WHERE state = 'running' ORDER BY id"));
+        while (select->executeStep()) ids.push_back(select->getColumn(0).getInt64());
+      }
+      // Their half-done runs would otherwise stay 'running' forever; they are kept (for the record)
+      // but marked, and never show in trends.
+      ScopedStatement interrupt_runs(prepared(
+          "UPDATE runs SET state = 'interrupted', finished_ms = ? "
+          "WHERE state = 'running' AND job_id IN (SELECT id FROM jobs WHERE state = 'running')"));
+      bind_all(*interrupt_runs, now_ms());
+      interrupt_runs->exec();
+      ScopedStatement requeue(prepared(
+          "UPDATE jobs SET state = 'queued', attempts = attempts + 1, started_ms = NULL "
+          "WHERE state = 'running'"));
+      requeue->exec();
+      transaction.commit();
+      return ids;
+    });
+  }
+
+  // --- Runs ---
+
+  RowId add_run(const Run& run) override {
+    return guarded("add_run", [&] {
+      SQLite::Transaction transaction(database_, SQLite::TransactionBehavior::IMMEDIATE);
+      const RowId id = insert_run(run, run.contended);
+      transaction.commit();
+      return id;
+    });
+  }
+
+  void finish_run(RowId run_id, const RunResult& result, std::span<const Sample> samples) override {
+    guarded("finish_run", [&] {
+      SQLite::Transaction transaction(database_, SQLite::TransactionBehavior::IMMEDIATE);
+      ScopedStatement update(prepared(
+          "UPDATE runs SET state = ?, finished_ms = ?, tokens = COALESCE(?, tokens), "
+          "tokens_per_s = COALESCE(?, tokens_per_s), gemm_ms = COALESCE(?, gemm_ms), "
+          "contended = COALESCE(?, contended) WHERE id = ?"));
+      bind_all(*update, to_string(result.state), or_now(result.finished_ms), result.tokens,
+               result.tokens_per_s, result.gemm_ms, result.contended, run_id);
+      if (update->exec() == 0) {
+        throw StoreError(StoreErrorKind::NotFound, fmt::format("finish_run: no run {}", run_id));
+      }
+      insert_samples(run_id, samples);
+      transaction.commit();
+    });
+  }
+
+  std::vector<RowId> record_runs(std::span<const RunBundle> bundles) override {
+    return guarded("record_runs", [&] {
+      SQLite::Transaction transaction(database_, SQLite::TransactionBehavior::IMMEDIATE);
+      std::vector<RowId> ids;
+      ids.reserve(bundles.size());
+      for (const RunBundle& bundle : bundles) {
+        // The co-tenant summary decides the run's contended flag, as put_cotenant does.
+        const std::optional<bool> contended =
+            bundle.cotenant ? bundle.cotenant->contended : bundle.run.contended;
+        const RowId run_id = insert_run(bundle.run, contended);
+        insert_samples(run_id, bundle.samples);
+        if (bundle.cotenant) {
+          upsert_cotenant(run_id, *bundle.cotenant);
+          insert_cotenant_samples(run_id, bundle.cotenant_samples);
+        }
+        ids.push_back(run_id);
+      }
+      transaction.commit();
+      return ids;
+    });
+  }
+
+  std::optional<Run> find_run(RowId id) override {
+    return guarded("find_run", [&]() -> std::optional<Run> {
+      ScopedStatement select(prepared(fmt::format("SELECT {} FROM runs WHERE id = ?", kRunColumns)));
+      bind_all(*select, id);
+      if (!select->executeStep()) return std::nullopt;
+      return read_run(*select);
+    });
+  }
+
+  std::vector<Sample> run_samples(RowId run_id) override {
+    return guarded("run_samples", [&] {
+      ScopedStatement select(
+          prepared("SELECT metric, unit, value FROM samples WHERE run_id = ? ORDER BY id"));
+      bind_all(*select, run_id);
+      std::vector<Sample> samples;
+      while (select->executeStep()) {
+        samples.push_back(Sample{select->getColumn(0).getString(),
+                                 select->getColumn(1).getString(),
+                                 select->getColumn(2).getDouble()});
+      }
+      return samples;
+    });
+  }
+
+  std::int64_t count_runs(std::optional<RowId> job_id) override {
+    return guarded("count_runs", [&] {
+      ScopedStatement select(prepared(job_id ? "SELECT COUNT(*) FROM runs WHERE job_id = ?"
+                                             : "SELECT COUNT(*) FROM runs"));
+      if (job_id) bind_all(*select, *job_id);
+      select->executeStep();
+      return select->getColumn(0).getInt64();
+    });
+  }
+
+  // --- Parity, verdicts, co-tenant load ---
+
+  void add_parity_cases(std::span<const ParityCaseRecord> cases) override {
+    guarded("add_parity_cases", [&] {
+      SQLite::Transaction transaction(database_, SQLite::TransactionBehavior::IMMEDIATE);
+      const std::int64_t now = now_ms();
+      for (const ParityCaseRecord& parity : cases) {
+        ScopedStatement insert(prepared(
+            "INSERT INTO parity_cases (job_id, build_id, path, weight_type, nt, od, k, seed, "
+            "outcome, reference, tolerance, max_abs_diff, nmse, nan_count, inf_count, "
+            "unwritten_count, message, created_ms) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+        // The seed is a uint64; SQL integers are signed 64-bit, so it is stored bit for bit.
+        bind_all(*insert, parity.job_id, parity.build_id, parity.path, parity.weight_type,
+                 parity.nt, parity.od, parity.k, static_cast<std::int64_t>(parity.seed),
+                 parity.outcome, parity.reference, parity.tolerance, parity.max_abs_diff,
+                 parity.nmse, parity.nan_count, parity.inf_count, parity.unwritten_count,
+                 parity.message, parity.created_ms != 0 ? parity.created_ms : now);
+        insert->exec();
+      }
+      transaction.commit();
+    });
+  }
+
+  std::vector<ParityCaseRecord> parity_cases(RowId job_id) override {
+    return guarded("parity_cases", [&] {
+      ScopedStatement select(prepared(
+          fmt::format("SELECT {} FROM parity_cases WHERE job_id = ? ORDER BY id", kParityColumns)));
+      bind_all(*select, job_id);
+      std::vector<ParityCaseRecord> cases;
+      while (select->executeStep()) {
+        ParityCaseRecord parity;
+        parity.id = select->getColumn(0).getInt64();
+        parity.job_id = select->getColumn(1).getInt64();
+        parity.build_id = select->getColumn(2).getInt64();
+        parity.path = select->getColumn(3).getString();
+        parity.weight_type = select->getColumn(4).getString();
+        parity.nt = select->getColumn(5).getInt64();
+        parity.od = select->getColumn(6).getInt64();
+        parity.k = select->getColumn(7).getInt64();
+        parity.seed = static_cast<std::uint64_t>(select->getColumn(8).getInt64());
+        parity.outcome = select->getColumn(9).getString();
+        parity.reference = select->getColumn(10).getString();
+        parity.tolerance = optional_real(select->getColumn(11));
+        parity.max_abs_diff = optional_real(select->getColumn(12));
+        parity.nmse = optional_real(select->getColumn(13));
+        parity.nan_count = select->getColumn(14).getInt64();
+        parity.inf_count = select->getColumn(15).getInt64();
+        parity.unwritten_count = select->getColumn(16).getInt64();
+        parity.message = select->getColumn(17).getString();
+        parity.created_ms = select->getColumn(18).getInt64();
+        cases.push_back(std::move(parity));
+      }
+      return cases;
+    });
+  }
+
+  void put_verdict(const Verdict& verdict) override {
+    guarded("put_verdict", [&] {
+      SQLite::Transaction transaction(database_, SQLite::TransactionBehavior::IMMEDIATE);
+      // INSERT ... ON CONFLICT DO UPDATE is spelled the same in PostgreSQL.
+      ScopedStatement upsert(prepared(
+          "INSERT INTO verdicts (job_id, verdict, comparison, ratio, ci_low, ci_high, pairs, "
+          "contended_pairs, mismatched_pairs, tokens_per_s_a, tokens_per_s_b, reasons, created_ms) "
+          "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+          "ON CONFLICT (job_id) DO UPDATE SET verdict = excluded.verdict, "
+          "comparison = excluded.comparison, ratio = excluded.ratio, ci_low = excluded.ci_low, "
+          "ci_high = excluded.ci_high, pairs = excluded.pairs, "
+          "contended_pairs = excluded.contended_pairs, mismatched_pairs = excluded.mismatched_pairs, "
+          "tokens_per_s_a = excluded.tokens_per_s_a, tokens_per_s_b = excluded.tokens_per_s_b, "
+          "reasons = excluded.reasons, created_ms = excluded.created_ms"));
+      bind_all(*upsert, verdict.job_id, to_string(verdict.verdict), to_string(verdict.comparison),
+               verdict.ratio, verdict.ci_low, verdict.ci_high, verdict.pairs,
+               verdict.contended_pairs, verdict.mismatched_pairs, verdict.tokens_per_s_a,
+               verdict.tokens_per_s_b, nlohmann::json(verdict.reasons).dump(),
+               or_now(verdict.created_ms));
+      upsert->exec();
+      transaction.commit();
+    });
+  }
+
+  std::optional<Verdict> find_verdict(RowId job_id) override {
+    return guarded("find_verdict", [&]() -> std::optional<Verdict> {
+      ScopedStatement select(prepared(
+          "SELECT job_id, verdict, comparison, ratio, ci_low, ci_high, pairs, contended_pairs, "
+          "mismatched_pairs, tokens_per_s_a, tokens_per_s_b, reasons, created_ms "
+          "FROM verdicts WHERE job_id = ?"));
+      bind_all(*select, job_id);
+      if (!select->executeStep()) return std::nullopt;
+      Verdict verdict;
+      verdict.job_id = select->getColumn(0).getInt64();
+      verdict.verdict = verdict_from_string(select->getColumn(1).getString());
+      verdict.comparison = comparison_from_string(select->getColumn(2).getString());
+      verdict.ratio = optional_real(select->getColumn(3));
+      verdict.ci_low = optional_real(select->getColumn(4));
+      verdict.ci_high = optional_real(select->getColumn(5));
+      verdict.pairs = select->getColumn(6).getInt();
+      verdict.contended_pairs = select->getColumn(7).getInt();
+      verdict.mismatched_pairs = select->getColumn(8).getInt();
+      verdict.tokens_per_s_a = optional_real(select->getColumn(9));
+      verdict.tokens_per_s_b = optional_real(select->getColumn(10));
+      verdict.reasons =
+          nlohmann::json::parse(select->getColumn(11).getString()).get<std::vector<std::string>>();
+      verdict.created_ms = select->getColumn(12).getInt64();
+      return verdict;
+    });
+  }
+
+  void put_cotenant(const CotenantSummary& summary,
+                    std::span<const CotenantSample> samples) override {
+    guarded("put_cotenant", [&] {
+      SQLite::Transaction transaction(database_, SQLite::TransactionBehavior::IMMEDIATE);
+      upsert_cotenant(summary.run_id, summary);
+      ScopedStatement clear(prepared("DELETE FROM cotenant_samples WHERE run_id = ?"));
+      bind_all(*clear, summary.run_id);
+      clear->exec();
+      insert_cotenant_samples(summary.run_id, samples);
+      // Copied onto the run so trend queries filter on runs alone, without a join.
+      ScopedStatement mark(prepared("UPDATE runs SET contended = ? WHERE id = ?"));
+      bind_all(*mark, summary.contended, summary.run_id);
+      mark->exec();
+      transaction.commit();
+    });
+  }
+
+  std::optional<CotenantSummary> find_cotenant(RowId run_id) override {
+    return guarded("find_cotenant", [&]() -> std::optional<CotenantSummary> {
+      ScopedStatement select(prepared(
+          fmt::format("SELECT {} FROM cotenant WHERE run_id = ?", kCotenantColumns)));
+      bind_all(*select, run_id);
+      if (!select->executeStep()) return std::nullopt;
+      CotenantSummary summary;
+      summary.run_id = select->getColumn(0).getInt64();
+      summary.available = select->getColumn(1).getInt64() != 0;
+      summary.sample_period_ms = optional_int(select->getColumn(2));
+      summary.max_foreign_sm = optional_real(select->getColumn(3));
+      summary.mean_foreign_sm = optional_real(select->getColumn(4));
+      summary.device_util_mean = optional_real(select->getColumn(5));
+      summary.top_processes = select->getColumn(6).getString();
+      summary.throttle_reasons = select->getColumn(7).getString();
+      summary.min_sm_clock_mhz = optional_int(select->getColumn(8));
+      summary.median_sm_clock_mhz = optional_int(select->getColumn(9));
+      summary.max_sm_clock_mhz = optional_int(select->getColumn(10));
+      summary.temperature_max_c = optional_int(select->getColumn(11));
+      summary.power_max_w = optional_real(select->getColumn(12));
+      summary.contended = optional_flag(select->getColumn(13));
+      summary.policy = select->getColumn(14).getString();
+      return summary;
+    });
+  }
+
+  std::vector<CotenantSample> cotenant_samples(RowId run_id) override {
+    return guarded("cotenant_samples", [&] {
+      ScopedStatement select(prepared(
+          "SELECT t_ms, foreign_sm, device_util, sm_clock_mhz, throttle_reasons, foreign_processes "
+          "FROM cotenant_samples WHERE run_id = ? ORDER BY t_ms, id"));
+      bind_all(*select, run_id);
+      std::vector<CotenantSample> samples;
+      while (select->executeStep()) {
+        CotenantSample sample;
+        sample.t_ms = select->getColumn(0).getInt64();
+        sample.foreign_sm = optional_real(select->getColumn(1));
+        sample.device_util = optional_real(select->getColumn(2));
+        sample.sm_clock_mhz = optional_int(select->getColumn(3));
+        sample.throttle_reasons = optional_int(select->getColumn(4));
+        sample.foreign_processes = select->getColumn(5).getString();
+        samples.push_back(std::move(sample));
+      }
+      return samples;
+    });
+  }
+
+  // --- History ---
+
+  std::vector<TrendRow> query_trend(const TrendQuery& query) override {
+    return guarded("query_trend", [&] {
+      // Only the filters given go into the SQL (rather than "? IS NULL OR col = ?"), so the planner
+      // sees plain equalities and uses runs_by_profile_type / runs_by_series. Each shape of query
+      // is prepared once and cached.
+      std::string sql =
+          "SELECT r.id, r.build_id, b.name, b.sha256, r.started_ms, r.tokens_per_s, r.contended, "
+          "r.profile, r.weight_type, r.path, r.series_key "
+          "FROM runs r JOIN builds b ON b.id = r.build_id "
+          "WHERE r.state = 'done' AND r.tokens_per_s IS NOT NULL AND r.started_ms >= ?";
+      if (query.profile) sql += " AND r.profile = ?";
+      if (query.weight_type) sql += " AND r.weight_type = ?";
+      if (query.path) sql += " AND r.path = ?";
+      if (query.build_name_glob) sql += " AND b.name GLOB ?";
+      if (!query.include_contended)
+        sql += query.include_unknown ? " AND (r.contended = 0 OR r.contended IS NULL)" : " AND r.contended = 0";
+      sql += " ORDER BY r.started_ms, r.id";
+      if (query.limit) sql += " LIMIT ?";
+
+      ScopedStatement select(prepared(sql));
+      int index = 1;
+      detail::bind_value(*select, index++, query.since_ms);
+      for (const auto* filter : {&query.profile, &query.weight_type, &query.path,
+                                 &query.build_name_glob}) {
+        if (*filter) detail::bind_value(*select, index++, **filter);
+      }
+      if (query.limit) detail::bind_value(*select, index++, *query.limit);
+
+      std::vector<TrendRow> rows;
+      while (select->executeStep()) {
+        TrendRow row;
+        row.run_id = select->getColumn(0).getInt64();
+        row.build_id = select->getColumn(1).getInt64();
+        row.build_name = select->getColumn(2).getString();
+        row.build_sha256 = select->getColumn(3).getString();
+        row.started_ms = select->getColumn(4).getInt64();
+        row.tokens_per_s = select->getColumn(5).getDouble();
+        row.contended = optional_flag(select->getColumn(6));
+        row.profile = select->getColumn(7).getString();
+        row.weight_type = optional_text(select->getColumn(8));
+        row.path = select->getColumn(9).getString();
+        row.series_key = select->getColumn(10).getString();
+        rows.push_back(std::move(row));
+      }
+      return rows;
+    });
+  }
+
+  std::vector<CompareGroup> compare_build(RowId build_id, bool include_contended) override {
+    return guarded("compare_build", [&] {
+      ScopedStatement select(prepared(fmt::format(
+          "SELECT profile, weight_type, path, tokens_per_s FROM runs "
+          "WHERE build_id = ? AND state = 'done' AND tokens_per_s IS NOT NULL{} "
+          "ORDER BY profile, weight_type, path, started_ms, id",
+          include_contended ? "" : " AND (contended = 0 OR contended IS NULL)")));
+      bind_all(*select, build_id);
+      std::vector<CompareGroup> groups;
+      while (select->executeStep()) {
+        std::string profile = select->getColumn(0).getString();
+        std::optional<std::string> weight_type = optional_text(select->getColumn(1));
+        std::string path = select->getColumn(2).getString();
+        if (groups.empty() || groups.back().profile != profile ||
+            groups.back().weight_type != weight_type || groups.back().path != path) {
+          groups.push_back(CompareGroup{build_id, std::move(profile), std::move(weight_type),
+                                        std::move(path), {}});
+        }
+        groups.back().tokens_per_s.push_back(select->getColumn(3).getDouble());
+      }
+      return groups;
+    });
+  }
+
+  std::string integrity_check() override {
+    return guarded("integrity_check", [&] {
+      SQLite::Statement check(database_, "PRAGMA integrity_check");
+      std::string report;
+      while (check.executeStep()) {
+        if (!report.empty()) report += '\n';
+        report += check.getColumn(0).getString();
+      }
+      return report;
+    });
+  }
+
+ private:
+  // Switches the connection to synchronous=FULL for one commit and back to NORMAL afterwards.
+  class DurableCommitScope {
+   public:
+    explicit DurableCommitScope(SQLite::Database& database) : database_(database) {
+      database_.exec("PRAGMA synchronous = FULL");
+    }
+    ~DurableCommitScope() { database_.tryExec("PRAGMA synchronous = NORMAL"); }
+    DurableCommitScope(const DurableCommitScope&) = delete;
+    DurableCommitScope& operator=(const DurableCommitScope&) = delete;
+
+   private:
+    SQLite::Database& database_;
+  };
+
+  template <class Body>
+  auto guarded(std::string_view operation, Body&& body,
+               std::source_location where = std::source_location::current())
+      -> std::invoke_result_t<Body&> {
+    std::lock_guard lock(mutex_);
+    return detail::checked_sqlite(operation, path_, std::forward<Body>(body), where);
+  }
+
+  static SQLite::Database open_database(const SqliteOptions& options) {
+    return detail::checked_sqlite("open", options.path.string(), [&] {
+      if (!options.read_only && !std::filesystem::exists(options.path)) {
+        create_private_file(options.path);
+      }
+      const int flags = options.read_only ? SQLite::OPEN_READONLY : SQLite::OPEN_READWRITE;
+      return SQLite::Database(options.path.string(), flags | SQLITE_OPEN_NOFOLLOW, options.busy_timeout_ms);
+    });
+  }
+
+  void configure(const SqliteOptions& options) {
+    detail::checked_sqlite("configure", path_, [&] {
+      // WAL: readers (CLI queries, the dashboard) never block the daemon's writes, and a commit is
+      // one append instead of a rollback-journal dance. It is a property of the file, so a
+      // read-only connection leaves it as the writer set it.
+      if (!read_only_) {
+        const std::string mode = database_.execAndGet("PRAGMA journal_mode = WAL").getString();
+        if (mode != "wal") {
+          throw StoreError(StoreErrorKind::Other,
+                           fmt::format("{}: cannot switch to WAL (journal_mode is '{}')", path_, mode));
+        }
+      }
+      // synchronous=NORMAL is durable in WAL mode against a crash of the process (every commit is
+      // in the -wal file before the call returns) and never corrupts the file; only an OS crash or
+      // power cut can lose the last commits before a checkpoint. Runs can be measured again, so
+      // that trade buys a sync-free commit per run; create_job alone commits with FULL.
+      database_.exec("PRAGMA synchronous = NORMAL");
+      // SQLite leaves REFERENCES unenforced unless asked, per connection.
+      database_.exec("PRAGMA foreign_keys = ON");
+      if (options.max_size_bytes) {
+        const std::int64_t page_size = database_.execAndGet("PRAGMA page_size").getInt64();
+        const std::int64_t pages = std::max<std::int64_t>(1, *options.max_size_bytes / page_size);
+        database_.exec(fmt::format("PRAGMA max_page_count = {}", pages));
+      }
+    });
+  }
+
+  void migrate() {
+    const std::span<const detail::Migration> migrations = detail::embedded_migrations();
+    const int known = static_cast<int>(migrations.size());
+    const int found = detail::checked_sqlite("migrate", path_, [&] { return read_user_version(); });
+    if (found > known) {
+      throw StoreError(StoreErrorKind::SchemaTooNew,
+                       fmt::format("{}: database schema version {} is newer than this qgate knows "
+                                   "({}); it was written by a newer qgate, refusing to open it",
+                                   path_, found, known));
+    }
+    if (found == known) return;
+    if (read_only_) {
+      throw StoreError(StoreErrorKind::ReadOnly,
+                       fmt::format("{}: database schema version {} needs migrating to {}, which a "
+                                   "read-only open cannot do",
+                                   path_, found, known));
+    }
+    for (const detail::Migration& migration : migrations) {
+      detail::checked_sqlite(fmt::format("migration {}", migration.name), path_, [&] {
+        // Each migration and its version bump commit together. The version is read again under
+        // the write lock so two processes opening a fresh file do not both apply it.
+        SQLite::Transaction transaction(database_, SQLite::TransactionBehavior::IMMEDIATE);
+        if (read_user_version() >= migration.version) return;
+        database_.exec(std::string(migration.sql));
+        database_.exec(fmt::format("PRAGMA user_version = {}", migration.version));
+        transaction.commit();
+      });
+    }
+  }
+
+  int read_user_version() { return database_.execAndGet("PRAGMA user_version").getInt(); }
+
+  SQLite::Statement& prepared(const std::string& sql) {
+    auto found = statements_.find(sql);
+    if (found == statements_.end()) {
+      found = statements_.emplace(sql, std::make_unique<SQLite::Statement>(database_, sql)).first;
+    }
+    return *found->second;
+  }
+
+  template <class... Values>
+  static void bind_all_from(SQLite::Statement& statement, int first, const Values&... values) {
+    int index = first - 1;
+    (detail::bind_value(statement, ++index, values), ...);
+  }
+
+  template <class Key>
+  std::optional<Build> select_build(const char* where, const Key& key) {
+    ScopedStatement select(prepared(fmt::format("SELECT {} FROM builds WHERE {}", kBuildColumns, where)));
+    bind_all(*select, key);
+    if (!select->executeStep()) return std::nullopt;
+    return read_build(*select);
+  }
+
+  std::optional<Job> select_job(RowId id) {
+    ScopedStatement select(prepared(fmt::format("SELECT {} FROM jobs WHERE id = ?", kJobColumns)));
+    bind_all(*select, id);
+    if (!select->executeStep()) return std::nullopt;
+    return read_job(*select);
+  }
+
+  bool job_exists(RowId id) {
+    ScopedStatement select(prepared("SELECT 1 FROM jobs WHERE id = ?"));
+    bind_all(*select, id);
+    return select->executeStep();
+  }
+
+  // The build name goes into the series key; remembered because bulk loads ask for the same few.
+  const std::string& build_name(RowId build_id) {
+    if (auto cached = build_names_.find(build_id); cached != build_names_.end()) {
+      return cached->second;
+    }
+    ScopedStatement select(prepared("SELECT name FROM builds WHERE id = ?"));
+    bind_all(*select, build_id);
+    if (!select->executeStep()) {
+      throw StoreError(StoreErrorKind::NotFound, fmt::format("no build {}", build_id));
+    }
+    return build_names_.emplace(build_id, select->getColumn(0).getString()).first->second;
+  }
+
+  RowId insert_run(const Run& run, std::optional<bool> contended) {
+    const std::string series_key =
+        run.series_key.empty() ? make_series_key(build_name(run.build_id), run) : run.series_key;
+    ScopedStatement insert(prepared(
+        "INSERT INTO runs (job_id, build_id, arm, path, pair_index, seq, started_ms, finished_ms, "
+        "state, host, gpu_name, gpu_uuid, driver_version, cuda_version, backend, qgate_version, "
+        "options_json, series_key, profile, weight_type, tokens, tokens_per_s, gemm_ms, contended) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+    bind_all(*insert, run.job_id, run.build_id, run.arm, run.path, run.pair_index, run.seq,
+             or_now(run.started_ms), run.finished_ms, to_string(run.state), run.host,
+             run.gpu_name, run.gpu_uuid, run.driver_version, run.cuda_version, run.backend,
+             run.qgate_version, run.options_json, series_key, run.profile, run.weight_type,
+             run.tokens, run.tokens_per_s, run.gemm_ms, contended);
+    insert->exec();
+    return database_.getLastInsertRowid();
+  }
+
+  void insert_samples(RowId run_id, std::span<const Sample> samples) {
+    for (const Sample& sample : samples) {
+      ScopedStatement insert(
+          prepared("INSERT INTO samples (run_id, metric, unit, value) VALUES (?, ?, ?, ?)"));
+      bind_all(*insert, run_id, sample.metric, sample.unit, sample.value);
+      insert->exec();
+    }
+  }
+
+  void upsert_cotenant(RowId run_id, const CotenantSummary& summary) {
+    ScopedStatement upsert(prepared(fmt::format(
+        "INSERT INTO cotenant ({}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT (run_id) DO UPDATE SET available = excluded.available, "
+        "sample_period_ms = excluded.sample_period_ms, max_foreign_sm = excluded.max_foreign_sm, "
+        "mean_foreign_sm = excluded.mean_foreign_sm, device_util_mean = excluded.device_util_mean, "
+        "top_processes = excluded.top_processes, throttle_reasons = excluded.throttle_reasons, "
+        "min_sm_clock_mhz = excluded.min_sm_clock_mhz, "
+        "median_sm_clock_mhz = excluded.median_sm_clock_mhz, "
+        "max_sm_clock_mhz = excluded.max_sm_clock_mhz, "
+        "temperature_max_c = excluded.temperature_max_c, power_max_w = excluded.power_max_w, "
+        "contended = excluded.contended, policy = excluded.policy",
+        kCotenantColumns)));
+    bind_all(*upsert, run_id, summary.available, summary.sample_period_ms, summary.max_foreign_sm,
+             summary.mean_foreign_sm, summary.device_util_mean, summary.top_processes,
+             summary.throttle_reasons, summary.min_sm_clock_mhz, summary.median_sm_clock_mhz,
+             summary.max_sm_clock_mhz, summary.temperature_max_c, summary.power_max_w,
+             summary.contended, summary.policy);
+    upsert->exec();
+  }
+
+  void insert_cotenant_samples(RowId run_id, std::span<const CotenantSample> samples) {
+    for (const CotenantSample& sample : samples) {
+      ScopedStatement insert(prepared(
+          "INSERT INTO cotenant_samples (run_id, t_ms, foreign_sm, device_util, sm_clock_mhz, "
+          "throttle_reasons, foreign_processes) VALUES (?, ?, ?, ?, ?, ?, ?)"));
+      bind_all(*insert, run_id, sample.t_ms, sample.foreign_sm, sample.device_util,
+               sample.sm_clock_mhz, sample.throttle_reasons, sample.foreign_processes);
+      insert->exec();
+    }
+  }
+
+  std::string path_;
+  bool read_only_;
+  std::mutex mutex_;
+  SQLite::Database database_;
+  // Declared after database_ so the statements are finalized before the connection closes.
+  std::unordered_map<std::string, std::unique_ptr<SQLite::Statement>> statements_;
+  std::unordered_map<RowId, std::string> build_names_;
+};
+
+}  // namespace
+
+std::unique_ptr<Store> open_sqlite_store(const SqliteOptions& options) {
+  return std::make_unique<SqliteStore>(options);
+}
+
+int sqlite_schema_version_known() {
+  return static_cast<int>(detail::embedded_migrations().size());
+}
+
+}  // namespace qgate::db

@@ -1,0 +1,143 @@
+// Tests of opening a database: migrations, versioning, refusal of newer schemas, file mode, pragmas.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <set>
+#include <string>
+
+#include <SQLiteCpp/SQLiteCpp.h>
+
+#include "qgate/db/sqlite_store.h"
+#include "store_test_support.h"
+
+namespace qgate::db {
+namespace {
+
+using testing::make_build;
+using testing::open_store;
+using testing::TempDir;
+
+int count_migration_files() {
+  int count = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(QGATE_DB_MIGRATIONS_DIR)) {
+    if (entry.path().extension() == ".sql") ++count;
+  }
+  return count;
+}
+
+int raw_user_version(const std::filesystem::path& path) {
+  SQLite::Database raw(path.string(), SQLite::OPEN_READONLY);
+  return raw.execAndGet("PRAGMA user_version").getInt();
+}
+
+std::set<std::string> schema_names(const std::filesystem::path& path, const std::string& type) {
+  SQLite::Database raw(path.string(), SQLite::OPEN_READONLY);
+  SQLite::Statement select(raw, "SELECT name FROM sqlite_master WHERE type = ?");
+  select.bind(1, type);
+  std::set<std::string> names;
+  while (select.executeStep()) names.insert(select.getColumn(0).getString());
+  return names;
+}
+
+TEST(Migrations, FreshFileGetsEveryMigrationFile) {
+  TempDir dir;
+  const auto path = dir.file("qgate.db");
+  const int files = count_migration_files();
+  ASSERT_GE(files, 1);
+  {
+    auto store = open_store(path);
+    EXPECT_EQ(store->schema_version(), files);
+  }
+  EXPECT_EQ(sqlite_schema_version_known(), files);
+  EXPECT_EQ(raw_user_version(path), files);
+
+  const auto tables = schema_names(path, "table");
+  for (const char* table : {"builds", "jobs", "runs", "samples", "parity_cases", "verdicts",
+                            "cotenant", "cotenant_samples"}) {
+    EXPECT_TRUE(tables.count(table)) << "missing table " << table;
+  }
+  const auto indexes = schema_names(path, "index");
+  for (const char* index : {"runs_by_series", "runs_by_profile_type", "runs_by_build",
+                            "runs_by_job", "jobs_by_state", "parity_cases_by_job",
+                            "samples_by_run", "cotenant_samples_by_run"}) {
+    EXPECT_TRUE(indexes.count(index)) << "missing index " << index;
+  }
+}
+
+TEST(Migrations, ReopeningIsIdempotentAndKeepsData) {
+  TempDir dir;
+  const auto path = dir.file("qgate.db");
+  RowId build_id = 0;
+  {
+    auto store = open_store(path);
+    build_id = store->insert_build(make_build("k", "sha-1")).id;
+  }
+  for (int reopen = 0; reopen < 2; ++reopen) {
+    auto store = open_store(path);
+    EXPECT_EQ(store->schema_version(), sqlite_schema_version_known());
+    ASSERT_TRUE(store->find_build(build_id).has_value());
+    EXPECT_EQ(store->integrity_check(), "ok");
+  }
+}
+
+TEST(Migrations, NewerSchemaIsRefusedWithAClearMessage) {
+  TempDir dir;
+  const auto path = dir.file("qgate.db");
+  open_store(path);
+  const int newer = sqlite_schema_version_known() + 1;
+  {
+    SQLite::Database raw(path.string(), SQLite::OPEN_READWRITE);
+    raw.exec("PRAGMA user_version = " + std::to_string(newer));
+  }
+  try {
+    open_store(path);
+    FAIL() << "a database from a newer qgate was opened";
+  } catch (const StoreError& error) {
+    EXPECT_EQ(error.kind(), StoreErrorKind::SchemaTooNew);
+    const std::string message = error.what();
+    EXPECT_NE(message.find("newer"), std::string::npos) << message;
+    EXPECT_NE(message.find(std::to_string(newer)), std::string::npos) << message;
+  }
+  EXPECT_EQ(raw_user_version(path), newer);  // refused, not downgraded
+}
+
+TEST(Migrations, DatabaseAndWalFilesAreOwnerOnly) {
+  TempDir dir;
+  const auto path = dir.file("qgate.db");
+  // A permissive umask must not leak into the files: the store sets the mode itself.
+  const mode_t previous_umask = ::umask(0);
+  auto store = open_store(path);
+  ::umask(previous_umask);
+  store->insert_build(make_build("k", "sha-1"));  // makes sure -wal and -shm exist
+
+  for (const char* suffix : {"", "-wal", "-shm"}) {
+    const std::string file = path.string() + suffix;
+    struct stat info {};
+    ASSERT_EQ(::stat(file.c_str(), &info), 0) << file << " missing";
+    EXPECT_EQ(info.st_mode & 0777, 0600u) << file;
+  }
+}
+
+TEST(Migrations, ConnectionPragmasAreSet) {
+  TempDir dir;
+  const auto path = dir.file("qgate.db");
+  auto store = open_store(path);
+  {
+    SQLite::Database raw(path.string(), SQLite::OPEN_READONLY);
+    EXPECT_EQ(raw.execAndGet("PRAGMA journal_mode").getString(), "wal");
+  }
+  // foreign_keys=ON is per connection: a job naming no stored build must be refused.
+  Job orphan;
+  orphan.build_id = 4242;
+  try {
+    store->create_job(orphan);
+    FAIL() << "foreign key not enforced";
+  } catch (const StoreError& error) {
+    EXPECT_EQ(error.kind(), StoreErrorKind::Constraint) << error.what();
+    EXPECT_NE(std::string(error.what()).find("create_job"), std::string::npos) << error.what();
+  }
+}
+
+}  // namespace
+}  // namespace qgate::db

@@ -1,0 +1,556 @@
+// Tests of the SQLite store's behaviour: builds, the job lifecycle and crash recovery, runs and their
+// atomicity, parity cases, verdicts, co-tenant rows, trend and compare queries, and failure paths
+// (read-only file, full disk).
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include <SQLiteCpp/SQLiteCpp.h>
+
+#include "qgate/db/sqlite_store.h"
+#include "store_test_support.h"
+
+namespace qgate::db {
+namespace {
+
+using testing::make_build;
+using testing::make_done_run;
+using testing::open_store;
+using testing::TempDir;
+
+std::int64_t raw_count(const std::filesystem::path& path, const std::string& table) {
+  SQLite::Database raw(path.string(), SQLite::OPEN_READONLY);
+  return raw.execAndGet("SELECT COUNT(*) FROM " + table).getInt64();
+}
+
+Job make_job(RowId build_id, std::int64_t created_ms, int device = 0) {
+  Job job;
+  job.kind = "gate";
+  job.build_id = build_id;
+  job.profile = "llama-7b";
+  job.spec_json = R"({"profile":"llama-7b"})";
+  job.device = device;
+  job.created_ms = created_ms;
+  return job;
+}
+
+class SqliteStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    path_ = dir_.file("qgate.db");
+    store_ = open_store(path_);
+    build_id_ = store_->insert_build(make_build("mmq-k", "sha-base")).id;
+  }
+
+  TempDir dir_;
+  std::filesystem::path path_;
+  std::unique_ptr<Store> store_;
+  RowId build_id_ = 0;
+};
+
+// --- Builds ---
+
+TEST_F(SqliteStoreTest, BuildsAreUniqueBySha256) {
+  const BuildInsert first = store_->insert_build(make_build("a", "sha-x"));
+  EXPECT_TRUE(first.inserted);
+  const BuildInsert again = store_->insert_build(make_build("renamed", "sha-x"));
+  EXPECT_FALSE(again.inserted);
+  EXPECT_EQ(again.id, first.id);
+  EXPECT_EQ(raw_count(path_, "builds"), 2);  // sha-base and sha-x
+  ASSERT_TRUE(store_->find_build_by_sha256("sha-x").has_value());
+  EXPECT_EQ(store_->find_build_by_sha256("sha-x")->name, "a");  // the first stays as stored
+  EXPECT_FALSE(store_->find_build_by_sha256("sha-none").has_value());
+  EXPECT_FALSE(store_->find_build(9999).has_value());
+}
+
+TEST_F(SqliteStoreTest, BuildFieldsRoundTrip) {
+  Build build = make_build("ext", "sha-ext", 1234);
+  build.flags = "-O3";
+  build.size_bytes = 1 << 20;
+  build.artifact_path = "artifacts/sha-ext.so";
+  build.abi_version = 3;
+  build.build_name = "llama.cpp";
+  build.build_version = "b4000";
+  build.external = true;
+  const RowId id = store_->insert_build(build).id;
+  const auto read = store_->find_build(id);
+  ASSERT_TRUE(read.has_value());
+  EXPECT_EQ(read->flags, "-O3");
+  EXPECT_EQ(read->size_bytes, 1 << 20);
+  EXPECT_EQ(read->artifact_path, "artifacts/sha-ext.so");
+  EXPECT_EQ(read->abi_version, 3);
+  EXPECT_EQ(read->build_version, "b4000");
+  EXPECT_TRUE(read->external);
+  EXPECT_EQ(read->created_ms, 1234);
+}
+
+TEST_F(SqliteStoreTest, LookupByNameReturnsTheNewestBuild) {
+  const RowId old_build = store_->insert_build(make_build("kern", "sha-1", 100)).id;
+  const RowId newest = store_->insert_build(make_build("kern", "sha-2", 300)).id;
+  const RowId middle = store_->insert_build(make_build("kern", "sha-3", 200)).id;
+  store_->insert_build(make_build("other", "sha-4", 900));
+  const auto found = store_->find_latest_build_by_name("kern");
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(found->id, newest);
+  EXPECT_NE(found->id, old_build);
+  EXPECT_NE(found->id, middle);
+  EXPECT_FALSE(store_->find_latest_build_by_name("missing").has_value());
+}
+
+// --- Jobs ---
+
+TEST_F(SqliteStoreTest, JobLifecycleClaimsOldestFirst) {
+  // Created out of id order: the claim must follow created_ms, not the id.
+  const RowId newer = store_->create_job(make_job(build_id_, 2000));
+  const RowId oldest = store_->create_job(make_job(build_id_, 1000));
+  const RowId newest = store_->create_job(make_job(build_id_, 3000));
+
+  const auto queued = store_->find_job(oldest);
+  ASSERT_TRUE(queued.has_value());
+  EXPECT_EQ(queued->state, JobState::Queued);
+  EXPECT_EQ(queued->spec_json, R"({"profile":"llama-7b"})");
+  EXPECT_FALSE(queued->started_ms.has_value());
+
+  const auto first = store_->claim_next_job(std::nullopt);
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->id, oldest);
+  EXPECT_EQ(first->state, JobState::Running);
+  EXPECT_TRUE(first->started_ms.has_value());
+  EXPECT_EQ(store_->claim_next_job(std::nullopt)->id, newer);
+
+  store_->update_job_progress(oldest, R"({"pairs":4})");
+  EXPECT_TRUE(store_->update_job_state(oldest, JobState::Done, std::nullopt, std::nullopt));
+  const auto done = store_->find_job(oldest);
+  EXPECT_EQ(done->state, JobState::Done);
+  EXPECT_TRUE(done->finished_ms.has_value());
+  EXPECT_EQ(done->progress_json, R"({"pairs":4})");
+
+  EXPECT_TRUE(store_->update_job_state(newer, JobState::Failed, "worker crashed", std::nullopt));
+  EXPECT_EQ(store_->find_job(newer)->error, "worker crashed");
+
+  // A cancel that expects 'queued' loses against a job already done.
+  EXPECT_FALSE(store_->update_job_state(oldest, JobState::Cancelled, std::nullopt, JobState::Queued));
+  EXPECT_EQ(store_->find_job(oldest)->state, JobState::Done);
+  EXPECT_TRUE(store_->update_job_state(newest, JobState::Cancelled, std::nullopt, JobState::Queued));
+
+  EXPECT_FALSE(store_->claim_next_job(std::nullopt).has_value());  // nothing queued any more
+  EXPECT_THROW(store_->update_job_state(777, JobState::Done, std::nullopt, std::nullopt), StoreError);
+  EXPECT_THROW(store_->update_job_progress(777, "{}"), StoreError);
+}
+
+TEST_F(SqliteStoreTest, ListJobsIsNewestFirstAndFilters) {
+  const RowId a = store_->create_job(make_job(build_id_, 1000));
+  const RowId b = store_->create_job(make_job(build_id_, 3000));
+  const RowId c = store_->create_job(make_job(build_id_, 2000));
+  store_->update_job_state(c, JobState::Running, std::nullopt, std::nullopt);
+
+  const auto all = store_->list_jobs(JobFilter{});
+  ASSERT_EQ(all.size(), 3u);
+  EXPECT_EQ(all[0].id, b);
+  EXPECT_EQ(all[1].id, c);
+  EXPECT_EQ(all[2].id, a);
+
+  const auto queued = store_->list_jobs(JobFilter{JobState::Queued, 100});
+  ASSERT_EQ(queued.size(), 2u);
+  EXPECT_EQ(queued[0].id, b);
+  EXPECT_EQ(store_->list_jobs(JobFilter{std::nullopt, 1}).size(), 1u);
+}
+
+TEST_F(SqliteStoreTest, ClaimTakesOnlyTheAskedDevice) {
+  const RowId on_zero = store_->create_job(make_job(build_id_, 1000, 0));
+  const RowId on_one = store_->create_job(make_job(build_id_, 2000, 1));
+  EXPECT_EQ(store_->claim_next_job(1)->id, on_one);
+  EXPECT_FALSE(store_->claim_next_job(1).has_value());
+  EXPECT_EQ(store_->claim_next_job(0)->id, on_zero);
+}
+
+TEST_F(SqliteStoreTest, ConcurrentClaimsNeverShareAJob) {
+  constexpr int kJobs = 40;
+  for (int i = 0; i < kJobs; ++i) store_->create_job(make_job(build_id_, 1000 + i));
+  // Two daemons' worth of connections on one file, two threads each.
+  auto other = open_store(path_);
+  std::mutex claimed_mutex;
+  std::vector<RowId> claimed;
+  auto claim_all = [&](Store& store) {
+    while (auto job = store.claim_next_job(std::nullopt)) {
+      std::lock_guard lock(claimed_mutex);
+      claimed.push_back(job->id);
+    }
+  };
+  std::vector<std::thread> threads;
+  threads.emplace_back(claim_all, std::ref(*store_));
+  threads.emplace_back(claim_all, std::ref(*store_));
+  threads.emplace_back(claim_all, std::ref(*other));
+  threads.emplace_back(claim_all, std::ref(*other));
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(claimed.size(), static_cast<std::size_t>(kJobs));
+  EXPECT_EQ(std::set<RowId>(claimed.begin(), claimed.end()).size(),
+            static_cast<std::size_t>(kJobs));
+}
+
+TEST_F(SqliteStoreTest, RunningJobsAreRequeuedAfterACrash) {
+  const RowId crashed = store_->create_job(make_job(build_id_, 1000));
+  const RowId waiting = store_->create_job(make_job(build_id_, 2000));
+  ASSERT_EQ(store_->claim_next_job(std::nullopt)->id, crashed);
+  db::Run run = make_done_run(build_id_, "llama-7b", "q4_K", 5000, 0.0, std::nullopt);
+  run.job_id = crashed;
+  run.state = RunState::Running;
+  run.tokens_per_s.reset();
+  const RowId run_id = store_->add_run(run);
+
+  store_.reset();  // the daemon dies: nothing is finished or cleaned up
+  store_ = open_store(path_);
+
+  const std::vector<RowId> requeued = store_->requeue_interrupted_jobs();
+  ASSERT_EQ(requeued, std::vector<RowId>{crashed});
+  const auto job = store_->find_job(crashed);
+  EXPECT_EQ(job->state, JobState::Queued);
+  EXPECT_EQ(job->attempts, 1);
+  EXPECT_FALSE(job->started_ms.has_value());
+  EXPECT_EQ(store_->find_job(waiting)->attempts, 0);
+  EXPECT_EQ(store_->find_run(run_id)->state, RunState::Interrupted);
+  EXPECT_TRUE(store_->requeue_interrupted_jobs().empty());  // idempotent
+  EXPECT_EQ(store_->claim_next_job(std::nullopt)->id, crashed);  // still the oldest
+}
+
+// --- Runs ---
+
+TEST_F(SqliteStoreTest, FinishRunStoresResultAndSamples) {
+  const RowId job = store_->create_job(make_job(build_id_, 1000));
+  db::Run run = make_done_run(build_id_, "llama-7b", "q4_K", 5000, 0.0, std::nullopt);
+  run.job_id = job;
+  run.arm = "A";
+  run.state = RunState::Running;
+  run.tokens_per_s.reset();
+  const RowId run_id = store_->add_run(run);
+  EXPECT_EQ(store_->find_run(run_id)->state, RunState::Running);
+  EXPECT_EQ(store_->find_run(run_id)->series_key,
+            make_series_key("mmq-k", run));  // computed from the build's name
+
+  RunResult result;
+  result.finished_ms = 6000;
+  result.tokens_per_s = 412.5;
+  result.gemm_ms = 1.25;
+  result.contended = false;
+  const std::vector<Sample> samples{{"gemm_us", "us", 1250.0}, {"tokens_per_s", "tok/s", 412.5}};
+  store_->finish_run(run_id, result, samples);
+
+  const auto stored = store_->find_run(run_id);
+  EXPECT_EQ(stored->state, RunState::Done);
+  EXPECT_EQ(stored->finished_ms, 6000);
+  EXPECT_EQ(stored->tokens_per_s, 412.5);
+  EXPECT_EQ(stored->contended, false);
+  EXPECT_EQ(stored->arm, "A");
+  const auto read_samples = store_->run_samples(run_id);
+  ASSERT_EQ(read_samples.size(), 2u);
+  EXPECT_EQ(read_samples[0].metric, "gemm_us");
+  EXPECT_EQ(read_samples[1].value, 412.5);
+  EXPECT_EQ(store_->count_runs(job), 1);
+  EXPECT_EQ(store_->count_runs(std::nullopt), 1);
+  EXPECT_THROW(store_->finish_run(424242, result, {}), StoreError);
+}
+
+TEST_F(SqliteStoreTest, RunWhoseSampleFailsMidwayLeavesNoRow) {
+  RunBundle good;
+  good.run = make_done_run(build_id_, "llama-7b", "q4_K", 1000, 400.0, false);
+  good.samples = {{"tokens_per_s", "tok/s", 400.0}};
+  RunBundle bad = good;
+  bad.samples = {{"gemm_us", "us", 1.0}, {"", "us", 2.0}};  // the second sample breaks a CHECK
+
+  EXPECT_THROW(store_->record_runs(std::vector<RunBundle>{bad}), StoreError);
+  EXPECT_EQ(store_->count_runs(std::nullopt), 0);
+  EXPECT_EQ(raw_count(path_, "samples"), 0);
+
+  // A good run before the bad one in the same batch goes too: the batch is one transaction.
+  EXPECT_THROW(store_->record_runs(std::vector<RunBundle>{good, bad}), StoreError);
+  EXPECT_EQ(store_->count_runs(std::nullopt), 0);
+  EXPECT_EQ(raw_count(path_, "samples"), 0);
+
+  EXPECT_EQ(store_->record_runs(std::vector<RunBundle>{good}).size(), 1u);
+  EXPECT_EQ(store_->count_runs(std::nullopt), 1);
+}
+
+TEST_F(SqliteStoreTest, FailedFinishLeavesTheRunUnfinished) {
+  db::Run run = make_done_run(build_id_, "llama-7b", "q4_K", 1000, 0.0, std::nullopt);
+  run.state = RunState::Running;
+  run.tokens_per_s.reset();
+  const RowId run_id = store_->add_run(run);
+  RunResult result;
+  result.tokens_per_s = 400.0;
+  const std::vector<Sample> samples{{"gemm_us", "us", 1.0}, {"", "", 2.0}};
+  EXPECT_THROW(store_->finish_run(run_id, result, samples), StoreError);
+  const auto stored = store_->find_run(run_id);
+  EXPECT_EQ(stored->state, RunState::Running);
+  EXPECT_FALSE(stored->tokens_per_s.has_value());
+  EXPECT_TRUE(store_->run_samples(run_id).empty());
+}
+
+// --- Parity, verdicts, co-tenant ---
+
+TEST_F(SqliteStoreTest, ParityCasesAreStoredAsOneBatch) {
+  const RowId job = store_->create_job(make_job(build_id_, 1000));
+  ParityCaseRecord parity;
+  parity.job_id = job;
+  parity.build_id = build_id_;
+  parity.path = "mmq";
+  parity.weight_type = "q6_K";
+  parity.nt = 512;
+  parity.od = 4096;
+  parity.k = 4096;
+  parity.seed = 0xFFFFFFFFFFFFFFF0ULL;  // above INT64_MAX: must come back bit for bit
+  parity.outcome = "passed";
+  parity.reference = "cpu-q8-dot";
+  parity.tolerance = 1e-3;
+  parity.max_abs_diff = 2.5e-5;
+  parity.nmse = 1e-9;
+  ParityCaseRecord orphan = parity;
+  orphan.job_id = 9999;  // no such job: the foreign key refuses it
+
+  EXPECT_THROW(store_->add_parity_cases(std::vector<ParityCaseRecord>{parity, orphan}), StoreError);
+  EXPECT_TRUE(store_->parity_cases(job).empty());
+
+  store_->add_parity_cases(std::vector<ParityCaseRecord>{parity, parity});
+  const auto cases = store_->parity_cases(job);
+  ASSERT_EQ(cases.size(), 2u);
+  EXPECT_EQ(cases[0].seed, 0xFFFFFFFFFFFFFFF0ULL);
+  EXPECT_EQ(cases[0].weight_type, "q6_K");
+  EXPECT_EQ(cases[0].max_abs_diff, 2.5e-5);
+  EXPECT_GT(cases[0].created_ms, 0);
+}
+
+TEST_F(SqliteStoreTest, VerdictIsInsertedThenReplaced) {
+  const RowId job = store_->create_job(make_job(build_id_, 1000));
+  Verdict verdict;
+  verdict.job_id = job;
+  verdict.verdict = VerdictValue::Inconclusive;
+  verdict.comparison = Comparison::Unknown;
+  verdict.pairs = 8;
+  verdict.reasons = {"3 of 8 pairs contended (sglang@96%)"};
+  store_->put_verdict(verdict);
+  EXPECT_EQ(store_->find_verdict(job)->reasons, verdict.reasons);
+
+  verdict.verdict = VerdictValue::Pass;
+  verdict.comparison = Comparison::Same;
+  verdict.ratio = 0.987;
+  verdict.ci_low = 0.962;
+  verdict.ci_high = 1.012;
+  verdict.reasons = {"SAME within 2%", "parity green"};
+  store_->put_verdict(verdict);
+  const auto stored = store_->find_verdict(job);
+  ASSERT_TRUE(stored.has_value());
+  EXPECT_EQ(stored->verdict, VerdictValue::Pass);
+  EXPECT_EQ(stored->comparison, Comparison::Same);
+  EXPECT_EQ(stored->ratio, 0.987);
+  EXPECT_EQ(stored->reasons, verdict.reasons);
+  EXPECT_EQ(raw_count(path_, "verdicts"), 1);
+  EXPECT_FALSE(store_->find_verdict(job + 1).has_value());
+}
+
+TEST_F(SqliteStoreTest, CotenantSummaryMarksTheRunAndKeepsSamples) {
+  const RowId run_id = store_->add_run(make_done_run(build_id_, "p", "q4_0", 1000, 155.0, std::nullopt));
+  CotenantSummary summary;
+  summary.run_id = run_id;
+  summary.available = true;
+  summary.sample_period_ms = 100;
+  summary.max_foreign_sm = 96.0;
+  summary.top_processes = "sglang@96%";
+  summary.contended = true;
+  summary.policy = "foreign_sm>5";
+  std::vector<CotenantSample> samples(3);
+  for (int i = 0; i < 3; ++i) {
+    samples[i].t_ms = 1000 + 100 * i;
+    samples[i].foreign_sm = 90.0 + i;
+    samples[i].throttle_reasons = 4;
+    samples[i].foreign_processes = "sglang";
+  }
+  store_->put_cotenant(summary, samples);
+  EXPECT_EQ(store_->find_run(run_id)->contended, true);
+  EXPECT_EQ(store_->find_cotenant(run_id)->top_processes, "sglang@96%");
+  ASSERT_EQ(store_->cotenant_samples(run_id).size(), 3u);
+  EXPECT_EQ(store_->cotenant_samples(run_id)[2].foreign_sm, 92.0);
+
+  // Re-measured annotation replaces the summary and the samples, not adds to them.
+  summary.contended = false;
+  summary.top_processes = "";
+  store_->put_cotenant(summary, std::vector<CotenantSample>(samples.begin(), samples.begin() + 1));
+  EXPECT_EQ(store_->find_run(run_id)->contended, false);
+  EXPECT_EQ(store_->cotenant_samples(run_id).size(), 1u);
+  EXPECT_EQ(raw_count(path_, "cotenant"), 1);
+
+  summary.run_id = 99999;
+  EXPECT_THROW(store_->put_cotenant(summary, {}), StoreError);
+}
+
+// --- History ---
+
+class TrendTest : public SqliteStoreTest {
+ protected:
+  void SetUp() override {
+    SqliteStoreTest::SetUp();
+    mmq_a_ = store_->insert_build(make_build("mmq-a", "sha-a", 10)).id;
+    mmq_b_ = store_->insert_build(make_build("mmq-b", "sha-b", 20)).id;
+    f16_ = store_->insert_build(make_build("f16-x", "sha-f", 30)).id;
+    std::vector<RunBundle> bundles;
+    auto add = [&](RowId build, const char* profile, const char* type, std::int64_t started,
+                   double tps, std::optional<bool> contended) {
+      RunBundle bundle;
+      bundle.run = make_done_run(build, profile, type, started, tps, contended);
+      bundles.push_back(bundle);
+    };
+    add(mmq_a_, "llama-7b", "q4_K", 1000, 400, false);   // 0
+    add(mmq_a_, "llama-7b", "q4_K", 2000, 155, true);    // 1 contended
+    add(mmq_a_, "llama-7b", "q8_0", 3000, 300, false);   // 2 other type
+    add(mmq_b_, "llama-7b", "q4_K", 4000, 441, false);   // 3
+    add(mmq_b_, "llama-13b", "q4_K", 5000, 200, false);  // 4 other profile
+    add(f16_, "llama-7b", "q4_K", 6000, 380, false);     // 5 other name
+    add(mmq_b_, "llama-7b", "q4_K", 7000, 430, std::nullopt);  // 6 co-tenant unknown
+    ids_ = store_->record_runs(bundles);
+    // A run still in progress never shows in a trend.
+    db::Run running = make_done_run(mmq_a_, "llama-7b", "q4_K", 8000, 999, false);
+    running.state = RunState::Running;
+    store_->add_run(running);
+  }
+
+  std::vector<RowId> run_ids(const TrendQuery& query) {
+    std::vector<RowId> ids;
+    for (const TrendRow& row : store_->query_trend(query)) ids.push_back(row.run_id);
+    return ids;
+  }
+  std::vector<RowId> pick(std::initializer_list<int> indexes) {
+    std::vector<RowId> ids;
+    for (int index : indexes) ids.push_back(ids_[index]);
+    return ids;
+  }
+
+  RowId mmq_a_ = 0, mmq_b_ = 0, f16_ = 0;
+  std::vector<RowId> ids_;
+};
+
+TEST_F(TrendTest, DefaultsToQuietRunsOnly) {
+  TrendQuery query;
+  query.profile = "llama-7b";
+  query.weight_type = "q4_K";
+  EXPECT_EQ(run_ids(query), pick({0, 3, 5}));
+  query.include_contended = true;
+  EXPECT_EQ(run_ids(query), pick({0, 1, 3, 5, 6}));
+}
+
+TEST_F(TrendTest, FiltersByProfileTypeSinceAndGlob) {
+  TrendQuery query;
+  query.profile = "llama-7b";
+  EXPECT_EQ(run_ids(query), pick({0, 2, 3, 5}));
+  query.weight_type = "q4_K";
+  query.since_ms = 3500;
+  EXPECT_EQ(run_ids(query), pick({3, 5}));
+  query.build_name_glob = "mmq-*";
+  EXPECT_EQ(run_ids(query), pick({3}));
+  query.since_ms = 0;
+  query.include_contended = true;
+  EXPECT_EQ(run_ids(query), pick({0, 1, 3, 6}));
+
+  TrendQuery by_profile;
+  by_profile.profile = "llama-13b";
+  EXPECT_EQ(run_ids(by_profile), pick({4}));
+  TrendQuery limited;
+  limited.limit = 2;
+  EXPECT_EQ(run_ids(limited), pick({0, 2}));
+}
+
+TEST_F(TrendTest, RowsCarryBuildNameAndSha) {
+  TrendQuery query;
+  query.build_name_glob = "f16-?";
+  const auto rows = store_->query_trend(query);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].build_name, "f16-x");
+  EXPECT_EQ(rows[0].build_sha256, "sha-f");
+  EXPECT_EQ(rows[0].started_ms, 6000);
+  EXPECT_EQ(rows[0].tokens_per_s, 380.0);
+  EXPECT_EQ(rows[0].contended, false);
+}
+
+TEST_F(TrendTest, CompareGroupsByProfileTypeAndPath) {
+  const auto quiet = store_->compare_build(mmq_a_, false);
+  ASSERT_EQ(quiet.size(), 2u);  // (llama-7b, q4_K) and (llama-7b, q8_0)
+  EXPECT_EQ(quiet[0].weight_type, "q4_K");
+  EXPECT_EQ(quiet[0].tokens_per_s, std::vector<double>{400});
+  EXPECT_EQ(quiet[1].weight_type, "q8_0");
+  const auto all = store_->compare_build(mmq_a_, true);
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].tokens_per_s, (std::vector<double>{400, 155}));
+}
+
+// --- Failure paths ---
+
+TEST(SqliteStoreFailure, ReadOnlyDatabaseRefusesWritesAndKeepsData) {
+  TempDir dir;
+  const auto path = dir.file("qgate.db");
+  {
+    auto store = open_store(path);
+    store->insert_build(make_build("k", "sha-1"));
+  }
+  std::filesystem::permissions(path, std::filesystem::perms::owner_read);
+
+  SqliteOptions options;
+  options.path = path;
+  options.read_only = true;
+  auto store = open_sqlite_store(options);
+  ASSERT_TRUE(store->find_build_by_sha256("sha-1").has_value());  // reads work
+  try {
+    store->insert_build(make_build("k", "sha-2"));
+    FAIL() << "write on a read-only database succeeded";
+  } catch (const StoreError& error) {
+    EXPECT_EQ(error.kind(), StoreErrorKind::ReadOnly) << error.what();
+    const std::string message = error.what();
+    EXPECT_NE(message.find("insert_build"), std::string::npos) << message;
+    EXPECT_NE(message.find("readonly"), std::string::npos) << message;  // SQLite's own words
+  }
+  EXPECT_THROW(store->create_job(make_job(1, 1000)), StoreError);
+  store.reset();
+
+  std::filesystem::permissions(path, std::filesystem::perms::owner_read |
+                                         std::filesystem::perms::owner_write);
+  auto reopened = open_store(path);
+  EXPECT_FALSE(reopened->find_build_by_sha256("sha-2").has_value());
+  EXPECT_TRUE(reopened->list_jobs(JobFilter{}).empty());
+  EXPECT_EQ(raw_count(path, "builds"), 1);
+}
+
+TEST(SqliteStoreFailure, FullDiskIsAStoreErrorAndLeavesNoHalfBatch) {
+  TempDir dir;
+  const auto path = dir.file("qgate.db");
+  SqliteOptions options;
+  options.path = path;
+  options.max_size_bytes = 256 * 1024;  // the schema fits; a few hundred runs do not
+  auto store = open_sqlite_store(options);
+  const RowId build = store->insert_build(make_build("k", "sha-1")).id;
+
+  std::vector<RunBundle> batch(50);
+  for (auto& bundle : batch) {
+    bundle.run = make_done_run(build, "llama-7b", "q4_K", 1000, 400, false);
+    bundle.run.options_json = std::string(400, 'x');  // fills pages quickly
+    bundle.samples = {{"tokens_per_s", "tok/s", 400}};
+  }
+  std::int64_t stored = 0;
+  bool full = false;
+  for (int attempt = 0; attempt < 100 && !full; ++attempt) {
+    try {
+      stored += static_cast<std::int64_t>(store->record_runs(batch).size());
+    } catch (const StoreError& error) {
+      EXPECT_EQ(error.kind(), StoreErrorKind::Full) << error.what();
+      full = true;
+    }
+  }
+  ASSERT_TRUE(full) << "the size limit was never reached";
+  EXPECT_GT(stored, 0);
+  EXPECT_EQ(store->count_runs(std::nullopt), stored);  // whole batches only
+  EXPECT_EQ(store->integrity_check(), "ok");
+}
+
+}  // namespace
+}  // namespace qgate::db

@@ -1,0 +1,24 @@
+# qgated: the qgate_server library (service, scheduler, job runner, worker processes) and a thin main.
+add_library(qgate_server STATIC
+  src/artifact_store.cpp
+  src/event_hub.cpp
+  src/job_records.cpp
+  src/worker_process.cpp
+  src/job_runner.cpp
+  src/scheduler.cpp
+  src/harness_service.cpp
+  src/daemon.cpp)
+target_include_directories(qgate_server PUBLIC include)
+target_link_libraries(qgate_server
+  PUBLIC qgate_grpc qgate_store qgate_profiles qgate_ab_stats qgate_paths qgate_worker
+  PRIVATE gRPC::grpc++_reflection nlohmann_json::nlohmann_json)
+target_compile_definitions(qgate_server PRIVATE QGATE_VERSION="${PROJECT_VERSION}")
+
+add_executable(qgated src/qgated_main.cpp)
+target_link_libraries(qgated PRIVATE qgate_server CLI11::CLI11)
+set_target_properties(qgated PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)
+add_dependencies(qgated qgate-worker qgate_ref)
+
+if(QGATE_BUILD_TESTS)
+  add_subdirectory(tests)
+endif()

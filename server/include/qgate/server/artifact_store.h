@@ -1,0 +1,37 @@
+// Uploaded kernel builds on disk: <data dir>/artifacts/<sha256>.so, named from their hash and never
+// from anything a client sent. An upload is written to a temporary file while it is hashed, and
+// renamed into place only when it is complete.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "qgate/worker/sha256.h"
+
+namespace qgate::server {
+
+class ArtifactUpload {
+ public:
+  ArtifactUpload(const std::string& dir, int64_t max_bytes);
+  ~ArtifactUpload();  // removes the temporary file unless committed
+  /// False (with `error`) when the upload exceeds its bound or the disk refuses the write.
+  bool append(const std::string& bytes, std::string* error);
+  int64_t size() const { return size_; }
+  /// First bytes of the upload (for a quick ELF check).
+  const std::string& head() const { return head_; }
+  /// Finishes the hash, moves the file to <dir>/<sha256>.so and returns that path.
+  std::string commit(std::string* sha256, std::string* error);
+
+ private:
+  std::string dir_;
+  std::string temp_path_;
+  int fd_ = -1;
+  int64_t max_bytes_;
+  int64_t size_ = 0;
+  std::string head_;
+  worker::Sha256 hash_;
+  bool committed_ = false;
+};
+
+}  // namespace qgate::server

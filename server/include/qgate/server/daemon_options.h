@@ -1,0 +1,25 @@
+// qgated's options, grouped with their defaults beside them; printed into every job's context.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace qgate::server {
+
+struct DaemonOptions {
+  std::string listen;                 // "unix:///path" or "host:port"; empty = <data dir>/qgated.sock
+  std::string data_dir;               // empty = qgate::paths::default_data_dir()
+  std::string db_path;                // empty = <data dir>/qgate.db
+  std::string backend = "cuda";       // "cuda" or "cpu"
+  int gpu = 0;                        // CUDA device ordinal
+  std::string worker_binary;          // empty = qgate-worker beside qgated
+  int cpu_threads = 0;                // CPU backend threads per worker, 0 = all
+  int64_t max_upload_bytes = int64_t(512) << 20;
+  int max_queued_jobs = 1000;
+  int run_timeout_s = 300;            // one timed run (or the parity sweep's case) may take this long
+  int prepare_timeout_s = 900;        // preparing a profile's weights
+  int parity_timeout_s = 1800;        // the whole parity phase
+  bool fresh_process_default = false;
+};
+
+}  // namespace qgate::server

@@ -1,0 +1,64 @@
+// qgate.v1.Harness on gRPC's callback API: validates every request, turns store rows into API
+// messages, and is the only place errors become grpc::Status.
+#pragma once
+
+#include <chrono>
+#include <memory>
+
+#include "qgate/db/store.h"
+#include "qgate/server/daemon_options.h"
+#include "qgate/server/event_hub.h"
+#include "qgate/server/scheduler.h"
+#include "qgate/v1/harness.grpc.pb.h"
+
+namespace qgate::server {
+
+struct DeviceDescription {
+  std::string name;
+  std::string uuid;
+  int64_t memory_bytes = 0;
+};
+
+class HarnessService final : public v1::Harness::CallbackService {
+ public:
+  HarnessService(db::Store& store, EventHub& events, Scheduler& scheduler, const DaemonOptions& options,
+                 DeviceDescription device);
+
+  grpc::ServerReadReactor<v1::SubmitBuildRequest>* SubmitBuild(grpc::CallbackServerContext* context,
+                                                               v1::SubmitBuildResponse* response) override;
+  grpc::ServerUnaryReactor* GetJob(grpc::CallbackServerContext* context, const v1::GetJobRequest* request,
+                                   v1::Job* response) override;
+  grpc::ServerUnaryReactor* ListJobs(grpc::CallbackServerContext* context, const v1::ListJobsRequest* request,
+                                     v1::ListJobsResponse* response) override;
+  grpc::ServerUnaryReactor* CancelJob(grpc::CallbackServerContext* context, const v1::CancelJobRequest* request,
+                                      v1::Job* response) override;
+  grpc::ServerWriteReactor<v1::JobEvent>* WatchJob(grpc::CallbackServerContext* context,
+                                                   const v1::WatchJobRequest* request) override;
+  grpc::ServerUnaryReactor* QueryTrend(grpc::CallbackServerContext* context, const v1::QueryTrendRequest* request,
+                                       v1::QueryTrendResponse* response) override;
+  grpc::ServerUnaryReactor* Compare(grpc::CallbackServerContext* context, const v1::CompareRequest* request,
+                                    v1::CompareResponse* response) override;
+  grpc::ServerUnaryReactor* ListBuilds(grpc::CallbackServerContext* context, const v1::ListBuildsRequest* request,
+                                       v1::ListBuildsResponse* response) override;
+  grpc::ServerUnaryReactor* GetDevice(grpc::CallbackServerContext* context, const v1::GetDeviceRequest* request,
+                                      v1::DeviceStatus* response) override;
+
+  /// Validates a submit header; returns an INVALID_ARGUMENT status saying what is wrong.
+  grpc::Status validate_header(const v1::SubmitHeader& header, std::optional<db::Build>* baseline) const;
+  /// Stores a finished upload and its job; used by the SubmitBuild reactor.
+  grpc::Status accept_upload(const v1::SubmitHeader& header, const std::string& artifact_path,
+                             const std::string& sha256, int64_t size, v1::SubmitBuildResponse* response);
+
+ private:
+  std::optional<db::Build> resolve_build(const std::string& name_or_id) const;
+
+  db::Store& store_;
+  EventHub& events_;
+  Scheduler& scheduler_;
+  const DaemonOptions& options_;
+  DeviceDescription device_;
+  std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+  std::mutex submit_mu_;  // one upload commits its build and job at a time (duplicate checks)
+};
+
+}  // namespace qgate::server

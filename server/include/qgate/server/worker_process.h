@@ -1,0 +1,65 @@
+// A qgate-worker child process: started in its own process group with a clean environment and
+// only its pipes, fed WorkerRequests on stdin, read WorkerRecords from stdout with a deadline,
+// and killed with its whole group when it overruns or the job is cancelled.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "qgate/v1/worker.pb.h"
+
+namespace qgate::server {
+
+struct WorkerLaunch {
+  std::string binary;                          // path of qgate-worker
+  std::vector<std::string> args;               // e.g. {"serve", "--build", path, "--backend", "cuda"}
+  std::map<std::string, std::string> env;      // the whole environment of the child
+  std::string stderr_path;                     // where the worker's stderr goes ("" = /dev/null)
+};
+
+/// How a read ended when no record came.
+enum class ReadEnd { record, eof, timeout, malformed };
+
+class WorkerProcess {
+ public:
+  /// Starts the process; throws std::runtime_error when it cannot be started.
+  explicit WorkerProcess(const WorkerLaunch& launch);
+  ~WorkerProcess();  // kills the group if still running
+  WorkerProcess(const WorkerProcess&) = delete;
+  WorkerProcess& operator=(const WorkerProcess&) = delete;
+
+  pid_t pid() const { return pid_; }
+  /// False when the pipe is closed (the worker died).
+  bool send(const v1::WorkerRequest& request);
+  /// Waits up to `timeout` for the next record.
+  ReadEnd read(v1::WorkerRecord* record, std::chrono::milliseconds timeout);
+  /// SIGKILL to the whole process group, then reaps it.
+  void kill_group();
+  /// Waits for exit (after EOF or a shutdown request); returns a description such as
+  /// "exit 0", "exit 3", "signal 11 (Segmentation fault)".
+  std::string wait_exit(std::chrono::milliseconds timeout);
+  /// The last lines the worker wrote to stderr (for error messages), when captured to a file.
+  std::string stderr_tail(size_t max_bytes = 2000) const;
+
+ private:
+  bool fill(std::chrono::steady_clock::time_point deadline);
+  pid_t pid_ = -1;
+  int stdin_fd_ = -1;
+  int stdout_fd_ = -1;
+  std::string buffer_;
+  bool eof_ = false;
+  bool reaped_ = false;
+  std::string exit_text_;
+  std::string stderr_path_;
+};
+
+/// The environment a worker is started with: nothing inherited but PATH and the CUDA/locale
+/// variables a runtime needs, plus the arm's own variables.
+std::map<std::string, std::string> clean_worker_environment(const std::map<std::string, std::string>& arm_env);
+
+}  // namespace qgate::server

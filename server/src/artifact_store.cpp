@@ -1,0 +1,66 @@
+// Streams an upload to a private temporary file, hashing as it goes, then renames it by its hash.
+#include "qgate/server/artifact_store.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+namespace qgate::server {
+
+ArtifactUpload::ArtifactUpload(const std::string& dir, int64_t max_bytes) : dir_(dir), max_bytes_(max_bytes) {
+  std::filesystem::create_directories(dir_);
+  std::string tpl = dir_ + "/.upload-XXXXXX";
+  fd_ = mkstemp(tpl.data());
+  if (fd_ < 0) throw std::runtime_error("cannot create an upload file in " + dir_ + ": " + std::strerror(errno));
+  fchmod(fd_, 0600);
+  temp_path_ = tpl;
+}
+
+ArtifactUpload::~ArtifactUpload() {
+  if (fd_ >= 0) close(fd_);
+  if (!committed_ && !temp_path_.empty()) unlink(temp_path_.c_str());
+}
+
+bool ArtifactUpload::append(const std::string& bytes, std::string* error) {
+  if (size_ + int64_t(bytes.size()) > max_bytes_) {
+    *error = "upload exceeds the limit of " + std::to_string(max_bytes_) + " bytes";
+    return false;
+  }
+  if (head_.size() < 64) head_ += bytes.substr(0, 64 - head_.size());
+  size_t off = 0;
+  while (off < bytes.size()) {
+    const ssize_t n = write(fd_, bytes.data() + off, bytes.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      *error = std::string("cannot store the upload: ") + std::strerror(errno);
+      return false;
+    }
+    off += size_t(n);
+  }
+  hash_.update(bytes.data(), bytes.size());
+  size_ += int64_t(bytes.size());
+  return true;
+}
+
+std::string ArtifactUpload::commit(std::string* sha256, std::string* error) {
+  if (fsync(fd_) != 0) {
+    *error = std::string("cannot store the upload: ") + std::strerror(errno);
+    return "";
+  }
+  close(fd_);
+  fd_ = -1;
+  *sha256 = hash_.hex_digest();
+  const std::string final_path = dir_ + "/" + *sha256 + ".so";
+  if (rename(temp_path_.c_str(), final_path.c_str()) != 0) {
+    *error = std::string("cannot store the upload: ") + std::strerror(errno);
+    return "";
+  }
+  committed_ = true;
+  return final_path;
+}
+
+}  // namespace qgate::server

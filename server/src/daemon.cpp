@@ -1,0 +1,133 @@
+// Wires the store, the scheduler and the gRPC server together.
+#include "qgate/server/daemon.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <iostream>
+
+#include "qgate/db/sqlite_store.h"
+#include "qgate/paths/default_paths.h"
+#include "qgate/server/event_hub.h"
+#include "qgate/server/harness_service.h"
+#include "qgate/server/job_runner.h"
+#include "qgate/server/scheduler.h"
+#include "qgate/server/worker_process.h"
+
+namespace qgate::server {
+namespace {
+
+std::string exe_dir() {
+  std::error_code ec;
+  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? "." : exe.parent_path().string();
+}
+
+/// Asks a worker to describe the device (qgated itself never creates a CUDA context).
+DeviceDescription describe_device(const DaemonOptions& o) {
+  DeviceDescription d;
+  if (o.backend == "cpu") {
+    d.name = "cpu";
+    return d;
+  }
+  try {
+    WorkerLaunch launch;
+    launch.binary = o.worker_binary;
+    launch.args = {"describe", "--backend", o.backend, "--device", std::to_string(o.gpu), "--format", "proto"};
+    launch.env = clean_worker_environment({});
+    WorkerProcess w(launch);
+    v1::WorkerRecord rec;
+    if (w.read(&rec, std::chrono::seconds(60)) == ReadEnd::record && rec.has_context()) {
+      d.name = rec.context().device_name();
+      d.uuid = rec.context().device_uuid();
+      d.memory_bytes = rec.context().device_memory_bytes();
+    } else if (rec.has_error()) {
+      d.name = "unavailable: " + rec.error().message();
+    }
+    w.wait_exit(std::chrono::seconds(10));
+  } catch (const std::exception& e) {
+    d.name = std::string("unavailable: ") + e.what();
+  }
+  return d;
+}
+
+}  // namespace
+
+struct Daemon::Parts {
+  std::unique_ptr<db::Store> store;
+  EventHub events;
+  std::unique_ptr<JobRunner> runner;
+  std::unique_ptr<Scheduler> scheduler;
+  std::unique_ptr<HarnessService> service;
+  std::unique_ptr<grpc::Server> server;
+  std::string address;
+};
+
+Daemon::Daemon(DaemonOptions options) : options_(std::move(options)), parts_(std::make_unique<Parts>()) {
+  if (options_.data_dir.empty()) options_.data_dir = paths::default_data_dir();
+  if (options_.db_path.empty()) options_.db_path = options_.data_dir + "/qgate.db";
+  if (options_.listen.empty()) options_.listen = "unix://" + options_.data_dir + "/qgated.sock";
+  options_.listen = paths::to_grpc_target(options_.listen);
+  if (options_.worker_binary.empty()) options_.worker_binary = exe_dir() + "/qgate-worker";
+  if (options_.backend != "cpu" && options_.backend != "cuda")
+    throw std::runtime_error("--backend must be cpu or cuda, got '" + options_.backend + "'");
+  if (options_.gpu < 0) throw std::runtime_error("--gpu must be >= 0");
+}
+
+Daemon::~Daemon() { shutdown(); }
+
+void Daemon::start() {
+  // Everything qgated creates (socket, database, artifacts, logs) is private to its user.
+  umask(077);
+  std::filesystem::create_directories(options_.data_dir);
+  if (access(options_.worker_binary.c_str(), X_OK) != 0)
+    throw std::runtime_error("qgate-worker not found or not executable at " + options_.worker_binary);
+  db::SqliteOptions so;
+  so.path = options_.db_path;
+  parts_->store = db::open_sqlite_store(so);
+  const auto requeued = parts_->store->requeue_interrupted_jobs();
+  for (auto id : requeued) std::cerr << "qgated: job " << id << " was running when the daemon stopped; re-queued\n";
+
+  const DeviceDescription device = describe_device(options_);
+  parts_->runner = std::make_unique<JobRunner>(*parts_->store, parts_->events, options_);
+  parts_->scheduler = std::make_unique<Scheduler>(*parts_->store, *parts_->runner, options_.gpu);
+  parts_->service = std::make_unique<HarnessService>(*parts_->store, parts_->events, *parts_->scheduler, options_, device);
+
+  std::string socket_path;
+  if (options_.listen.rfind("unix://", 0) == 0) {
+    socket_path = options_.listen.substr(7);
+    std::filesystem::remove(socket_path);  // a stale socket from a killed daemon
+  }
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(options_.listen, grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(parts_->service.get());
+  builder.SetMaxReceiveMessageSize(8 << 20);
+  parts_->server = builder.BuildAndStart();
+  if (!parts_->server) throw std::runtime_error("cannot listen on " + options_.listen);
+  if (!socket_path.empty()) chmod(socket_path.c_str(), 0600);
+  parts_->address = options_.listen;
+  if (port > 0 && options_.listen.find(":0") != std::string::npos)
+    parts_->address = options_.listen.substr(0, options_.listen.rfind(':')) + ":" + std::to_string(port);
+  parts_->scheduler->start();
+}
+
+void Daemon::wait() {
+  if (parts_->server) parts_->server->Wait();
+}
+
+void Daemon::shutdown() {
+  if (!parts_) return;
+  if (parts_->server) parts_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  if (parts_->scheduler) parts_->scheduler->stop();
+}
+
+std::string Daemon::listening_address() const { return parts_->address; }
+
+}  // namespace qgate::server

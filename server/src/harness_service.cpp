@@ -1,0 +1,484 @@
+// The Harness RPCs. Every request is validated here; every store error becomes a status here.
+#include "qgate/server/harness_service.h"
+
+#include <algorithm>
+#include <cmath>
+#include <mutex>
+#include <regex>
+
+#include "qgate/profiles/model_profile.h"
+#include "qgate/server/artifact_store.h"
+#include "qgate/server/job_records.h"
+#include "qgate/stats/ab_statistics.h"
+
+#ifndef QGATE_VERSION
+#define QGATE_VERSION "0.0.0"
+#endif
+
+namespace qgate::server {
+namespace {
+
+constexpr int64_t kMaxTokens = 65536;
+constexpr int kMaxPairs = 1000;
+
+grpc::Status invalid(const std::string& message) { return {grpc::StatusCode::INVALID_ARGUMENT, message}; }
+
+/// Runs `fn`, turning store and other exceptions into a status (the only place that happens).
+template <typename Fn>
+grpc::Status guarded(Fn&& fn) {
+  try {
+    return fn();
+  } catch (const db::StoreError& e) {
+    return {grpc::StatusCode::UNAVAILABLE, std::string("store: ") + e.what()};
+  } catch (const std::exception& e) {
+    return {grpc::StatusCode::INTERNAL, e.what()};
+  }
+}
+
+grpc::ServerUnaryReactor* finish(grpc::CallbackServerContext* context, const grpc::Status& status) {
+  auto* reactor = context->DefaultReactor();
+  reactor->Finish(status);
+  return reactor;
+}
+
+bool valid_build_name(const std::string& name) {
+  static const std::regex pattern("[A-Za-z0-9_][A-Za-z0-9._-]{0,127}");
+  return std::regex_match(name, pattern);
+}
+
+v1::Comparison comparison_to_proto(stats::Comparison c) {
+  return c == stats::Comparison::same        ? v1::COMPARISON_SAME
+         : c == stats::Comparison::different ? v1::COMPARISON_DIFFERENT
+                                             : v1::COMPARISON_UNKNOWN;
+}
+
+// ---- SubmitBuild: a client stream of a header and chunks ----
+class SubmitReactor final : public grpc::ServerReadReactor<v1::SubmitBuildRequest> {
+ public:
+  SubmitReactor(HarnessService& service, const DaemonOptions& options, v1::SubmitBuildResponse* response)
+      : service_(service), options_(options), response_(response) {
+    StartRead(&request_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      Finish(complete());
+      return;
+    }
+    if (request_.has_header()) {
+      if (have_header_) return Finish(invalid("the header must be sent once, first"));
+      header_ = request_.header();
+      grpc::Status s = service_.validate_header(header_, &baseline_);
+      if (!s.ok()) return Finish(s);
+      if (header_.size_bytes() > options_.max_upload_bytes)
+        return Finish({grpc::StatusCode::RESOURCE_EXHAUSTED,
+                       "the build is " + std::to_string(header_.size_bytes()) + " bytes; the limit is " +
+                           std::to_string(options_.max_upload_bytes)});
+      try {
+        upload_ = std::make_unique<ArtifactUpload>(options_.data_dir + "/artifacts", options_.max_upload_bytes);
+      } catch (const std::exception& e) {
+        return Finish({grpc::StatusCode::UNAVAILABLE, e.what()});
+      }
+      have_header_ = true;
+    } else if (request_.part_case() == v1::SubmitBuildRequest::kChunk) {
+      if (!have_header_) return Finish(invalid("the header must come before the build's bytes"));
+      std::string error;
+      if (!upload_->append(request_.chunk(), &error))
+        return Finish({error.find("limit") != std::string::npos ? grpc::StatusCode::RESOURCE_EXHAUSTED
+                                                                 : grpc::StatusCode::UNAVAILABLE,
+                       error});
+    } else {
+      return Finish(invalid("an empty message in the upload stream"));
+    }
+    StartRead(&request_);
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  grpc::Status complete() {
+    if (!have_header_) return invalid("no header: send the build's metadata and job spec first");
+    if (upload_->size() == 0) return invalid("the upload is empty: no build bytes were sent");
+    if (header_.size_bytes() != 0 && header_.size_bytes() != upload_->size())
+      return invalid("the upload is " + std::to_string(upload_->size()) + " bytes but the header said " +
+                     std::to_string(header_.size_bytes()));
+    if (upload_->head().rfind("\x7f" "ELF", 0) != 0) return invalid("the build is not an ELF shared object");
+    std::string sha, error;
+    const std::string path = upload_->commit(&sha, &error);
+    if (path.empty()) return {grpc::StatusCode::UNAVAILABLE, error};
+    return service_.accept_upload(header_, path, sha, upload_->size(), response_);
+  }
+
+  HarnessService& service_;
+  const DaemonOptions& options_;
+  v1::SubmitBuildResponse* response_;
+  v1::SubmitBuildRequest request_;
+  v1::SubmitHeader header_;
+  bool have_header_ = false;
+  std::optional<db::Build> baseline_;
+  std::unique_ptr<ArtifactUpload> upload_;
+};
+
+// ---- WatchJob: events until the job ends ----
+class WatchReactor final : public grpc::ServerWriteReactor<v1::JobEvent> {
+ public:
+  WatchReactor(EventHub& hub, db::Store& store, int64_t job_id) : hub_(hub), state_(std::make_shared<State>()) {
+    state_->reactor = this;
+    // Subscribe first, then send the current state, so no event falls between the two.
+    auto state = state_;
+    token_ = hub_.subscribe(job_id, [state](const v1::JobEvent& e) { state->push(e); });
+    try {
+      auto job = store.find_job(job_id);
+      if (!job) {
+        hub_.unsubscribe(token_);
+        Finish({grpc::StatusCode::NOT_FOUND, "no job " + std::to_string(job_id)});
+        return;
+      }
+      const v1::Job j = to_proto(store, *job);
+      v1::JobEvent first;
+      first.set_job_id(job_id);
+      first.set_state(j.state());
+      *first.mutable_progress() = j.progress();
+      first.set_message(j.error());
+      if (j.has_verdict()) *first.mutable_verdict() = j.verdict();
+      state_->push(first);
+    } catch (const std::exception& e) {
+      hub_.unsubscribe(token_);
+      Finish({grpc::StatusCode::UNAVAILABLE, e.what()});
+    }
+  }
+
+  void OnWriteDone(bool ok) override {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    state_->queue.erase(state_->queue.begin());
+    state_->writing = false;
+    if (!ok) return finish_locked({grpc::StatusCode::CANCELLED, "the client went away"});
+    if (state_->last_written_final) return finish_locked(grpc::Status::OK);
+    state_->write_next_locked();
+  }
+
+  void OnCancel() override {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    finish_locked({grpc::StatusCode::CANCELLED, "cancelled"});
+  }
+
+  void OnDone() override {
+    hub_.unsubscribe(token_);
+    {
+      std::lock_guard<std::mutex> lock(state_->mu);
+      state_->closed = true;
+    }
+    delete this;
+  }
+
+ private:
+  struct State {
+    std::mutex mu;
+    WatchReactor* reactor = nullptr;
+    std::vector<v1::JobEvent> queue;
+    bool writing = false;
+    bool finished = false;
+    bool closed = false;
+    bool last_written_final = false;
+
+    static bool is_final(const v1::JobEvent& e) {
+      return e.state() == v1::JOB_STATE_DONE || e.state() == v1::JOB_STATE_FAILED ||
+             e.state() == v1::JOB_STATE_CANCELLED;
+    }
+    void push(const v1::JobEvent& e) {
+      std::lock_guard<std::mutex> lock(mu);
+      if (closed || finished) return;
+      queue.push_back(e);
+      if (!writing) write_next_locked();
+    }
+    void write_next_locked() {
+      if (queue.empty() || finished) return;
+      writing = true;
+      last_written_final = is_final(queue.front());
+      reactor->StartWrite(&queue.front());
+    }
+  };
+
+  void finish_locked(const grpc::Status& status) {
+    if (state_->finished) return;
+    state_->finished = true;
+    Finish(status);
+  }
+
+  EventHub& hub_;
+  std::shared_ptr<State> state_;
+  int64_t token_ = 0;
+};
+
+}  // namespace
+
+HarnessService::HarnessService(db::Store& store, EventHub& events, Scheduler& scheduler,
+                               const DaemonOptions& options, DeviceDescription device)
+    : store_(store), events_(events), scheduler_(scheduler), options_(options), device_(std::move(device)) {}
+
+std::optional<db::Build> HarnessService::resolve_build(const std::string& name_or_id) const {
+  if (name_or_id.empty()) return std::nullopt;
+  if (std::all_of(name_or_id.begin(), name_or_id.end(), ::isdigit) && name_or_id.size() < 18)
+    if (auto b = store_.find_build(std::stoll(name_or_id))) return b;
+  if (name_or_id.size() == 64)
+    if (auto b = store_.find_build_by_sha256(name_or_id)) return b;
+  return store_.find_latest_build_by_name(name_or_id);
+}
+
+grpc::Status HarnessService::validate_header(const v1::SubmitHeader& header, std::optional<db::Build>* baseline) const {
+  const auto& b = header.build();
+  if (!valid_build_name(b.name()))
+    return invalid("build name '" + b.name() +
+                   "' must be 1-128 letters, digits, '.', '_' or '-', not starting with '.' or '-'");
+  const auto& job = header.job();
+  if (!v1::JobKind_IsValid(job.kind()) || job.kind() == v1::JOB_KIND_UNSPECIFIED)
+    return invalid("job kind " + std::to_string(job.kind()) + " is not one of gate, ab, parity");
+  if (job.tokens() < 0 || job.tokens() > kMaxTokens)
+    return invalid("tokens " + std::to_string(job.tokens()) + " is outside [1, " + std::to_string(kMaxTokens) + "]");
+  if (header.size_bytes() < 0) return invalid("size_bytes must not be negative");
+  if (!job.profile().empty() && !profiles::find_builtin_profile(job.profile())) {
+    std::string names;
+    for (const auto& n : profiles::builtin_profile_names()) names += (names.empty() ? "" : ", ") + n;
+    return invalid("unknown profile '" + job.profile() + "' (built in: " + names + ")");
+  }
+  if (!job.path().empty() && job.path() != "mmq" && job.path() != "f16")
+    return invalid("path must be mmq or f16, got '" + job.path() + "'");
+  if (!job.parity_shapes().empty() && job.parity_shapes() != "standard" && job.parity_shapes() != "none")
+    return invalid("parity_shapes must be standard or none");
+  const auto& p = job.policy();
+  if (p.slowdown_threshold() < 0 || p.slowdown_threshold() >= 1 || !std::isfinite(p.slowdown_threshold()))
+    return invalid("slowdown_threshold must be in [0, 1)");
+  if (p.min_pairs() < 0 || p.max_pairs() < 0 || p.max_pairs() > kMaxPairs)
+    return invalid("pairs must be in [0, " + std::to_string(kMaxPairs) + "]");
+  if (job.repetitions() < 0 || job.repetitions() > 1000) return invalid("repetitions must be in [0, 1000]");
+  if (job.kind() == v1::JOB_KIND_GATE) {
+    if (job.baseline().empty()) return invalid("a gate job needs a baseline build (name or id)");
+    *baseline = resolve_build(job.baseline());
+    if (!*baseline) return invalid("no build named or numbered '" + job.baseline() + "'");
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status HarnessService::accept_upload(const v1::SubmitHeader& header, const std::string& artifact_path,
+                                           const std::string& sha256, int64_t size,
+                                           v1::SubmitBuildResponse* response) {
+  return guarded([&]() -> grpc::Status {
+    std::lock_guard<std::mutex> lock(submit_mu_);
+    std::optional<db::Build> baseline;
+    grpc::Status s = validate_header(header, &baseline);
+    if (!s.ok()) return s;
+    const auto& md = header.build();
+    // The same name and commit must mean the same bytes: anything else is a mislabelled build.
+    if (!md.commit().empty())
+      if (auto prior = store_.find_latest_build_by_name(md.name());
+          prior && prior->commit_sha == md.commit() && prior->sha256 != sha256)
+        return invalid("build '" + md.name() + "' at commit " + md.commit() + " was already submitted with other bytes (" +
+                       prior->sha256.substr(0, 12) + ")");
+    int queued = 0;
+    db::JobFilter f;
+    f.state = db::JobState::Queued;
+    f.limit = options_.max_queued_jobs + 1;
+    queued = int(store_.list_jobs(f).size());
+    if (queued >= options_.max_queued_jobs)
+      return {grpc::StatusCode::RESOURCE_EXHAUSTED, "the queue is full (" + std::to_string(queued) + " jobs)"};
+
+    db::Build build;
+    build.sha256 = sha256;
+    build.name = md.name();
+    build.commit_sha = md.commit();
+    build.branch = md.branch();
+    build.flags = md.flags();
+    build.size_bytes = size;
+    build.artifact_path = artifact_path;
+    const db::BuildInsert inserted = store_.insert_build(build);
+    auto stored = store_.find_build(inserted.id);
+
+    db::Job job;
+    v1::JobSpec spec = header.job();
+    job.kind = kind_name(spec.kind());
+    job.build_id = inserted.id;
+    if (baseline) job.baseline_build_id = baseline->id;
+    job.profile = spec.profile();
+    job.spec_json = spec_to_json(spec);
+    job.backend = options_.backend;
+    job.device = options_.gpu;
+    const db::RowId job_id = store_.create_job(job);  // committed before we answer
+    response->set_job_id(job_id);
+    if (stored) *response->mutable_build() = to_proto(*stored);
+    response->set_build_existed(!inserted.inserted);
+    scheduler_.notify();
+    return grpc::Status::OK;
+  });
+}
+
+grpc::ServerReadReactor<v1::SubmitBuildRequest>* HarnessService::SubmitBuild(grpc::CallbackServerContext*,
+                                                                             v1::SubmitBuildResponse* response) {
+  return new SubmitReactor(*this, options_, response);
+}
+
+grpc::ServerUnaryReactor* HarnessService::GetJob(grpc::CallbackServerContext* context, const v1::GetJobRequest* request,
+                                                 v1::Job* response) {
+  return finish(context, guarded([&]() -> grpc::Status {
+    auto job = store_.find_job(request->job_id());
+    if (!job) return {grpc::StatusCode::NOT_FOUND, "no job " + std::to_string(request->job_id())};
+    *response = to_proto(store_, *job);
+    return grpc::Status::OK;
+  }));
+}
+
+grpc::ServerUnaryReactor* HarnessService::ListJobs(grpc::CallbackServerContext* context,
+                                                   const v1::ListJobsRequest* request, v1::ListJobsResponse* response) {
+  return finish(context, guarded([&]() -> grpc::Status {
+    if (!v1::JobState_IsValid(request->state())) return invalid("unknown job state " + std::to_string(request->state()));
+    if (request->limit() < 0 || request->limit() > 10000) return invalid("limit must be in [0, 10000]");
+    db::JobFilter f;
+    f.state = from_proto(request->state());
+    f.limit = request->limit() ? request->limit() : 50;
+    for (const auto& j : store_.list_jobs(f)) *response->add_jobs() = to_proto(store_, j);
+    return grpc::Status::OK;
+  }));
+}
+
+grpc::ServerUnaryReactor* HarnessService::CancelJob(grpc::CallbackServerContext* context,
+                                                    const v1::CancelJobRequest* request, v1::Job* response) {
+  return finish(context, guarded([&]() -> grpc::Status {
+    auto job = store_.find_job(request->job_id());
+    if (!job) return {grpc::StatusCode::NOT_FOUND, "no job " + std::to_string(request->job_id())};
+    if (job->state == db::JobState::Queued) {
+      if (store_.update_job_state(job->id, db::JobState::Cancelled, std::string("cancelled before it started"),
+                                  db::JobState::Queued)) {
+        v1::JobEvent e;
+        e.set_job_id(job->id);
+        e.set_state(v1::JOB_STATE_CANCELLED);
+        e.set_message("cancelled before it started");
+        events_.publish(e);
+      }
+    } else if (job->state == db::JobState::Running) {
+      scheduler_.cancel_running(job->id);
+    } else {
+      return {grpc::StatusCode::FAILED_PRECONDITION,
+              "job " + std::to_string(job->id) + " has already ended (" + std::string(db::to_string(job->state)) + ")"};
+    }
+    *response = to_proto(store_, *store_.find_job(job->id));
+    return grpc::Status::OK;
+  }));
+}
+
+grpc::ServerWriteReactor<v1::JobEvent>* HarnessService::WatchJob(grpc::CallbackServerContext*,
+                                                                 const v1::WatchJobRequest* request) {
+  return new WatchReactor(events_, store_, request->job_id());
+}
+
+grpc::ServerUnaryReactor* HarnessService::QueryTrend(grpc::CallbackServerContext* context,
+                                                     const v1::QueryTrendRequest* request,
+                                                     v1::QueryTrendResponse* response) {
+  return finish(context, guarded([&]() -> grpc::Status {
+    if (request->limit() < 0) return invalid("limit must not be negative");
+    if (!request->path().empty() && request->path() != "mmq" && request->path() != "f16")
+      return invalid("path must be mmq or f16");
+    db::TrendQuery q;
+    if (!request->profile().empty()) q.profile = request->profile();
+    if (!request->weight_type().empty()) q.weight_type = request->weight_type();
+    if (!request->path().empty()) q.path = request->path();
+    if (!request->build_glob().empty()) q.build_name_glob = request->build_glob();
+    q.since_ms = request->since_unix_ms();
+    q.include_contended = request->include_contended();
+    q.include_unknown = true;  // until a run is sampled, its load is unknown, not contended
+    if (request->limit() > 0) q.limit = request->limit();
+    for (const auto& row : store_.query_trend(q)) {
+      auto* p = response->add_points();
+      p->set_run_id(row.run_id);
+      p->set_build_name(row.build_name);
+      p->set_build_sha256(row.build_sha256);
+      p->set_path(row.path);
+      p->set_started_unix_ms(row.started_ms);
+      p->set_tokens_per_s(row.tokens_per_s);
+      p->set_contended(row.contended.value_or(false));
+      p->set_cotenant_known(row.contended.has_value());
+      p->set_profile(row.profile);
+    }
+    return grpc::Status::OK;
+  }));
+}
+
+grpc::ServerUnaryReactor* HarnessService::Compare(grpc::CallbackServerContext* context, const v1::CompareRequest* request,
+                                                  v1::CompareResponse* response) {
+  return finish(context, guarded([&]() -> grpc::Status {
+    auto a = resolve_build(request->build_a());
+    auto b = resolve_build(request->build_b());
+    if (!a) return {grpc::StatusCode::NOT_FOUND, "no build named or numbered '" + request->build_a() + "'"};
+    if (!b) return {grpc::StatusCode::NOT_FOUND, "no build named or numbered '" + request->build_b() + "'"};
+    *response->mutable_a() = to_proto(*a);
+    *response->mutable_b() = to_proto(*b);
+    const auto ga = store_.compare_build(a->id, request->include_contended());
+    const auto gb = store_.compare_build(b->id, request->include_contended());
+    for (const auto& x : ga) {
+      for (const auto& y : gb) {
+        if (x.profile != y.profile || x.path != y.path || x.weight_type != y.weight_type) continue;
+        auto* row = response->add_rows();
+        row->set_profile(x.profile);
+        row->set_path(x.path);
+        auto geomean = [](const std::vector<double>& v) {
+          double s = 0;
+          for (double t : v) s += std::log(t);
+          return std::exp(s / double(v.size()));
+        };
+        row->set_tokens_per_s_a(geomean(x.tokens_per_s));
+        row->set_tokens_per_s_b(geomean(y.tokens_per_s));
+        row->set_ratio(row->tokens_per_s_a() / row->tokens_per_s_b());
+        row->set_runs_a(int32_t(x.tokens_per_s.size()));
+        row->set_runs_b(int32_t(y.tokens_per_s.size()));
+        // Runs of two builds are paired in start order; A/B jobs interleave them, so neighbours
+        // in that order are the pairs the job measured.
+        const size_t n = std::min(x.tokens_per_s.size(), y.tokens_per_s.size());
+        if (n >= 2) {
+          std::vector<stats::AbPair> pairs;
+          for (size_t i = 0; i < n; ++i) pairs.push_back({x.tokens_per_s[i], y.tokens_per_s[i], false});
+          const auto e = stats::estimate_ratio(pairs);
+          row->set_ratio(e.ratio);
+          row->set_ci_low(e.lower);
+          row->set_ci_high(e.upper);
+          row->set_comparison(comparison_to_proto(stats::compare(e)));
+        } else {
+          row->set_comparison(v1::COMPARISON_UNKNOWN);
+        }
+      }
+    }
+    return grpc::Status::OK;
+  }));
+}
+
+grpc::ServerUnaryReactor* HarnessService::ListBuilds(grpc::CallbackServerContext* context,
+                                                     const v1::ListBuildsRequest* request,
+                                                     v1::ListBuildsResponse* response) {
+  return finish(context, guarded([&]() -> grpc::Status {
+    if (request->limit() < 0) return invalid("limit must not be negative");
+    const int limit = request->limit() ? request->limit() : 100;
+    std::optional<std::string_view> name;
+    if (!request->name().empty()) name = request->name();
+    for (const auto& b : store_.list_builds(name, limit)) *response->add_builds() = to_proto(b);
+    return grpc::Status::OK;
+  }));
+}
+
+grpc::ServerUnaryReactor* HarnessService::GetDevice(grpc::CallbackServerContext* context, const v1::GetDeviceRequest*,
+                                                    v1::DeviceStatus* response) {
+  return finish(context, guarded([&]() -> grpc::Status {
+    response->set_backend(options_.backend);
+    response->set_device(options_.gpu);
+    response->set_name(device_.name);
+    response->set_uuid(device_.uuid);
+    response->set_memory_bytes(device_.memory_bytes);
+    response->set_qgate_version(QGATE_VERSION);
+    db::JobFilter f;
+    f.state = db::JobState::Queued;
+    f.limit = 100000;
+    response->set_queued_jobs(int32_t(store_.list_jobs(f).size()));
+    response->set_running_job_id(scheduler_.running_job());
+    response->set_cotenant("unavailable");
+    response->set_uptime_s(std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started_).count());
+    return grpc::Status::OK;
+  }));
+}
+
+}  // namespace qgate::server

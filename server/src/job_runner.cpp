@@ -1,0 +1,576 @@
+// The parity phase and the interleaved A/B of one job. Worker processes are started with each
+// arm's environment and kept for the job; a worker that dies is restarted and its run retried once.
+#include "qgate/server/job_runner.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "qgate/profiles/model_profile.h"
+#include "qgate/server/job_records.h"
+#include "qgate/server/worker_process.h"
+#include "qgate/stats/ab_statistics.h"
+
+namespace qgate::server {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr uint64_t kDefaultSeed = 20260831;
+constexpr int kDefaultRepetitions = 5;
+
+/// A failure that ends the job; the message is what the user reads.
+struct JobFailure : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+struct JobCancelled : std::runtime_error {
+  JobCancelled() : std::runtime_error("cancelled") {}
+};
+struct DaemonStopping : std::runtime_error {
+  DaemonStopping() : std::runtime_error("daemon stopping") {}
+};
+
+int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::string outcome_text(v1::CaseOutcome o) {
+  switch (o) {
+    case v1::CASE_OUTCOME_PASSED: return "passed";
+    case v1::CASE_OUTCOME_INCORRECT: return "incorrect";
+    case v1::CASE_OUTCOME_ERROR: return "error";
+    case v1::CASE_OUTCOME_NOT_SUPPORTED: return "not_supported";
+    case v1::CASE_OUTCOME_INVALID_PROBLEM: return "invalid_problem";
+    default: return "unspecified";
+  }
+}
+
+std::string path_text(v1::GemmPath p) {
+  switch (p) {
+    case v1::GEMM_PATH_MMQ: return "mmq";
+    case v1::GEMM_PATH_F16: return "f16";
+    case v1::GEMM_PATH_CUBLASLT_F16: return "cublaslt";
+    default: return "unknown";
+  }
+}
+
+v1::Comparison to_proto(stats::Comparison c) {
+  switch (c) {
+    case stats::Comparison::same: return v1::COMPARISON_SAME;
+    case stats::Comparison::different: return v1::COMPARISON_DIFFERENT;
+    default: return v1::COMPARISON_UNKNOWN;
+  }
+}
+
+v1::Verdict to_proto(stats::Verdict v) {
+  switch (v) {
+    case stats::Verdict::pass: return v1::VERDICT_PASS;
+    case stats::Verdict::fail: return v1::VERDICT_FAIL;
+    default: return v1::VERDICT_INCONCLUSIVE;
+  }
+}
+
+/// One side of the A/B: which build, in which environment, and its worker process.
+struct Arm {
+  std::string name;  // "A" or "B"
+  std::string label;
+  db::Build build;
+  std::map<std::string, std::string> env;
+  std::string path;  // "mmq" or "f16", as the arm's environment selects
+  std::unique_ptr<WorkerProcess> worker;
+  v1::RunContext context;
+  std::vector<double> tokens_per_s;
+};
+
+class JobExecution {
+ public:
+  JobExecution(db::Store& store, EventHub& events, const DaemonOptions& options, const db::Job& job,
+               const std::atomic<int>& cancelled)
+      : store_(store), events_(events), options_(options), job_(job), cancelled_(cancelled) {
+    spec_ = spec_from_json(job.spec_json);
+  }
+
+  void run() {
+    auto build = store_.find_build(job_.build_id);
+    if (!build) throw JobFailure("the job's build " + std::to_string(job_.build_id) + " is not in the store");
+    candidate_ = *build;
+    if (!std::filesystem::exists(candidate_.artifact_path))
+      throw JobFailure("the build's file is missing: " + candidate_.artifact_path);
+    report_.set_backend(options_.backend);
+    if (spec_.kind() == v1::JOB_KIND_GATE || spec_.kind() == v1::JOB_KIND_PARITY) run_parity();
+    if (spec_.kind() == v1::JOB_KIND_PARITY) {
+      finish_parity_only();
+      return;
+    }
+    if (spec_.kind() == v1::JOB_KIND_GATE && report_.parity_failed() > 0) {
+      report_.set_verdict(v1::VERDICT_FAIL);
+      report_.add_reasons(std::to_string(report_.parity_failed()) + " parity case(s) failed; the A/B was not run");
+      finish();
+      return;
+    }
+    run_ab();
+    finish();
+  }
+
+ private:
+  std::vector<std::string> worker_common_args(const std::string& build_path) const {
+    return {"--build", build_path, "--backend", options_.backend, "--device", std::to_string(options_.gpu),
+            "--threads", std::to_string(options_.cpu_threads), "--seed",
+            std::to_string(spec_.seed() ? spec_.seed() : kDefaultSeed)};
+  }
+
+  std::string log_path(const std::string& what) const {
+    std::filesystem::path dir = std::filesystem::path(options_.data_dir) / "logs";
+    std::filesystem::create_directories(dir);
+    return (dir / ("job-" + std::to_string(job_.id) + "-" + what + ".log")).string();
+  }
+
+  void check_cancelled() const {
+    const int stop = cancelled_.load();
+    if (stop == JobRunner::kCancel) throw JobCancelled();
+    if (stop == JobRunner::kShutdown) throw DaemonStopping();
+  }
+
+  void publish(const std::string& message = "") {
+    v1::JobEvent e;
+    e.set_job_id(job_.id);
+    e.set_unix_ms(now_ms());
+    e.set_state(v1::JOB_STATE_RUNNING);
+    *e.mutable_progress() = progress_;
+    e.set_message(message);
+    store_.update_job_progress(job_.id, progress_json(progress_, nullptr));
+    events_.publish(e);
+  }
+
+  // ---- parity ----
+  void run_parity() {
+    progress_.set_phase("parity");
+    const std::string shapes = spec_.parity_shapes().empty() ? "standard" : spec_.parity_shapes();
+    progress_.set_parity_total(shapes == "standard" ? 8 * 8 * 2 : 0);
+    publish("parity sweep started");
+    WorkerLaunch launch;
+    launch.binary = options_.worker_binary;
+    launch.args = {"parity"};
+    for (auto& a : worker_common_args(candidate_.artifact_path)) launch.args.push_back(a);
+    for (const char* a : {"--types", "all", "--path", "both", "--format", "proto", "--shapes"}) launch.args.push_back(a);
+    launch.args.push_back(shapes);
+    launch.env = clean_worker_environment({});
+    launch.stderr_path = log_path("parity");
+    WorkerProcess worker(launch);
+    std::vector<db::ParityCaseRecord> cases;
+    bool summary = false;
+    const auto deadline = Clock::now() + std::chrono::seconds(options_.parity_timeout_s);
+    while (!summary) {
+      check_cancelled();
+      v1::WorkerRecord rec;
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      const ReadEnd end = worker.read(&rec, std::min(left, std::chrono::milliseconds(1000) * options_.run_timeout_s));
+      if (end == ReadEnd::timeout) {
+        worker.kill_group();
+        throw JobFailure("TIMEOUT: the parity worker produced nothing for " + std::to_string(options_.run_timeout_s) + " s");
+      }
+      if (end != ReadEnd::record) {
+        const std::string exit = worker.wait_exit(std::chrono::seconds(5));
+        throw JobFailure("the parity worker ended (" + exit + ") before finishing: " + worker.stderr_tail(400));
+      }
+      if (rec.has_error()) throw JobFailure("parity worker: " + rec.error().kind() + ": " + rec.error().message());
+      if (rec.has_summary()) summary = true;
+      if (!rec.has_parity()) continue;
+      const auto& p = rec.parity();
+      db::ParityCaseRecord c;
+      c.job_id = job_.id;
+      c.build_id = candidate_.id;
+      c.path = path_text(p.path());
+      c.weight_type = p.type();
+      c.nt = p.shape().nt();
+      c.od = p.shape().od();
+      c.k = p.shape().k();
+      c.seed = p.seed();
+      c.outcome = outcome_text(p.outcome());
+      c.reference = p.reference();
+      c.tolerance = p.tolerance();
+      c.max_abs_diff = p.max_abs_diff();
+      c.nmse = p.nmse();
+      c.nan_count = p.nan_count();
+      c.inf_count = p.inf_count();
+      c.unwritten_count = p.unwritten_count();
+      c.message = p.message();
+      cases.push_back(c);
+      const bool ok = p.outcome() == v1::CASE_OUTCOME_PASSED || p.outcome() == v1::CASE_OUTCOME_NOT_SUPPORTED;
+      if (ok) report_.set_parity_passed(report_.parity_passed() + (p.outcome() == v1::CASE_OUTCOME_PASSED));
+      else report_.set_parity_failed(report_.parity_failed() + 1);
+      progress_.set_parity_done(int32_t(cases.size()));
+      if (!ok) publish("parity FAILED: " + p.type() + " " + c.path + " " + std::to_string(c.nt) + "x" +
+                       std::to_string(c.od) + "x" + std::to_string(c.k) + ": " + p.message());
+      else if (cases.size() % 8 == 0) publish();
+    }
+    worker.wait_exit(std::chrono::seconds(10));
+    store_.add_parity_cases(cases);
+    publish("parity: " + std::to_string(report_.parity_passed()) + " passed, " +
+            std::to_string(report_.parity_failed()) + " failed");
+  }
+
+  void finish_parity_only() {
+    const bool ok = report_.parity_failed() == 0 && report_.parity_passed() > 0;
+    report_.set_verdict(ok ? v1::VERDICT_PASS : v1::VERDICT_FAIL);
+    report_.add_reasons(ok ? "all " + std::to_string(report_.parity_passed()) + " parity cases passed"
+                           : std::to_string(report_.parity_failed()) + " parity case(s) failed");
+    finish();
+  }
+
+  // ---- A/B ----
+  void start_worker(Arm& arm) {
+    WorkerLaunch launch;
+    launch.binary = options_.worker_binary;
+    launch.args = {"serve"};
+    for (auto& a : worker_common_args(arm.build.artifact_path)) launch.args.push_back(a);
+    launch.env = clean_worker_environment(arm.env);
+    launch.stderr_path = log_path("arm-" + arm.name);
+    arm.worker = std::make_unique<WorkerProcess>(launch);
+    v1::WorkerRequest req;
+    auto* prep = req.mutable_prepare();
+    prep->set_tokens(tokens_);
+    prep->set_seed(spec_.seed() ? spec_.seed() : kDefaultSeed);
+    *prep->mutable_profile() = profile_message_;
+    if (!arm.worker->send(req)) throw JobFailure("arm " + arm.name + ": the worker closed its input at start");
+    const auto deadline = Clock::now() + std::chrono::seconds(options_.prepare_timeout_s);
+    while (true) {
+      v1::WorkerRecord rec;
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      const ReadEnd end = arm.worker->read(&rec, std::max(left, std::chrono::milliseconds(1)));
+      if (end == ReadEnd::timeout) {
+        arm.worker->kill_group();
+        throw JobFailure("TIMEOUT: arm " + arm.name + " did not prepare the profile in " +
+                         std::to_string(options_.prepare_timeout_s) + " s");
+      }
+      if (end != ReadEnd::record) {
+        const std::string exit = arm.worker->wait_exit(std::chrono::seconds(5));
+        throw JobFailure("arm " + arm.name + ": the worker ended (" + exit + ") while preparing: " +
+                         arm.worker->stderr_tail(400));
+      }
+      if (rec.has_context()) arm.context = rec.context();
+      if (rec.has_error()) throw JobFailure("arm " + arm.name + ": " + rec.error().kind() + ": " + rec.error().message());
+      if (rec.has_prepared()) {
+        if (rec.prepared().outcome() != v1::CASE_OUTCOME_PASSED)
+          throw JobFailure("arm " + arm.name + " could not prepare " + profile_.name + ": " + rec.prepared().message());
+        arm.path = path_text(rec.prepared().path());
+        return;
+      }
+    }
+  }
+
+  /// One timed run; returns nullopt when the worker failed (the caller restarts and retries).
+  std::optional<v1::ProfileRun> try_run(Arm& arm, int64_t run_id, std::string* why) {
+    v1::WorkerRequest req;
+    auto* r = req.mutable_run();
+    r->set_warmup(1);
+    r->set_repetitions(spec_.repetitions() > 0 ? spec_.repetitions() : kDefaultRepetitions);
+    r->set_cold(true);
+    r->set_run_id(run_id);
+    if (!arm.worker->send(req)) {
+      *why = "the worker's input is closed (" + arm.worker->wait_exit(std::chrono::seconds(2)) + ")";
+      return std::nullopt;
+    }
+    v1::WorkerRecord rec;
+    const ReadEnd end = arm.worker->read(&rec, std::chrono::seconds(options_.run_timeout_s));
+    if (end == ReadEnd::timeout) {
+      arm.worker->kill_group();
+      *why = "TIMEOUT after " + std::to_string(options_.run_timeout_s) + " s";
+      return std::nullopt;
+    }
+    if (end != ReadEnd::record) {
+      *why = "the worker ended (" + arm.worker->wait_exit(std::chrono::seconds(5)) + "): " + arm.worker->stderr_tail(300);
+      return std::nullopt;
+    }
+    if (!rec.has_profile_run()) {
+      *why = "unexpected worker record";
+      return std::nullopt;
+    }
+    if (rec.profile_run().outcome() != v1::CASE_OUTCOME_PASSED) {
+      *why = rec.profile_run().message();
+      arm.worker->kill_group();
+      return std::nullopt;
+    }
+    return rec.profile_run();
+  }
+
+  v1::ProfileRun timed_run(Arm& arm, int pair_index, int seq) {
+    check_cancelled();
+    if (spec_.fresh_process() || !arm.worker) start_worker(arm);
+    db::Run run;
+    run.job_id = job_.id;
+    run.build_id = arm.build.id;
+    run.arm = arm.name;
+    run.path = arm.path;
+    run.pair_index = pair_index;
+    run.seq = seq;
+    run.host = arm.context.host();
+    run.gpu_name = arm.context.device_name();
+    run.gpu_uuid = arm.context.device_uuid();
+    run.driver_version = arm.context.driver_version();
+    run.cuda_version = arm.context.cuda_runtime_version();
+    run.backend = options_.backend;
+    run.qgate_version = arm.context.qgate_version();
+    run.profile = profile_.name;
+    run.tokens = tokens_;
+    nlohmann::json opts = {{"repetitions", spec_.repetitions() > 0 ? spec_.repetitions() : kDefaultRepetitions},
+                           {"fresh_process", spec_.fresh_process()}, {"cold_l2", true}, {"worker_pid", arm.worker->pid()}};
+    run.options_json = opts.dump();
+    const db::RowId run_id = store_.add_run(run);
+    std::string why;
+    auto result = try_run(arm, run_id, &why);
+    if (!result) {
+      // One restart and one retry; a second failure ends the job with both reasons.
+      publish("arm " + arm.name + ": run failed (" + why + "); restarting its worker and retrying once");
+      start_worker(arm);
+      std::string why2;
+      result = try_run(arm, run_id, &why2);
+      if (!result) {
+        store_.finish_run(run_id, db::RunResult{db::RunState::Failed, 0, tokens_, std::nullopt, std::nullopt, std::nullopt}, {});
+        throw JobFailure("arm " + arm.name + " failed twice: " + why + "; then: " + why2);
+      }
+    }
+    std::vector<db::Sample> samples = {{"tokens_per_s", "tok/s", result->tokens_per_s()},
+                                       {"gemm_ms", "ms", result->gemm_ms()}};
+    for (const auto& g : result->gemms())
+      samples.push_back({"gemm_us:" + g.gemm().type() + ":" + std::to_string(g.gemm().od()) + "x" +
+                             std::to_string(g.gemm().k()) + ":" + g.gemm().role(),
+                         "us", g.median_us()});
+    db::RunResult done;
+    done.state = db::RunState::Done;
+    done.tokens = tokens_;
+    done.tokens_per_s = result->tokens_per_s();
+    done.gemm_ms = result->gemm_ms();
+    store_.finish_run(run_id, done, samples);
+    arm.tokens_per_s.push_back(result->tokens_per_s());
+    return *result;
+  }
+
+  static std::map<std::string, double> time_by_type(const v1::ProfileRun& run) {
+    std::map<std::string, double> out;
+    for (const auto& g : run.gemms()) out[g.gemm().type()] += g.median_us() * g.gemm().count();
+    return out;
+  }
+
+  void run_ab() {
+    const std::string default_profile = options_.backend == "cpu" ? "cpu-tiny" : "llama-7b-q4_K_M";
+    const std::string profile_name = spec_.profile().empty() ? default_profile : spec_.profile();
+    auto profile = profiles::find_builtin_profile(profile_name);
+    if (!profile) throw JobFailure("unknown profile '" + profile_name + "'");
+    profile_ = *profile;
+    tokens_ = spec_.tokens() > 0 ? spec_.tokens() : profile_.default_tokens;
+    profile_message_.set_name(profile_.name);
+    for (const auto& g : profile_.gemms) {
+      auto* m = profile_message_.add_gemms();
+      m->set_type(std::string(quant::traits(g.type).name));
+      m->set_od(g.od);
+      m->set_k(g.k);
+      m->set_count(g.count);
+      m->set_role(g.role);
+    }
+    report_.set_profile(profile_.name);
+    report_.set_tokens(tokens_);
+
+    Arm a, b;
+    a.name = "A";
+    b.name = "B";
+    if (spec_.kind() == v1::JOB_KIND_AB) {
+      a.build = b.build = candidate_;
+      a.label = "mmq";
+      b.label = "f16";
+      a.env["MINFER_MMQ"] = "1";
+      b.env["MINFER_MMQ"] = "0";
+    } else {
+      auto base = store_.find_build(job_.baseline_build_id.value_or(0));
+      if (!base) throw JobFailure("the gate's baseline build is not in the store");
+      a.build = candidate_;
+      b.build = *base;
+      a.label = candidate_.name + "@" + candidate_.sha256.substr(0, 8);
+      b.label = base->name + "@" + base->sha256.substr(0, 8);
+      const std::string mmq = spec_.path() == "f16" ? "0" : "1";
+      a.env["MINFER_MMQ"] = mmq;
+      b.env["MINFER_MMQ"] = mmq;
+    }
+    stats::GatePolicy policy;
+    if (spec_.policy().slowdown_threshold() > 0) policy.slowdown_threshold = spec_.policy().slowdown_threshold();
+    if (spec_.policy().min_pairs() > 0) policy.min_pairs = spec_.policy().min_pairs();
+    if (spec_.policy().max_pairs() > 0) policy.max_pairs = spec_.policy().max_pairs();
+    if (spec_.policy().target_halfwidth() > 0) policy.target_halfwidth = spec_.policy().target_halfwidth();
+    policy.min_pairs = std::min(policy.min_pairs, policy.max_pairs);
+
+    progress_.set_phase("ab");
+    progress_.set_pairs_max(policy.max_pairs);
+    publish("starting the arms: A = " + a.label + ", B = " + b.label + ", profile " + profile_.name + ", " +
+            std::to_string(tokens_) + " tokens");
+    if (!spec_.fresh_process()) {
+      start_worker(a);
+      start_worker(b);
+    }
+
+    std::vector<stats::AbPair> pairs;
+    std::map<std::string, std::vector<stats::AbPair>> type_pairs;
+    std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> type_times;
+    stats::RatioEstimate estimate;
+    int seq = 0;
+    auto add_pair = [&](const v1::ProfileRun& ra, const v1::ProfileRun& rb) {
+      pairs.push_back({ra.tokens_per_s(), rb.tokens_per_s(), false});
+      auto ta = time_by_type(ra), tb = time_by_type(rb);
+      for (const auto& [type, us] : ta) {
+        if (!tb.count(type) || us <= 0 || tb[type] <= 0) continue;
+        type_pairs[type].push_back({1.0 / us, 1.0 / tb[type], false});
+        type_times[type].first.push_back(us);
+        type_times[type].second.push_back(tb[type]);
+      }
+    };
+    // ABBA: each block yields two pairs, (A, B) then (B, A), so drift hits both arms alike.
+    while (true) {
+      const int index = int(pairs.size());
+      if (index % 2 == 0) {
+        auto ra = timed_run(a, index, seq++);
+        auto rb = timed_run(b, index, seq++);
+        add_pair(ra, rb);
+      } else {
+        auto rb = timed_run(b, index, seq++);
+        auto ra = timed_run(a, index, seq++);
+        add_pair(ra, rb);
+      }
+      progress_.set_pairs_done(int32_t(pairs.size()));
+      if (pairs.size() >= 2) {
+        estimate = stats::estimate_ratio(pairs);
+        progress_.set_ratio(estimate.ratio);
+        progress_.set_ci_low(estimate.lower);
+        progress_.set_ci_high(estimate.upper);
+      }
+      publish();
+      if (pairs.size() >= 2 && !stats::should_add_pairs(estimate, policy)) break;
+      if (int(pairs.size()) >= policy.max_pairs) break;
+    }
+    for (Arm* arm : {&a, &b}) {
+      if (!arm->worker) continue;
+      v1::WorkerRequest stop;
+      stop.set_shutdown(true);
+      arm->worker->send(stop);
+      arm->worker->wait_exit(std::chrono::seconds(10));
+    }
+
+    const stats::GateDecision decision = stats::decide_gate(estimate, policy);
+    report_.set_verdict(to_proto(decision.verdict));
+    report_.set_comparison(to_proto(decision.comparison));
+    report_.set_ratio(estimate.ratio);
+    report_.set_ci_low(estimate.lower);
+    report_.set_ci_high(estimate.upper);
+    report_.set_p_value(estimate.wilcoxon_p);
+    report_.set_pairs(int32_t(pairs.size()));
+    report_.set_contended_pairs(int32_t(estimate.contention_mismatches));
+    auto geomean = [](const std::vector<double>& v) {
+      double s = 0;
+      for (double x : v) s += std::log(x);
+      return v.empty() ? 0.0 : std::exp(s / double(v.size()));
+    };
+    report_.mutable_arm_a()->set_label(a.label);
+    report_.mutable_arm_a()->set_tokens_per_s(geomean(a.tokens_per_s));
+    report_.mutable_arm_a()->set_runs(int32_t(a.tokens_per_s.size()));
+    report_.mutable_arm_b()->set_label(b.label);
+    report_.mutable_arm_b()->set_tokens_per_s(geomean(b.tokens_per_s));
+    report_.mutable_arm_b()->set_runs(int32_t(b.tokens_per_s.size()));
+    for (const auto& r : decision.reasons) report_.add_reasons(r);
+    report_.add_reasons("tok/s is prefill throughput of " + profile_.name + "'s linear layers at " +
+                        std::to_string(tokens_) + " tokens (summed GEMM time, cold L2)");
+    for (const auto& [type, tp] : type_pairs) {
+      if (tp.size() < 2) continue;
+      const auto e = stats::estimate_ratio(tp);
+      auto* t = report_.add_per_type();
+      t->set_weight_type(type);
+      t->set_ratio(e.ratio);
+      t->set_ci_low(e.lower);
+      t->set_ci_high(e.upper);
+      t->set_comparison(to_proto(stats::compare(e)));
+      t->set_gemm_us_a(geomean(type_times[type].first));
+      t->set_gemm_us_b(geomean(type_times[type].second));
+    }
+  }
+
+  void finish() {
+    db::Verdict v;
+    v.job_id = job_.id;
+    v.verdict = report_.verdict() == v1::VERDICT_PASS ? db::VerdictValue::Pass
+                : report_.verdict() == v1::VERDICT_FAIL ? db::VerdictValue::Fail
+                                                        : db::VerdictValue::Inconclusive;
+    v.comparison = report_.comparison() == v1::COMPARISON_SAME        ? db::Comparison::Same
+                   : report_.comparison() == v1::COMPARISON_DIFFERENT ? db::Comparison::Different
+                                                                      : db::Comparison::Unknown;
+    if (report_.pairs() > 0) {
+      v.ratio = report_.ratio();
+      v.ci_low = report_.ci_low();
+      v.ci_high = report_.ci_high();
+      v.tokens_per_s_a = report_.arm_a().tokens_per_s();
+      v.tokens_per_s_b = report_.arm_b().tokens_per_s();
+    }
+    v.pairs = report_.pairs();
+    v.contended_pairs = report_.contended_pairs();
+    for (const auto& r : report_.reasons()) v.reasons.push_back(r);
+    store_.put_verdict(v);
+    progress_.set_phase("done");
+    store_.update_job_progress(job_.id, progress_json(progress_, &report_));
+    store_.update_job_state(job_.id, db::JobState::Done, std::nullopt, db::JobState::Running);
+    v1::JobEvent e;
+    e.set_job_id(job_.id);
+    e.set_unix_ms(now_ms());
+    e.set_state(v1::JOB_STATE_DONE);
+    *e.mutable_progress() = progress_;
+    *e.mutable_verdict() = report_;
+    events_.publish(e);
+  }
+
+  db::Store& store_;
+  EventHub& events_;
+  const DaemonOptions& options_;
+  db::Job job_;
+  const std::atomic<int>& cancelled_;
+  v1::JobSpec spec_;
+  db::Build candidate_;
+  profiles::ModelProfile profile_;
+  v1::ModelProfile profile_message_;
+  int64_t tokens_ = 0;
+  v1::JobProgress progress_;
+  v1::VerdictReport report_;
+};
+
+}  // namespace
+
+JobRunner::JobRunner(db::Store& store, EventHub& events, const DaemonOptions& options)
+    : store_(store), events_(events), options_(options) {}
+
+void JobRunner::run(const db::Job& job, const std::atomic<int>& cancelled) {
+  auto end_job = [&](db::JobState state, const std::string& error) {
+    try {
+      store_.update_job_state(job.id, state, error, db::JobState::Running);
+    } catch (const std::exception&) {
+      // The store refused (disk full, read-only): the job stays running and is re-run at restart.
+    }
+    v1::JobEvent e;
+    e.set_job_id(job.id);
+    e.set_unix_ms(now_ms());
+    e.set_state(to_proto(state));
+    e.set_message(error);
+    events_.publish(e);
+  };
+  try {
+    JobExecution(store_, events_, options_, job, cancelled).run();
+  } catch (const DaemonStopping&) {
+    // Left in state running on purpose: the next start requeues it and runs it again.
+  } catch (const JobCancelled&) {
+    end_job(db::JobState::Cancelled, "cancelled");
+  } catch (const JobFailure& e) {
+    end_job(db::JobState::Failed, e.what());
+  } catch (const std::exception& e) {
+    end_job(db::JobState::Failed, std::string("internal error: ") + e.what());
+  }
+}
+
+}  // namespace qgate::server

@@ -1,0 +1,54 @@
+// qgated: the gate daemon (see daemon.h). Flags map one to one onto DaemonOptions.
+#include <signal.h>
+
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <thread>
+
+#include "qgate/server/daemon.h"
+
+int main(int argc, char** argv) {
+  qgate::server::DaemonOptions o;
+  CLI::App app{"qgated: runs kernel builds' parity sweeps and A/B gates, keeps every figure in SQLite"};
+  app.add_option("--listen", o.listen, "unix:///path or host:port (default: <data dir>/qgated.sock)");
+  app.add_option("--data-dir", o.data_dir, "state directory (default: $QGATE_DATA_DIR or ~/.local/share/qgate)");
+  app.add_option("--db", o.db_path, "SQLite database (default: <data dir>/qgate.db)");
+  app.add_option("--backend", o.backend, "cuda or cpu")->check(CLI::IsMember({"cuda", "cpu"}))->capture_default_str();
+  app.add_option("--gpu", o.gpu, "CUDA device ordinal")->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--worker", o.worker_binary, "qgate-worker binary (default: beside qgated)");
+  app.add_option("--threads", o.cpu_threads, "CPU backend threads per worker, 0 = all")->capture_default_str();
+  app.add_option("--max-upload-bytes", o.max_upload_bytes, "largest build accepted")->capture_default_str();
+  app.add_option("--max-queued-jobs", o.max_queued_jobs, "queue bound")->capture_default_str();
+  app.add_option("--run-timeout", o.run_timeout_s, "seconds one timed run may take")->capture_default_str();
+  app.add_option("--prepare-timeout", o.prepare_timeout_s, "seconds preparing a profile may take")->capture_default_str();
+  app.add_option("--parity-timeout", o.parity_timeout_s, "seconds the parity phase may take")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  // Signals are taken by one thread with sigwait, so shutdown runs outside a signal handler.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  try {
+    qgate::server::Daemon daemon(o);
+    daemon.start();
+    std::cerr << "qgated: listening on " << daemon.listening_address() << " (backend " << daemon.options().backend
+              << ", device " << daemon.options().gpu << ", db " << daemon.options().db_path << ")\n"
+              << "qgated: ready" << std::endl;
+    std::thread signals([&] {
+      int sig = 0;
+      sigwait(&set, &sig);
+      std::cerr << "qgated: signal " << sig << ", shutting down\n";
+      daemon.shutdown();
+    });
+    daemon.wait();
+    daemon.shutdown();
+    pthread_kill(signals.native_handle(), SIGTERM);
+    signals.join();
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "qgated: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,212 @@
+// Child-process plumbing for qgate-worker: fork/exec with pipes, a fresh process group, non-
+// blocking reads of length-delimited records with a deadline, and group kills.
+#include "qgate/server/worker_process.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <stdexcept>
+#include <thread>
+
+#include <google/protobuf/io/coded_stream.h>
+
+namespace qgate::server {
+namespace {
+
+std::string describe_status(int status) {
+  if (WIFEXITED(status)) return "exit " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    return "signal " + std::to_string(sig) + " (" + strsignal(sig) + ")";
+  }
+  return "status " + std::to_string(status);
+}
+
+}  // namespace
+
+std::map<std::string, std::string> clean_worker_environment(const std::map<std::string, std::string>& arm_env) {
+  std::map<std::string, std::string> env;
+  for (const char* keep : {"PATH", "LANG", "LC_ALL", "HOME", "TMPDIR", "CUDA_VISIBLE_DEVICES",
+                           "CUDA_DEVICE_ORDER", "LD_LIBRARY_PATH"}) {
+    if (const char* v = std::getenv(keep)) env[keep] = v;
+  }
+  if (!env.count("PATH")) env["PATH"] = "/usr/bin:/bin";
+  for (const auto& [k, v] : arm_env) env[k] = v;
+  return env;
+}
+
+WorkerProcess::WorkerProcess(const WorkerLaunch& launch) : stderr_path_(launch.stderr_path) {
+  int in_pipe[2], out_pipe[2];
+  if (pipe2(in_pipe, O_CLOEXEC) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
+  if (pipe2(out_pipe, O_CLOEXEC) != 0) {
+    close(in_pipe[0]);
+    close(in_pipe[1]);
+    throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
+  }
+  // Everything the child needs is prepared before fork: only async-signal-safe calls after it.
+  std::vector<std::string> argv_store = {launch.binary};
+  argv_store.insert(argv_store.end(), launch.args.begin(), launch.args.end());
+  std::vector<char*> argv;
+  for (auto& a : argv_store) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::vector<std::string> env_store;
+  for (const auto& [k, v] : launch.env) env_store.push_back(k + "=" + v);
+  std::vector<char*> envp;
+  for (auto& e : env_store) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  const std::string err_path = launch.stderr_path.empty() ? "/dev/null" : launch.stderr_path;
+
+  pid_ = fork();
+  if (pid_ < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
+  if (pid_ == 0) {
+    setpgid(0, 0);  // its own group, so a kill reaches whatever it starts too
+    // A worker must not outlive its daemon (kill -9 included): the kernel kills it with us.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() == 1) _exit(126);
+    dup2(in_pipe[0], STDIN_FILENO);
+    dup2(out_pipe[1], STDOUT_FILENO);
+    int err_fd = open(err_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (err_fd >= 0) dup2(err_fd, STDERR_FILENO);
+    // No core dumps of crashing kernel builds; every other descriptor is O_CLOEXEC or closed here.
+    struct rlimit no_core = {0, 0};
+    setrlimit(RLIMIT_CORE, &no_core);
+    for (int fd = 3; fd < 1024; ++fd) close(fd);
+    execve(argv[0], argv.data(), envp.data());
+    _exit(127);
+  }
+  setpgid(pid_, pid_);
+  close(in_pipe[0]);
+  close(out_pipe[1]);
+  stdin_fd_ = in_pipe[1];
+  stdout_fd_ = out_pipe[0];
+  fcntl(stdout_fd_, F_SETFL, fcntl(stdout_fd_, F_GETFL) | O_NONBLOCK);
+  signal(SIGPIPE, SIG_IGN);  // a dead worker's pipe must be an error code, not a daemon crash
+}
+
+WorkerProcess::~WorkerProcess() {
+  if (!reaped_) kill_group();
+  if (stdin_fd_ >= 0) close(stdin_fd_);
+  if (stdout_fd_ >= 0) close(stdout_fd_);
+}
+
+bool WorkerProcess::send(const v1::WorkerRequest& request) {
+  std::string bytes;
+  {
+    google::protobuf::io::StringOutputStream raw(&bytes);
+    google::protobuf::io::CodedOutputStream coded(&raw);
+    coded.WriteVarint32(uint32_t(request.ByteSizeLong()));
+    request.SerializeToCodedStream(&coded);
+  }
+  size_t off = 0;
+  while (off < bytes.size()) {
+    ssize_t n = write(stdin_fd_, bytes.data() + off, bytes.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    off += size_t(n);
+  }
+  return true;
+}
+
+bool WorkerProcess::fill(std::chrono::steady_clock::time_point deadline) {
+  while (true) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) return false;
+    pollfd pfd{stdout_fd_, POLLIN, 0};
+    const int ms = int(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count()) + 1;
+    const int r = poll(&pfd, 1, ms);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    char chunk[65536];
+    const ssize_t n = ::read(stdout_fd_, chunk, sizeof chunk);
+    if (n > 0) {
+      buffer_.append(chunk, size_t(n));
+      return true;
+    }
+    if (n == 0) {
+      eof_ = true;
+      return false;
+    }
+    if (errno != EAGAIN && errno != EINTR) {
+      eof_ = true;
+      return false;
+    }
+  }
+}
+
+ReadEnd WorkerProcess::read(v1::WorkerRecord* record, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    // Try to take one complete record from the buffer.
+    if (!buffer_.empty()) {
+      google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(buffer_.data()), int(buffer_.size()));
+      uint32_t size = 0;
+      if (in.ReadVarint32(&size)) {
+        const size_t header = size_t(in.CurrentPosition());
+        if (size > (64u << 20)) return ReadEnd::malformed;
+        if (buffer_.size() >= header + size) {
+          if (!record->ParseFromArray(buffer_.data() + header, int(size))) return ReadEnd::malformed;
+          buffer_.erase(0, header + size);
+          return ReadEnd::record;
+        }
+      } else if (buffer_.size() >= 10) {
+        return ReadEnd::malformed;
+      }
+    }
+    if (eof_) return ReadEnd::eof;
+    if (!fill(deadline)) {
+      if (eof_) continue;  // parse whatever remains, then report eof
+      return ReadEnd::timeout;
+    }
+  }
+}
+
+void WorkerProcess::kill_group() {
+  if (pid_ <= 0 || reaped_) return;
+  ::kill(-pid_, SIGKILL);
+  int status = 0;
+  while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+  }
+  reaped_ = true;
+  exit_text_ = describe_status(status);
+}
+
+std::string WorkerProcess::wait_exit(std::chrono::milliseconds timeout) {
+  if (reaped_) return exit_text_;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    int status = 0;
+    const pid_t r = waitpid(pid_, &status, WNOHANG);
+    if (r == pid_) {
+      reaped_ = true;
+      exit_text_ = describe_status(status);
+      ::kill(-pid_, SIGKILL);  // anything it left behind in its group
+      return exit_text_;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  kill_group();
+  return exit_text_ + " (killed after not exiting in time)";
+}
+
+std::string WorkerProcess::stderr_tail(size_t max_bytes) const {
+  if (stderr_path_.empty()) return "";
+  std::ifstream in(stderr_path_, std::ios::binary | std::ios::ate);
+  if (!in) return "";
+  const std::streamoff size = in.tellg();
+  const std::streamoff start = size > std::streamoff(max_bytes) ? size - std::streamoff(max_bytes) : 0;
+  in.seekg(start);
+  std::string text(size_t(size - start), '\0');
+  in.read(text.data(), std::streamsize(text.size()));
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  return text;
+}
+
+}  // namespace qgate::server

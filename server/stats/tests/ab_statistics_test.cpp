@@ -1,0 +1,287 @@
+// Paired A/B statistics: the estimate is a geometric mean of per-pair ratios, its interval covers the
+// truth, and the comparison, verdict and stopping rule give the answers the gate promises on A/A runs,
+// clear slowdowns and speed-ups, and noisy short runs.
+#include "qgate/stats/ab_statistics.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <stdexcept>
+
+using namespace qgate::stats;
+
+namespace {
+
+// Simulated ABBA pairs: a drifting machine speed shared by both runs of a pair (what pairing
+// cancels), independent log-normal run noise of `sigma`, and arm A at `true_ratio` times arm B.
+std::vector<AbPair> simulate(size_t n, double true_ratio, double sigma, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> noise(0.0, sigma);
+  std::vector<AbPair> pairs;
+  for (size_t i = 0; i < n; ++i) {
+    const double machine = 400.0 * (1.0 + 0.3 * std::sin(0.7 * static_cast<double>(i)));
+    pairs.push_back({machine * true_ratio * std::exp(noise(rng)), machine * std::exp(noise(rng)), false});
+  }
+  return pairs;
+}
+
+bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+}  // namespace
+
+TEST(AbStatistics, GeometricMeanIsExactOnConstructedRatios) {
+  const std::vector<AbPair> reciprocal = {{2, 1}, {1, 2}};
+  EXPECT_EQ(geometric_mean_ratio(reciprocal), 1.0);
+  const std::vector<AbPair> four_and_one = {{4, 1}, {3, 3}};
+  EXPECT_NEAR(geometric_mean_ratio(four_and_one), 2.0, 1e-15);
+  EXPECT_NEAR(estimate_ratio(four_and_one).ratio, 2.0, 1e-15);
+}
+
+TEST(AbStatistics, IsNeverARatioOfAverages) {
+  // A fast phase (100 vs 10) and a slow one (1 vs 10): averages say 5.05, the pairs say 1.
+  const std::vector<AbPair> pairs = {{100, 10}, {1, 10}};
+  EXPECT_NEAR(geometric_mean_ratio(pairs), 1.0, 1e-12);
+}
+
+TEST(AbStatistics, AaRunIsSameAndPasses) {
+  // The harness's self-test: a build against itself, 16 pairs with 1% run noise, on 20 machines'
+  // worth of seeds. Every one must come out SAME and PASS and stop adding pairs.
+  for (uint64_t seed = 0; seed < 20; ++seed) {
+    const RatioEstimate e = estimate_ratio(simulate(16, 1.0, 0.01, 100 + seed));
+    EXPECT_NEAR(e.ratio, 1.0, 0.01) << seed;
+    EXPECT_EQ(compare(e), Comparison::same) << seed << ": [" << e.lower << ", " << e.upper << "]";
+    const GateDecision g = decide_gate(e);
+    EXPECT_EQ(g.verdict, Verdict::pass) << g.reasons[0];
+    EXPECT_TRUE(contains(g.reasons[0], "rules out a slowdown beyond 2.0%")) << g.reasons[0];
+    EXPECT_FALSE(should_add_pairs(e)) << seed;
+  }
+}
+
+TEST(AbStatistics, IdenticalFiguresAreSame) {
+  const std::vector<AbPair> pairs(6, AbPair{250, 250});
+  const RatioEstimate e = estimate_ratio(pairs);
+  EXPECT_EQ(e.ratio, 1.0);
+  EXPECT_EQ(e.lower, 1.0);
+  EXPECT_EQ(e.upper, 1.0);
+  EXPECT_EQ(e.wilcoxon_p, 1.0);
+  EXPECT_EQ(compare(e), Comparison::same);
+  EXPECT_EQ(decide_gate(e).verdict, Verdict::pass);
+}
+
+TEST(AbStatistics, FivePercentSlowdownIsDifferentAndFails) {
+  const auto pairs = simulate(12, 0.95, 0.003, 21);
+  const RatioEstimate e = estimate_ratio(pairs);
+  EXPECT_NEAR(e.ratio, 0.95, 0.005);
+  EXPECT_LT(e.upper, 0.98);
+  EXPECT_LT(e.wilcoxon_p, 0.01);
+  const GateDecision g = decide_gate(e);
+  EXPECT_EQ(g.verdict, Verdict::fail);
+  EXPECT_EQ(g.comparison, Comparison::different);
+  EXPECT_EQ(exit_code(g.verdict), 1);
+  EXPECT_TRUE(contains(g.reasons[0], "is a slowdown beyond 2.0%")) << g.reasons[0];
+  EXPECT_TRUE(contains(g.reasons[0], "ratio 0.95")) << g.reasons[0];
+  EXPECT_FALSE(should_add_pairs(e));
+}
+
+TEST(AbStatistics, FivePercentSpeedupIsDifferentAndPasses) {
+  const auto pairs = simulate(12, 1.05, 0.003, 31);
+  const RatioEstimate e = estimate_ratio(pairs);
+  EXPECT_NEAR(e.ratio, 1.05, 0.005);
+  EXPECT_GT(e.lower, 1.02);
+  const GateDecision g = decide_gate(e);
+  EXPECT_EQ(g.verdict, Verdict::pass);
+  EXPECT_EQ(g.comparison, Comparison::different);
+  EXPECT_EQ(exit_code(g.verdict), 0);
+  EXPECT_FALSE(should_add_pairs(e));
+}
+
+TEST(AbStatistics, LargeNoiseWithFewPairsIsUnknownAndAsksForMore) {
+  // Four pairs whose ratios swing +-10%: nothing can be said yet.
+  const std::vector<AbPair> pairs = {{110, 100}, {85, 100}, {102, 100}, {95, 100}};
+  const RatioEstimate e = estimate_ratio(pairs);
+  EXPECT_GT(e.halfwidth(), 0.05);
+  EXPECT_EQ(compare(e), Comparison::unknown);
+  const GateDecision g = decide_gate(e);
+  EXPECT_EQ(g.verdict, Verdict::inconclusive);
+  EXPECT_EQ(exit_code(g.verdict), 2);
+  EXPECT_TRUE(contains(g.reasons[0], "cannot rule out")) << g.reasons[0];
+  EXPECT_TRUE(should_add_pairs(e));
+}
+
+TEST(AbStatistics, SmallSamplesAreNoNarrowerThanTheStudentTInterval) {
+  // Four pairs within 0.4% of each other around a 1.2% speed-up: the range of the data alone would
+  // give [1.010, 1.014]; the t interval (t = 3.18 at 3 degrees of freedom) is wider.
+  const std::vector<AbPair> pairs = {{1010, 1000}, {1014, 1000}, {1011, 1000}, {1013, 1000}};
+  const RatioEstimate e = estimate_ratio(pairs);
+  const double se = e.sd_log_ratio / 2.0;
+  EXPECT_LE(e.lower, std::exp(e.mean_log_ratio - 3.18 * se) + 1e-9);
+  EXPECT_GE(e.upper, std::exp(e.mean_log_ratio + 3.18 * se) - 1e-9);
+  EXPECT_LT(e.lower, 1.0101);
+  EXPECT_GT(e.upper, 1.0139);
+}
+
+TEST(AbStatistics, StoppingRuleHonoursMinAndMaxPairs) {
+  // Clear, but below min_pairs: keep going, and the verdict waits.
+  const RatioEstimate clear = estimate_ratio(simulate(3, 0.90, 0.001, 51));
+  EXPECT_EQ(decide_gate(clear).verdict, Verdict::inconclusive);
+  EXPECT_TRUE(contains(decide_gate(clear).reasons[0], "at least 4")) << decide_gate(clear).reasons[0];
+  EXPECT_TRUE(should_add_pairs(clear));
+
+  // Hopelessly noisy, but the budget is spent: stop.
+  const RatioEstimate noisy = estimate_ratio(simulate(40, 0.98, 0.30, 52));
+  EXPECT_EQ(decide_gate(noisy).verdict, Verdict::inconclusive);
+  EXPECT_FALSE(should_add_pairs(noisy));
+  GatePolicy bigger;
+  bigger.max_pairs = 100;
+  EXPECT_TRUE(should_add_pairs(noisy, bigger));
+}
+
+TEST(AbStatistics, StoppingRuleStopsOnceThePrecisionTargetIsMet) {
+  // A true ratio sitting on the threshold never decides, but a precise enough interval stops it.
+  const RatioEstimate e = estimate_ratio(simulate(30, 0.98, 0.004, 61));
+  ASSERT_LT(e.halfwidth(), 0.01);
+  GatePolicy policy;
+  policy.target_halfwidth = 0.01;
+  if (decide_gate(e, policy).verdict == Verdict::inconclusive) {
+    EXPECT_FALSE(should_add_pairs(e, policy));
+  }
+  policy.target_halfwidth = 1e-6;  // unreachable target: only a decision or the budget stops it
+  const bool decided = decide_gate(e, policy).verdict != Verdict::inconclusive && compare(e) != Comparison::unknown;
+  EXPECT_EQ(should_add_pairs(e, policy), !decided);
+}
+
+TEST(AbStatistics, BootstrapIsDeterministicForASeed) {
+  const auto pairs = simulate(10, 1.0, 0.02, 71);
+  BootstrapOptions o;
+  o.seed = 1234;
+  const RatioEstimate x = estimate_ratio(pairs, o);
+  const RatioEstimate y = estimate_ratio(pairs, o);
+  EXPECT_EQ(x.lower, y.lower);
+  EXPECT_EQ(x.upper, y.upper);
+  EXPECT_EQ(x.seed, 1234u);
+  EXPECT_EQ(x.resamples, 2000);
+  o.seed = 5678;
+  const RatioEstimate z = estimate_ratio(pairs, o);
+  EXPECT_EQ(z.ratio, x.ratio);  // the point estimate does not depend on the seed
+  EXPECT_TRUE(z.lower != x.lower || z.upper != x.upper);
+}
+
+TEST(AbStatistics, IntervalCoversTheTrueRatioInSimulation) {
+  constexpr int kExperiments = 200;
+  constexpr double kTrue = 0.97;
+  int covered = 0;
+  for (int i = 0; i < kExperiments; ++i) {
+    BootstrapOptions o;
+    o.seed = 1000 + static_cast<uint64_t>(i);
+    const RatioEstimate e = estimate_ratio(simulate(8, kTrue, 0.03, 9000 + static_cast<uint64_t>(i)), o);
+    if (e.lower <= kTrue && kTrue <= e.upper) ++covered;
+  }
+  EXPECT_GE(covered, 180) << covered << " of " << kExperiments;
+}
+
+TEST(AbStatistics, WilcoxonHandlesSignsTiesAndZeros) {
+  // Ten positive distinct differences: W+ = 55, mean 27.5, var 96.25.
+  std::vector<double> all_positive;
+  for (int i = 1; i <= 10; ++i) all_positive.push_back(0.01 * i);
+  const double z = (55 - 27.5 - 0.5) / std::sqrt(96.25);
+  EXPECT_NEAR(wilcoxon_signed_rank_p(all_positive), std::erfc(z / std::sqrt(2.0)), 1e-12);
+  EXPECT_LT(wilcoxon_signed_rank_p(all_positive), 0.01);
+
+  // Symmetric with ties and zeros: no evidence either way.
+  const std::vector<double> symmetric = {0.0, 0.0, 0.02, -0.02, 0.05, -0.05};
+  EXPECT_EQ(wilcoxon_signed_rank_p(symmetric), 1.0);
+  const std::vector<double> zeros = {0.0, 0.0, 0.0};
+  EXPECT_EQ(wilcoxon_signed_rank_p(zeros), 1.0);
+  EXPECT_EQ(wilcoxon_signed_rank_p({}), 1.0);
+
+  // Ties shrink the variance, so all-tied positive differences are more significant than distinct ones.
+  const std::vector<double> tied(10, 0.03);
+  EXPECT_LT(wilcoxon_signed_rank_p(tied), wilcoxon_signed_rank_p(all_positive));
+}
+
+TEST(AbStatistics, CountsContentionMismatchesAndSaysSo) {
+  auto pairs = simulate(8, 1.0, 0.01, 81);
+  pairs[2].contention_mismatch = true;
+  pairs[5].contention_mismatch = true;
+  const RatioEstimate e = estimate_ratio(pairs);
+  EXPECT_EQ(e.contention_mismatches, 2u);
+  bool said = false;
+  for (const std::string& r : decide_gate(e).reasons) said = said || contains(r, "2 of 8 pairs");
+  EXPECT_TRUE(said);
+}
+
+TEST(AbStatistics, OnePairGivesAnUnboundedInterval) {
+  const std::vector<AbPair> one = {{100, 50}};
+  const RatioEstimate e = estimate_ratio(one);
+  EXPECT_NEAR(e.ratio, 2.0, 1e-12);
+  EXPECT_EQ(e.lower, 0.0);
+  EXPECT_TRUE(std::isinf(e.upper));
+  EXPECT_EQ(compare(e), Comparison::unknown);
+  GatePolicy p;
+  p.min_pairs = 1;
+  EXPECT_EQ(decide_gate(e, p).verdict, Verdict::inconclusive);
+  EXPECT_TRUE(should_add_pairs(e, p));
+}
+
+TEST(AbStatistics, RefusesBadInputWithAReason) {
+  EXPECT_THROW(estimate_ratio({}), std::invalid_argument);
+  EXPECT_THROW(geometric_mean_ratio({}), std::invalid_argument);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  for (const AbPair& bad : {AbPair{0, 1}, AbPair{1, 0}, AbPair{-5, 1}, AbPair{1, -5}, AbPair{nan, 1},
+                            AbPair{1, inf}}) {
+    const std::vector<AbPair> pairs = {{1, 1}, bad};
+    try {
+      estimate_ratio(pairs);
+      ADD_FAILURE() << "accepted a=" << bad.a << " b=" << bad.b;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_TRUE(contains(e.what(), "pair 1")) << e.what();
+      EXPECT_TRUE(contains(e.what(), "finite and positive")) << e.what();
+    }
+  }
+  const std::vector<AbPair> ok = {{1, 1}, {2, 2}};
+  BootstrapOptions o;
+  o.resamples = 0;
+  EXPECT_THROW(estimate_ratio(ok, o), std::invalid_argument);
+  o = {};
+  o.confidence = 1.0;
+  EXPECT_THROW(estimate_ratio(ok, o), std::invalid_argument);
+  GatePolicy p;
+  p.min_pairs = 10;
+  p.max_pairs = 5;
+  EXPECT_THROW(decide_gate(estimate_ratio(ok), p), std::invalid_argument);
+}
+
+TEST(AbStatistics, SameBandTightensWithPairs) {
+  const ComparisonBands b;
+  EXPECT_DOUBLE_EQ(b.same_band(4), 0.05);
+  EXPECT_DOUBLE_EQ(b.same_band(25), 0.02);
+  EXPECT_DOUBLE_EQ(b.same_band(400), 0.01);  // never below the noise band
+
+  RatioEstimate e;
+  e.ratio = 1.0;
+  e.lower = 0.97;
+  e.upper = 1.03;
+  e.pairs = 4;
+  EXPECT_EQ(compare(e), Comparison::same);  // within +-5% at 4 pairs
+  e.pairs = 25;
+  EXPECT_EQ(compare(e), Comparison::unknown);  // not within +-2% at 25 pairs
+  e.lower = 1.015;
+  e.upper = 1.03;
+  EXPECT_EQ(compare(e), Comparison::different);  // clear of the 1% noise band
+}
+
+TEST(AbStatistics, EnumsRoundTripThroughStrings) {
+  for (Comparison c : {Comparison::same, Comparison::different, Comparison::unknown}) {
+    EXPECT_EQ(comparison_from_string(to_string(c)), c);
+  }
+  for (Verdict v : {Verdict::pass, Verdict::fail, Verdict::inconclusive}) {
+    EXPECT_EQ(verdict_from_string(to_string(v)), v);
+  }
+  EXPECT_FALSE(comparison_from_string("same"));
+  EXPECT_FALSE(verdict_from_string("OK"));
+}
