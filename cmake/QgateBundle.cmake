@@ -3,10 +3,10 @@
 # library they need (found through RPATH $ORIGIN/../lib), tests/ the GPU test binaries, and
 # bin/qgate-gpu-check runs the GPU tests and the kernel benchmark in one call.
 set(QGATE_BUNDLE_DIR ${CMAKE_SOURCE_DIR}/dist/qgate CACHE PATH "Where `bundle` writes the folder")
-set(QGATE_BUNDLE_BINARIES $<TARGET_FILE:qgate-worker>)
+set(QGATE_BUNDLE_BINARIES $<TARGET_FILE:qgate-worker> $<TARGET_FILE:qgated> $<TARGET_FILE:qgate>)
 set(QGATE_BUNDLE_PLUGINS $<TARGET_FILE:qgate_ref>)
 set(QGATE_BUNDLE_TESTS)
-set(QGATE_BUNDLE_DEPENDS qgate-worker qgate_ref)
+set(QGATE_BUNDLE_DEPENDS qgate-worker qgated qgate qgate_ref)
 if(QGATE_BUILD_TESTS AND QGATE_HAVE_CUDA)
   list(APPEND QGATE_BUNDLE_TESTS $<TARGET_FILE:qgate_cuda_backend_gpu_test> $<TARGET_FILE:qgate_worker_gpu_test>)
   list(APPEND QGATE_BUNDLE_DEPENDS qgate_cuda_backend_gpu_test qgate_worker_gpu_test)

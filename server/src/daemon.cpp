@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <mutex>
 #include <iostream>
 
 #include "qgate/db/sqlite_store.h"
@@ -65,6 +66,8 @@ struct Daemon::Parts {
   std::unique_ptr<HarnessService> service;
   std::unique_ptr<grpc::Server> server;
   std::string address;
+  std::mutex shutdown_mu;
+  bool shut_down = false;
 };
 
 Daemon::Daemon(DaemonOptions options) : options_(std::move(options)), parts_(std::make_unique<Parts>()) {
@@ -123,7 +126,12 @@ void Daemon::wait() {
 }
 
 void Daemon::shutdown() {
+  // Called from the signal thread, from main after wait() and from the destructor: only the
+  // first call does the work (two concurrent joins of the scheduler thread would be undefined).
   if (!parts_) return;
+  std::lock_guard<std::mutex> lock(parts_->shutdown_mu);
+  if (parts_->shut_down) return;
+  parts_->shut_down = true;
   if (parts_->server) parts_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   if (parts_->scheduler) parts_->scheduler->stop();
 }

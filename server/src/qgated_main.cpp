@@ -42,10 +42,11 @@ int main(int argc, char** argv) {
       std::cerr << "qgated: signal " << sig << ", shutting down\n";
       daemon.shutdown();
     });
+    // wait() returns once the signal thread has shut the server down.
     daemon.wait();
-    daemon.shutdown();
-    pthread_kill(signals.native_handle(), SIGTERM);
     signals.join();
+    daemon.shutdown();
+    std::cerr << "qgated: stopped\n";
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "qgated: " << e.what() << "\n";

@@ -80,6 +80,21 @@ class DaemonUnderTest {
     }
   }
 
+  /// SIGTERM, then waits up to `limit` for the exit; returns false when it did not exit.
+  bool terminate(std::chrono::seconds limit) {
+    if (pid_ <= 0) return true;
+    ::kill(pid_, SIGTERM);
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (waitpid(pid_, nullptr, WNOHANG) == pid_) {
+        pid_ = -1;
+        return true;
+      }
+      std::this_thread::sleep_for(20ms);
+    }
+    return false;
+  }
+
   CliResult cli(const std::string& args) const {
     const std::string out = dir_ + "/cli.out", err = dir_ + "/cli.err";
     const std::string cmd = std::string(QGATE_CLI_BINARY) + " --server unix://" + socket_ + " " + args + " >" + out +
@@ -283,4 +298,21 @@ TEST(DaemonEndToEnd, BadRequestsGetClearErrorsAndLoseNothing) {
   EXPECT_EQ((list.is_array() ? list : list["jobs"]).size(), 0u) << jobs.out;
   auto builds = d.cli("--json builds");
   EXPECT_EQ(builds.out.find("empty"), std::string::npos);
+}
+
+TEST(DaemonEndToEnd, SigtermStopsPromptlyAndARunningJobIsRunAgainAtRestart) {
+  DaemonUnderTest d;
+  d.start();
+  EXPECT_TRUE(d.terminate(10s)) << "an idle daemon must stop on SIGTERM:\n" << d.log();
+  d.start();
+  const int64_t job = submit_no_wait(d, "--name ref --kind parity");
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (state_of(show(d, job)) != "JOB_STATE_RUNNING" && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(100ms);
+  EXPECT_TRUE(d.terminate(20s)) << "a busy daemon must stop on SIGTERM too:\n" << d.log();
+  EXPECT_NE(d.log().find("qgated: stopped"), std::string::npos);
+  d.start();
+  auto w = d.cli("watch " + std::to_string(job));
+  EXPECT_EQ(w.code, 0) << w.err << w.out;
+  EXPECT_EQ(state_of(show(d, job)), "JOB_STATE_DONE");
 }
