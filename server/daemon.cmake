@@ -3,6 +3,7 @@ add_library(qgate_server STATIC
   src/artifact_store.cpp
   src/event_hub.cpp
   src/job_records.cpp
+  src/record_stream.cpp
   src/worker_process.cpp
   src/job_runner.cpp
   src/scheduler.cpp
@@ -21,4 +22,14 @@ add_dependencies(qgated qgate-worker qgate_ref)
 
 if(QGATE_BUILD_TESTS)
   add_subdirectory(tests)
+endif()
+
+# Service benchmark (not a test): QueryTrend latency and qgated's memory; see scripts/bench-service.sh.
+add_executable(qgate-service-bench bench/service_bench.cpp)
+target_link_libraries(qgate-service-bench PRIVATE qgate_grpc qgate_paths nlohmann_json::nlohmann_json)
+set_target_properties(qgate-service-bench PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)
+
+# libFuzzer targets (clang only; scripts/run-fuzzers.sh configures and runs them).
+if(QGATE_BUILD_FUZZERS)
+  add_subdirectory(fuzz)
 endif()

@@ -13,8 +13,12 @@
 #include <iostream>
 #include <map>
 #include <optional>
+#include <sstream>
 
 #include <CLI/CLI.hpp>
+
+#include "qgate/profiles/gguf.h"
+#include "qgate/quant/block_formats.h"
 #include <fmt/format.h>
 
 #include "qgate/client/exit_codes.h"
@@ -48,6 +52,8 @@ struct GlobalOptions {
   bool server_given = false;
   bool json = false;
   double timeout_s = 30.0;
+  std::string token_file;
+  std::string tls_ca;
 };
 
 struct SubmitOptions {
@@ -59,6 +65,7 @@ struct SubmitOptions {
   std::string kind;
   std::string baseline;
   std::string profile;
+  std::string gguf;  // read the profile from this GGUF file's header instead
   std::string path;
   std::int64_t tokens = 0;
   int max_pairs = 0;
@@ -70,6 +77,30 @@ struct SubmitOptions {
   bool wait = false;
   bool no_wait = false;  // `ab` waits unless told not to
 };
+
+/// Reads a GGUF header into the profile message a job carries; tensors that are not GEMMs of a
+/// supported type are reported on stderr and left out.
+v1::ModelProfile profile_from_gguf(const std::string& path) {
+  std::string error;
+  const auto stem = std::filesystem::path(path).stem().string();
+  auto read = profiles::profile_from_gguf_file(path, "", &error);
+  if (!read) throw CommandError(fmt::format("cannot read a profile from {}: {}", path, error));
+  v1::ModelProfile out;
+  out.set_name(read->profile.name == "gguf" ? stem : read->profile.name);
+  for (const auto& g : read->profile.gemms) {
+    auto* m = out.add_gemms();
+    m->set_type(std::string(quant::traits(g.type).name));
+    m->set_od(g.od);
+    m->set_k(g.k);
+    m->set_count(g.count);
+    m->set_role(g.role);
+  }
+  if (out.gemms().empty()) throw CommandError(fmt::format("{} has no GEMM of a supported weight type", path));
+  if (!read->skipped.empty())
+    std::cerr << fmt::format("qgate: {}: {} GEMMs in {} entries; {} tensors left out (norms, embeddings, other types)\n",
+                             path, read->profile.gemm_count(), out.gemms_size(), read->skipped.size());
+  return out;
+}
 
 struct ListOptions {
   std::string state;
@@ -162,6 +193,7 @@ void add_submit_options(CLI::App* sub, SubmitOptions& o, bool ab_command) {
   sub->add_option("--build", o.build_file, "kernel build (.so) to upload")->required();
   sub->add_option("--name", o.name, "build name: letters, digits, '.', '_', '-'")->required();
   sub->add_option("--profile", o.profile, "model profile (default: the backend's default)");
+  sub->add_option("--gguf", o.gguf, "take the profile from this GGUF file's header (tensor names, types, shapes)");
   sub->add_option("--tokens", o.tokens, "tokens per run (default: the profile's)")
       ->check(whole_number(false));
   sub->add_option("--max-pairs", o.max_pairs, "pair budget (default 40)")
@@ -201,6 +233,8 @@ void Cli::define() {
       "per-user socket)");
   server->each([this](const std::string&) { global_.server_given = true; });
   app_.add_flag("--json", global_.json, "machine-readable output");
+  app_.add_option("--token-file", global_.token_file, "file holding qgated's auth token (or set QGATE_TOKEN)");
+  app_.add_option("--tls-ca", global_.tls_ca, "CA certificate that qgated's TLS certificate must chain to (or QGATE_TLS_CA)");
   app_.add_option("--timeout", global_.timeout_s, "deadline of each call, seconds (default 30)")
       ->check(positive_seconds());
 
@@ -277,6 +311,22 @@ HarnessClient Cli::connect() const {
   ConnectionOptions options;
   options.address = normalize_address(address);
   options.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(global_.timeout_s * 1000));
+  // The token: --token-file, else QGATE_TOKEN. The CA: --tls-ca, else QGATE_TLS_CA.
+  auto read_file = [](const std::string& path, const char* what) {
+    std::ifstream in(path);
+    if (!in) throw CommandError(fmt::format("cannot read the {} file {}", what, path));
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  };
+  if (!global_.token_file.empty()) options.token = read_file(global_.token_file, "token");
+  else if (const char* t = std::getenv("QGATE_TOKEN")) options.token = t;
+  while (!options.token.empty() && (options.token.back() == '\n' || options.token.back() == '\r' || options.token.back() == ' '))
+    options.token.pop_back();
+  std::string ca = global_.tls_ca;
+  if (ca.empty())
+    if (const char* c = std::getenv("QGATE_TLS_CA")) ca = c;
+  if (!ca.empty()) options.tls_ca_pem = read_file(ca, "TLS CA certificate");
   return HarnessClient(std::move(options));
 }
 
@@ -307,6 +357,10 @@ int Cli::cmd_submit(bool ab_command) {
   auto* spec = header.mutable_job();
   spec->set_kind(kind);
   spec->set_profile(o.profile);
+  if (!o.gguf.empty()) {
+    if (!o.profile.empty()) throw CommandError("give --profile or --gguf, not both");
+    *spec->mutable_custom_profile() = profile_from_gguf(o.gguf);
+  }
   spec->set_tokens(o.tokens);
   spec->set_baseline(o.baseline);
   spec->set_fresh_process(o.fresh_process);

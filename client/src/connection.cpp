@@ -6,16 +6,27 @@
 namespace qgate::client {
 
 std::shared_ptr<grpc::Channel> make_channel(const std::string& address,
-                                            const ConnectionOptions& /*options*/) {
+                                            const ConnectionOptions& options) {
   grpc::ChannelArguments args;
   // Trend exports of a long history outgrow gRPC's 4 MiB default answer size.
   args.SetMaxReceiveMessageSize(256 * 1024 * 1024);
-  // The place where TLS credentials or a per-call token will go once qgated listens on TCP.
+  if (!options.tls_ca_pem.empty()) {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = options.tls_ca_pem;  // qgated's certificate must chain to this CA
+    return grpc::CreateCustomChannel(address, grpc::SslCredentials(ssl), args);
+  }
   return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
 }
 
 void set_deadline(grpc::ClientContext& context, const ConnectionOptions& options) {
   context.set_deadline(std::chrono::system_clock::now() + options.timeout);
+  add_credentials(context, options);
+}
+
+void add_credentials(grpc::ClientContext& context, const ConnectionOptions& options) {
+  // Metadata rather than call credentials: gRPC sends call credentials only over TLS, and a
+  // token on a loopback TCP port without TLS is a configuration qgated accepts.
+  if (!options.token.empty()) context.AddMetadata("authorization", "Bearer " + options.token);
 }
 
 std::string status_code_name(grpc::StatusCode code) {

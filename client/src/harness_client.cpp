@@ -124,6 +124,7 @@ v1::CompareResponse HarnessClient::compare(const v1::CompareRequest& request) {
 void HarnessClient::watch_job(std::int64_t job_id,
                               const std::function<void(const v1::JobEvent&)>& on_event) {
   grpc::ClientContext context;
+  add_credentials(context, options_);
   v1::WatchJobRequest request;
   request.set_job_id(job_id);
   auto reader = stub_->WatchJob(&context, request);

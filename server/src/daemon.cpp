@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <mutex>
 #include <iostream>
 
@@ -54,6 +56,26 @@ DeviceDescription describe_device(const DaemonOptions& o) {
     d.name = std::string("unavailable: ") + e.what();
   }
   return d;
+}
+
+std::string read_secret_file(const std::string& path, const char* what) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error(std::string("cannot read the ") + what + " file " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string text = ss.str();
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' ')) text.pop_back();
+  if (text.empty()) throw std::runtime_error(std::string("the ") + what + " file " + path + " is empty");
+  return text;
+}
+
+/// True for 127.0.0.0/8, ::1 and localhost targets ("host:port", "[::1]:port", "dns:///host:port").
+bool is_loopback(std::string target) {
+  if (target.rfind("dns:///", 0) == 0) target = target.substr(7);
+  std::string host = target;
+  if (!host.empty() && host[0] == '[') host = host.substr(1, host.find(']') - 1);
+  else if (auto colon = host.rfind(':'); colon != std::string::npos) host = host.substr(0, colon);
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
 }
 
 }  // namespace
@@ -105,11 +127,33 @@ void Daemon::start() {
     socket_path = options_.listen.substr(7);
     std::filesystem::remove(socket_path);  // a stale socket from a killed daemon
   }
+  // Security: what the address allows, decided before anything listens.
+  const bool tcp = socket_path.empty();
+  std::string token;
+  if (!options_.auth_token_file.empty()) {
+    token = read_secret_file(options_.auth_token_file, "auth token");
+    if (token.size() < 16) throw std::runtime_error("the auth token in " + options_.auth_token_file + " is shorter than 16 characters");
+  }
+  const bool tls = !options_.tls_cert_file.empty() || !options_.tls_key_file.empty();
+  if (tls && (options_.tls_cert_file.empty() || options_.tls_key_file.empty()))
+    throw std::runtime_error("TLS needs both --tls-cert and --tls-key");
+  if (tcp && !is_loopback(options_.listen) && !(tls && !token.empty()) && !options_.insecure)
+    throw std::runtime_error("refusing to listen on " + options_.listen +
+                             " without TLS and a token: give --tls-cert, --tls-key and --auth-token-file, or --insecure");
+  parts_->service->set_auth(tcp, token);
+  std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
+  if (tls) {
+    grpc::SslServerCredentialsOptions ssl;
+    ssl.pem_key_cert_pairs.push_back({read_secret_file(options_.tls_key_file, "TLS key"),
+                                      read_secret_file(options_.tls_cert_file, "TLS certificate")});
+    credentials = grpc::SslServerCredentials(ssl);
+  }
+
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(options_.listen, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(options_.listen, credentials, &port);
   builder.RegisterService(parts_->service.get());
   builder.SetMaxReceiveMessageSize(8 << 20);
   parts_->server = builder.BuildAndStart();

@@ -7,6 +7,7 @@
 #include <regex>
 
 #include "qgate/profiles/model_profile.h"
+#include "qgate/quant/block_formats.h"
 #include "qgate/server/artifact_store.h"
 #include "qgate/server/job_records.h"
 #include "qgate/stats/ab_statistics.h"
@@ -55,8 +56,13 @@ v1::Comparison comparison_to_proto(stats::Comparison c) {
 // ---- SubmitBuild: a client stream of a header and chunks ----
 class SubmitReactor final : public grpc::ServerReadReactor<v1::SubmitBuildRequest> {
  public:
-  SubmitReactor(HarnessService& service, const DaemonOptions& options, v1::SubmitBuildResponse* response)
+  SubmitReactor(HarnessService& service, const DaemonOptions& options, grpc::CallbackServerContext* context,
+                v1::SubmitBuildResponse* response)
       : service_(service), options_(options), response_(response) {
+    if (grpc::Status auth = service_.authorize(context); !auth.ok()) {
+      Finish(auth);
+      return;
+    }
     StartRead(&request_);
   }
 
@@ -99,7 +105,7 @@ class SubmitReactor final : public grpc::ServerReadReactor<v1::SubmitBuildReques
   grpc::Status complete() {
     if (!have_header_) return invalid("no header: send the build's metadata and job spec first");
     if (upload_->size() == 0) return invalid("the upload is empty: no build bytes were sent");
-    if (header_.size_bytes() != 0 && header_.size_bytes() != upload_->size())
+    if (header_.size_bytes() != upload_->size())
       return invalid("the upload is " + std::to_string(upload_->size()) + " bytes but the header said " +
                      std::to_string(header_.size_bytes()));
     if (upload_->head().rfind("\x7f" "ELF", 0) != 0) return invalid("the build is not an ELF shared object");
@@ -235,11 +241,29 @@ grpc::Status HarnessService::validate_header(const v1::SubmitHeader& header, std
     return invalid("job kind " + std::to_string(job.kind()) + " is not one of gate, ab, parity");
   if (job.tokens() < 0 || job.tokens() > kMaxTokens)
     return invalid("tokens " + std::to_string(job.tokens()) + " is outside [1, " + std::to_string(kMaxTokens) + "]");
-  if (header.size_bytes() < 0) return invalid("size_bytes must not be negative");
+  // The declared size is how the end of an upload is told from a message gRPC could not decode
+  // (both end the stream the same way), so it is required.
+  if (header.size_bytes() <= 0) return invalid("size_bytes must give the build's size in bytes");
   if (!job.profile().empty() && !profiles::find_builtin_profile(job.profile())) {
     std::string names;
     for (const auto& n : profiles::builtin_profile_names()) names += (names.empty() ? "" : ", ") + n;
     return invalid("unknown profile '" + job.profile() + "' (built in: " + names + ")");
+  }
+  if (job.has_custom_profile()) {
+    if (!job.profile().empty()) return invalid("give a profile name or a custom profile, not both");
+    const auto& cp = job.custom_profile();
+    if (cp.gemms().empty()) return invalid("the custom profile has no GEMMs");
+    if (cp.gemms_size() > 4096) return invalid("the custom profile has more than 4096 GEMM entries");
+    if (!valid_build_name(cp.name())) return invalid("custom profile name '" + cp.name() + "' is not a plain name");
+    for (const auto& g : cp.gemms()) {
+      auto type = quant::parse_type(g.type());
+      if (!type) return invalid("custom profile: unknown weight type '" + g.type() + "'");
+      const int block = quant::traits(*type).block_elems;
+      if (g.od() <= 0 || g.k() <= 0 || g.od() > (1 << 20) || g.k() > (1 << 20) || g.k() % block != 0)
+        return invalid("custom profile: GEMM " + g.type() + " " + std::to_string(g.od()) + "x" + std::to_string(g.k()) +
+                       " needs 0 < od, k <= 2^20 and k a multiple of " + std::to_string(block));
+      if (g.count() < 1 || g.count() > 100000) return invalid("custom profile: a GEMM count must be in [1, 100000]");
+    }
   }
   if (!job.path().empty() && job.path() != "mmq" && job.path() != "f16")
     return invalid("path must be mmq or f16, got '" + job.path() + "'");
@@ -311,9 +335,27 @@ grpc::Status HarnessService::accept_upload(const v1::SubmitHeader& header, const
   });
 }
 
-grpc::ServerReadReactor<v1::SubmitBuildRequest>* HarnessService::SubmitBuild(grpc::CallbackServerContext*,
+grpc::ServerReadReactor<v1::SubmitBuildRequest>* HarnessService::SubmitBuild(grpc::CallbackServerContext* context,
                                                                              v1::SubmitBuildResponse* response) {
-  return new SubmitReactor(*this, options_, response);
+  return new SubmitReactor(*this, options_, context, response);
+}
+
+grpc::Status HarnessService::authorize(const grpc::CallbackServerContext* context) const {
+  if (!tcp_) return grpc::Status::OK;  // the unix socket is mode 0600: its user is trusted
+  if (token_.empty())
+    return {grpc::StatusCode::PERMISSION_DENIED,
+            "this qgated listens on TCP without --auth-token-file: submit and cancel are refused"};
+  const auto& md = context->client_metadata();
+  auto it = md.find("authorization");
+  const std::string expected = "Bearer " + token_;
+  if (it == md.end())
+    return {grpc::StatusCode::UNAUTHENTICATED, "submit and cancel need a token (qgate --token-file or QGATE_TOKEN)"};
+  const std::string given(it->second.data(), it->second.size());
+  // Constant time in the token's length: no early exit on the first differing byte.
+  unsigned char diff = given.size() == expected.size() ? 0 : 1;
+  for (size_t i = 0; i < expected.size(); ++i) diff |= uint8_t(expected[i] ^ (i < given.size() ? given[i] : 0));
+  if (diff != 0) return {grpc::StatusCode::UNAUTHENTICATED, "the token is not the one qgated was started with"};
+  return grpc::Status::OK;
 }
 
 grpc::ServerUnaryReactor* HarnessService::GetJob(grpc::CallbackServerContext* context, const v1::GetJobRequest* request,
@@ -341,6 +383,7 @@ grpc::ServerUnaryReactor* HarnessService::ListJobs(grpc::CallbackServerContext* 
 
 grpc::ServerUnaryReactor* HarnessService::CancelJob(grpc::CallbackServerContext* context,
                                                     const v1::CancelJobRequest* request, v1::Job* response) {
+  if (grpc::Status auth = authorize(context); !auth.ok()) return finish(context, auth);
   return finish(context, guarded([&]() -> grpc::Status {
     auto job = store_.find_job(request->job_id());
     if (!job) return {grpc::StatusCode::NOT_FOUND, "no job " + std::to_string(request->job_id())};

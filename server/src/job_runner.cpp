@@ -358,11 +358,20 @@ class JobExecution {
   }
 
   void run_ab() {
-    const std::string default_profile = options_.backend == "cpu" ? "cpu-tiny" : "llama-7b-q4_K_M";
-    const std::string profile_name = spec_.profile().empty() ? default_profile : spec_.profile();
-    auto profile = profiles::find_builtin_profile(profile_name);
-    if (!profile) throw JobFailure("unknown profile '" + profile_name + "'");
-    profile_ = *profile;
+    if (spec_.has_custom_profile()) {
+      // A profile the client read from a GGUF header; validated when it was submitted.
+      profile_ = profiles::ModelProfile{};
+      profile_.name = spec_.custom_profile().name();
+      profile_.description = "read from a GGUF header";
+      for (const auto& g : spec_.custom_profile().gemms())
+        profile_.add_gemm(*quant::parse_type(g.type()), g.od(), g.k(), g.role(), g.count());
+    } else {
+      const std::string default_profile = options_.backend == "cpu" ? "cpu-tiny" : "llama-7b-q4_K_M";
+      const std::string profile_name = spec_.profile().empty() ? default_profile : spec_.profile();
+      auto profile = profiles::find_builtin_profile(profile_name);
+      if (!profile) throw JobFailure("unknown profile '" + profile_name + "'");
+      profile_ = *profile;
+    }
     tokens_ = spec_.tokens() > 0 ? spec_.tokens() : profile_.default_tokens;
     profile_message_.set_name(profile_.name);
     for (const auto& g : profile_.gemms) {

@@ -22,6 +22,10 @@ int main(int argc, char** argv) {
   app.add_option("--run-timeout", o.run_timeout_s, "seconds one timed run may take")->capture_default_str();
   app.add_option("--prepare-timeout", o.prepare_timeout_s, "seconds preparing a profile may take")->capture_default_str();
   app.add_option("--parity-timeout", o.parity_timeout_s, "seconds the parity phase may take")->capture_default_str();
+  app.add_option("--auth-token-file", o.auth_token_file, "token that submit and cancel need on TCP (16+ characters)");
+  app.add_option("--tls-cert", o.tls_cert_file, "TLS certificate (PEM) for TCP");
+  app.add_option("--tls-key", o.tls_key_file, "TLS private key (PEM) for TCP");
+  app.add_flag("--insecure", o.insecure, "allow a non-loopback address without TLS and a token");
   CLI11_PARSE(app, argc, argv);
 
   // Signals are taken by one thread with sigwait, so shutdown runs outside a signal handler.

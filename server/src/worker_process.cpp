@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,6 +18,7 @@
 #include <thread>
 
 #include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
 namespace qgate::server {
 namespace {
@@ -63,6 +65,7 @@ WorkerProcess::WorkerProcess(const WorkerLaunch& launch) : stderr_path_(launch.s
   for (auto& e : env_store) envp.push_back(e.data());
   envp.push_back(nullptr);
   const std::string err_path = launch.stderr_path.empty() ? "/dev/null" : launch.stderr_path;
+  const int64_t cpu_seconds = launch.cpu_seconds, open_files = launch.open_files;
 
   pid_ = fork();
   if (pid_ < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
@@ -75,10 +78,15 @@ WorkerProcess::WorkerProcess(const WorkerLaunch& launch) : stderr_path_(launch.s
     dup2(out_pipe[1], STDOUT_FILENO);
     int err_fd = open(err_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
     if (err_fd >= 0) dup2(err_fd, STDERR_FILENO);
-    // No core dumps of crashing kernel builds; every other descriptor is O_CLOEXEC or closed here.
-    struct rlimit no_core = {0, 0};
+    // No core dumps of crashing kernel builds, bounded CPU time and descriptors; nothing
+    // inherited but the pipes (close_range reaches descriptors above any fixed bound).
+    const struct rlimit no_core = {0, 0};
     setrlimit(RLIMIT_CORE, &no_core);
-    for (int fd = 3; fd < 1024; ++fd) close(fd);
+    const struct rlimit cpu = {rlim_t(cpu_seconds), rlim_t(cpu_seconds + 5)};
+    setrlimit(RLIMIT_CPU, &cpu);
+    const struct rlimit files = {rlim_t(open_files), rlim_t(open_files)};
+    setrlimit(RLIMIT_NOFILE, &files);
+    syscall(SYS_close_range, 3u, ~0u, 0u);
     execve(argv[0], argv.data(), envp.data());
     _exit(127);
   }
@@ -127,7 +135,7 @@ bool WorkerProcess::fill(std::chrono::steady_clock::time_point deadline) {
     char chunk[65536];
     const ssize_t n = ::read(stdout_fd_, chunk, sizeof chunk);
     if (n > 0) {
-      buffer_.append(chunk, size_t(n));
+      parser_.append(chunk, size_t(n));
       return true;
     }
     if (n == 0) {
@@ -144,21 +152,10 @@ bool WorkerProcess::fill(std::chrono::steady_clock::time_point deadline) {
 ReadEnd WorkerProcess::read(v1::WorkerRecord* record, std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (true) {
-    // Try to take one complete record from the buffer.
-    if (!buffer_.empty()) {
-      google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(buffer_.data()), int(buffer_.size()));
-      uint32_t size = 0;
-      if (in.ReadVarint32(&size)) {
-        const size_t header = size_t(in.CurrentPosition());
-        if (size > (64u << 20)) return ReadEnd::malformed;
-        if (buffer_.size() >= header + size) {
-          if (!record->ParseFromArray(buffer_.data() + header, int(size))) return ReadEnd::malformed;
-          buffer_.erase(0, header + size);
-          return ReadEnd::record;
-        }
-      } else if (buffer_.size() >= 10) {
-        return ReadEnd::malformed;
-      }
+    switch (parser_.next(record)) {
+      case RecordStreamParser::Result::record: return ReadEnd::record;
+      case RecordStreamParser::Result::malformed: return ReadEnd::malformed;
+      case RecordStreamParser::Result::need_more: break;
     }
     if (eof_) return ReadEnd::eof;
     if (!fill(deadline)) {

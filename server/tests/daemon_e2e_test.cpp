@@ -8,13 +8,16 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <thread>
 
+#include "qgate/profiles/gguf.h"
 #include "qgate/v1/harness.grpc.pb.h"
 
 using namespace std::chrono_literals;
@@ -45,6 +48,56 @@ class DaemonUnderTest {
   ~DaemonUnderTest() {
     kill9();
     std::filesystem::remove_all(dir_);
+  }
+
+  /// Starts qgated; `listen` empty = the temp unix socket. Returns false (with the log in `why`)
+  /// when the daemon exits instead of becoming ready.
+  bool try_start(const std::vector<std::string>& extra, const std::string& listen, std::string* why) {
+    const std::string log = dir_ + "/qgated.log";
+    std::ofstream(log, std::ios::app) << "--- start\n";
+    log_offset_ = std::filesystem::file_size(log);
+    std::vector<std::string> args = {QGATED_BINARY, "--backend", "cpu", "--threads", "2", "--data-dir", dir_,
+                                     "--listen", listen.empty() ? "unix://" + socket_ : listen};
+    args.insert(args.end(), extra.begin(), extra.end());
+    pid_ = fork();
+    if (pid_ == 0) {
+      int fd = open(log.c_str(), O_WRONLY | O_APPEND);
+      dup2(fd, 2);
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    const auto deadline = std::chrono::steady_clock::now() + 60s;
+    while (std::chrono::steady_clock::now() < deadline) {
+      const std::string text = slurp(log);
+      if (text.find("qgated: ready", log_offset_) != std::string::npos) {
+        auto at = text.find("listening on ", log_offset_);
+        address_ = text.substr(at + 13, text.find(' ', at + 13) - at - 13);
+        return true;
+      }
+      int status;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        *why = text.substr(log_offset_);
+        return false;
+      }
+      std::this_thread::sleep_for(50ms);
+    }
+    *why = "not ready in 60 s";
+    return false;
+  }
+
+  /// The address qgated reported (the real port when it was asked for port 0).
+  const std::string& address() const { return address_; }
+
+  CliResult cli_at(const std::string& server, const std::string& args) const {
+    const std::string out = dir_ + "/cli.out", err = dir_ + "/cli.err";
+    const std::string cmd = std::string(QGATE_CLI_BINARY) + " --server " + server + " " + args + " >" + out + " 2>" +
+                            err + " </dev/null";
+    const int status = std::system(cmd.c_str());
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
   }
 
   void start() {
@@ -111,7 +164,7 @@ class DaemonUnderTest {
   std::string log() const { return slurp(dir_ + "/qgated.log"); }
 
  private:
-  std::string dir_, socket_;
+  std::string dir_, socket_, address_;
   pid_t pid_ = -1;
   size_t log_offset_ = 0;
 };
@@ -170,6 +223,14 @@ TEST(DaemonEndToEnd, AbJobSubmitWatchVerdictTrendCompare) {
   auto human = d.cli("trend --profile cpu-tiny");
   EXPECT_EQ(human.code, 0) << human.err;
   EXPECT_NE(human.out.find("ref"), std::string::npos) << human.out;
+
+  auto csv = d.cli("export --format csv --profile cpu-tiny");
+  ASSERT_EQ(csv.code, 0) << csv.err;
+  EXPECT_EQ(std::count(csv.out.begin(), csv.out.end(), '\n'), 1 + 2 * v["pairs"].get<int>()) << "a header and a row per run";
+  EXPECT_NE(csv.out.find("tokens_per_s"), std::string::npos) << csv.out.substr(0, 200);
+  auto exported = d.cli("export --format json --profile cpu-tiny");
+  ASSERT_EQ(exported.code, 0) << exported.err;
+  EXPECT_EQ(json::parse(exported.out).size(), pts.size());
 
   auto c = d.cli("--json compare ref ref");
   EXPECT_EQ(c.code, 0) << c.err;
@@ -252,6 +313,7 @@ TEST(DaemonEndToEnd, BadRequestsGetClearErrorsAndLoseNothing) {
     qgate::v1::SubmitBuildRequest req;
     req.mutable_header()->mutable_build()->set_name("empty");
     req.mutable_header()->mutable_job()->set_kind(qgate::v1::JOB_KIND_AB);
+    req.mutable_header()->set_size_bytes(4096);
     ASSERT_TRUE(writer->Write(req));
     writer->WritesDone();
     auto status = writer->Finish();
@@ -315,4 +377,154 @@ TEST(DaemonEndToEnd, SigtermStopsPromptlyAndARunningJobIsRunAgainAtRestart) {
   auto w = d.cli("watch " + std::to_string(job));
   EXPECT_EQ(w.code, 0) << w.err << w.out;
   EXPECT_EQ(state_of(show(d, job)), "JOB_STATE_DONE");
+}
+
+TEST(DaemonEndToEnd, AProfileReadFromAGgufHeader) {
+  DaemonUnderTest d;
+  d.start();
+  // A small GGUF written here: two layers of a toy model, q4_0 attention, q4_K/q6_K FFN, an f32
+  // norm and an embedding that are not GEMMs.
+  using qgate::profiles::GgufKeyValue;
+  using qgate::profiles::GgufTensorInfo;
+  using qgate::profiles::GgufValue;
+  auto tensor = [](std::string name, uint32_t type, std::vector<uint64_t> ne) {
+    GgufTensorInfo t;
+    t.name = std::move(name);
+    t.type = type;
+    t.n_dims = uint32_t(ne.size());
+    for (size_t i = 0; i < ne.size(); ++i) t.ne[i] = ne[i];
+    return t;
+  };
+  std::vector<GgufTensorInfo> tensors = {tensor("token_embd.weight", 2, {256, 512})};
+  for (int l = 0; l < 2; ++l) {
+    const std::string b = "blk." + std::to_string(l) + ".";
+    tensors.push_back(tensor(b + "attn_norm.weight", 0, {256}));
+    tensors.push_back(tensor(b + "attn_q.weight", 2, {256, 256}));
+    tensors.push_back(tensor(b + "ffn_up.weight", 12, {256, 512}));
+    tensors.push_back(tensor(b + "ffn_down.weight", 14, {512, 256}));
+  }
+  std::vector<GgufKeyValue> metadata = {{"general.name", GgufValue::of_string("toy-2l")}};
+  const auto bytes = qgate::profiles::write_gguf_header(tensors, metadata);
+  const std::string path = d.dir() + "/toy.gguf";
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+
+  auto r = d.cli("--json submit --build " + std::string(QGATE_REF_LIBRARY) + " --name ref --kind ab --gguf " + path +
+                 " --tokens 16 --max-pairs 4 --wait");
+  ASSERT_LE(r.code, 2) << r.err;
+  auto jobs = json::parse(d.cli("--json jobs").out);
+  const auto& job = (jobs.is_array() ? jobs : jobs["jobs"])[0];
+  EXPECT_EQ(job["verdict"]["profile"], "toy-2l") << job.dump();
+  EXPECT_EQ(job["verdict"]["tokens"].get<int>(), 16);
+  EXPECT_EQ(job["spec"]["custom_profile"]["gemms"].size(), 3u) << "q, up and down, merged over the two layers";
+  std::set<std::string> types;
+  for (const auto& t : job["verdict"]["per_type"]) types.insert(t["weight_type"].get<std::string>());
+  EXPECT_EQ(types, (std::set<std::string>{"q4_0", "q4_K", "q6_K"}));
+
+  // A file that is not GGUF is refused by the CLI before anything is sent.
+  std::ofstream(d.dir() + "/bad.gguf") << "not a gguf file";
+  r = d.cli("submit --build " + std::string(QGATE_REF_LIBRARY) + " --name ref --kind ab --gguf " + d.dir() + "/bad.gguf");
+  EXPECT_EQ(r.code, 3);
+  EXPECT_NE(r.err.find("cannot read a profile"), std::string::npos) << r.err;
+}
+
+TEST(DaemonEndToEnd, AWorkerThatDiesIsRestartedAndItsRunRetriedOnce) {
+  DaemonUnderTest d;
+  d.start();
+  std::filesystem::remove(std::string(QGATE_FAULT_CRASH_ONCE_MARKER));
+  // The first timed run anywhere segfaults; the restarted worker's retry works.
+  auto r = d.cli("submit --build " + std::string(QGATE_FAULT_CRASH_ONCE) +
+                 " --name crash-once --kind ab --profile cpu-tiny --max-pairs 4 --wait");
+  EXPECT_LE(r.code, 2) << "the job must survive one worker death: " << r.out << r.err;
+  EXPECT_TRUE(std::filesystem::exists(std::string(QGATE_FAULT_CRASH_ONCE_MARKER))) << "the fault fired";
+  auto jobs = json::parse(d.cli("--json jobs").out);
+  const auto& job = (jobs.is_array() ? jobs : jobs["jobs"])[0];
+  EXPECT_EQ(job["state"], "JOB_STATE_DONE") << job.dump();
+  std::filesystem::remove(std::string(QGATE_FAULT_CRASH_ONCE_MARKER));
+
+  // A build that always crashes: one retry, then the job fails with the signal in its reason, and
+  // the daemon goes on serving.
+  r = d.cli("submit --build " + std::string(QGATE_FAULT_CRASH_RUN) +
+            " --name crash-run --kind ab --profile cpu-tiny --max-pairs 4 --wait");
+  EXPECT_EQ(r.code, 3) << r.out << r.err;
+  jobs = json::parse(d.cli("--json jobs").out);
+  const auto& failed = (jobs.is_array() ? jobs : jobs["jobs"])[0];
+  EXPECT_EQ(failed["state"], "JOB_STATE_FAILED") << failed.dump();
+  const std::string error = failed["error"].get<std::string>();
+  EXPECT_NE(error.find("failed twice"), std::string::npos) << error;
+  EXPECT_NE(error.find("signal 11"), std::string::npos) << error;
+  auto dev = d.cli("device");
+  EXPECT_EQ(dev.code, 0) << dev.err;
+}
+
+TEST(DaemonEndToEnd, CancelAQueuedAndARunningJob) {
+  DaemonUnderTest d;
+  d.start();
+  const int64_t running = submit_no_wait(d, "--name ref --kind parity");
+  const int64_t queued = submit_no_wait(d, "--name ref --kind parity");
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (state_of(show(d, running)) != "JOB_STATE_RUNNING" && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(100ms);
+  auto r = d.cli("cancel " + std::to_string(queued));
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(state_of(show(d, queued)), "JOB_STATE_CANCELLED");
+  r = d.cli("cancel " + std::to_string(running));
+  EXPECT_EQ(r.code, 0) << r.err;
+  auto w = d.cli("watch " + std::to_string(running));
+  EXPECT_EQ(w.code, 3) << "a cancelled job is no verdict: " << w.out << w.err;
+  EXPECT_EQ(state_of(show(d, running)), "JOB_STATE_CANCELLED");
+  r = d.cli("cancel " + std::to_string(running));
+  EXPECT_EQ(r.code, 3) << "a job that has ended cannot be cancelled";
+  EXPECT_NE(r.err.find("already ended"), std::string::npos) << r.err;
+}
+
+TEST(DaemonEndToEnd, OnTcpSubmitAndCancelNeedTheToken) {
+  DaemonUnderTest d;
+  const std::string token_file = d.dir() + "/token";
+  std::ofstream(token_file) << "s3cret-token-0123456789\n";
+  std::string why;
+  ASSERT_TRUE(d.try_start({"--auth-token-file", token_file}, "127.0.0.1:0", &why)) << why;
+  const std::string server = d.address();
+  ASSERT_NE(server.find("127.0.0.1:"), std::string::npos) << server;
+  const std::string submit = "submit --build " + std::string(QGATE_REF_LIBRARY) + " --name ref --kind parity --parity-shapes none";
+
+  auto r = d.cli_at(server, submit);
+  EXPECT_EQ(r.code, 3);
+  EXPECT_NE(r.err.find("need a token"), std::string::npos) << r.err;
+  const std::string wrong = d.dir() + "/wrong";
+  std::ofstream(wrong) << "not-the-token-at-all-000";
+  r = d.cli_at(server, "--token-file " + wrong + " " + submit);
+  EXPECT_EQ(r.code, 3);
+  EXPECT_NE(r.err.find("not the one"), std::string::npos) << r.err;
+  r = d.cli_at(server, "--token-file " + token_file + " " + submit);
+  EXPECT_EQ(r.code, 0) << r.err;
+  // Reads stay open; cancel needs the token too.
+  auto jobs = d.cli_at(server, "--json jobs");
+  EXPECT_EQ(jobs.code, 0) << jobs.err;
+  r = d.cli_at(server, "cancel 1");
+  EXPECT_EQ(r.code, 3);
+  EXPECT_NE(r.err.find("token"), std::string::npos) << r.err;
+}
+
+TEST(DaemonEndToEnd, ANonLoopbackAddressNeedsTlsAndATokenOrInsecure) {
+  DaemonUnderTest d;
+  std::string why;
+  EXPECT_FALSE(d.try_start({}, "0.0.0.0:0", &why));
+  EXPECT_NE(why.find("refusing to listen on 0.0.0.0:0 without TLS and a token"), std::string::npos) << why;
+
+  // With TLS and a token it listens, and a client that trusts the certificate gets through.
+  const std::string cert = d.dir() + "/cert.pem", key = d.dir() + "/key.pem", token = d.dir() + "/token";
+  const std::string openssl = "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost "
+                              "-addext subjectAltName=DNS:localhost,IP:127.0.0.1 -keyout " + key + " -out " + cert +
+                              " >/dev/null 2>&1";
+  ASSERT_EQ(std::system(openssl.c_str()), 0) << "openssl could not make a test certificate";
+  std::ofstream(token) << "tls-token-0123456789abcdef";
+  ASSERT_TRUE(d.try_start({"--tls-cert", cert, "--tls-key", key, "--auth-token-file", token}, "0.0.0.0:0", &why)) << why;
+  const std::string port = d.address().substr(d.address().rfind(':'));
+  auto r = d.cli_at("localhost" + port, "--tls-ca " + cert + " --token-file " + token + " --json device");
+  EXPECT_EQ(r.code, 0) << r.err;
+  r = d.cli_at("localhost" + port, "--json device");
+  EXPECT_EQ(r.code, 3) << "a plaintext client cannot talk to a TLS daemon";
+  d.kill9();
+  // --insecure is the explicit opt-out.
+  ASSERT_TRUE(d.try_start({"--insecure"}, "0.0.0.0:0", &why)) << why;
 }

@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <fcntl.h>
+
+#include <filesystem>
 #include <thread>
 
 using namespace qgate::server;
@@ -118,4 +121,23 @@ TEST(WorkerProcess, TheEnvironmentIsCleanPlusTheArm) {
   EXPECT_EQ(env.count("QGATE_TEST_SECRET"), 0u);
   EXPECT_EQ(env.at("MINFER_MMQ"), "1");
   EXPECT_EQ(env.count("PATH"), 1u);
+}
+
+TEST(WorkerProcess, TheChildGetsItsLimitsAndNoInheritedDescriptors) {
+  // A descriptor the parent holds open without O_CLOEXEC must not reach the worker.
+  const int leaked = ::open("/dev/null", O_RDONLY);
+  ASSERT_GE(leaked, 0);
+  WorkerLaunch l;
+  l.binary = "/bin/sh";
+  l.args = {"-c", "echo \"$(ulimit -c) $(ulimit -t) $(ulimit -n) $(ls /proc/self/fd | wc -l)\" >&2"};
+  l.env = clean_worker_environment({});
+  l.cpu_seconds = 123;
+  l.open_files = 77;
+  l.stderr_path = ::testing::TempDir() + "/limits.txt";
+  std::filesystem::remove(l.stderr_path);
+  WorkerProcess w(l);
+  EXPECT_EQ(w.wait_exit(10s), "exit 0");
+  ::close(leaked);
+  // Core size 0, 123 s of CPU, 77 files; descriptors: stdin, stdout, stderr and the one ls opens.
+  EXPECT_EQ(w.stderr_tail(), "0 123 77 4");
 }

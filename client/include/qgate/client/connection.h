@@ -15,6 +15,8 @@ namespace qgate::client {
 struct ConnectionOptions {
   std::string address;                        // as the user gave it, for messages
   std::chrono::milliseconds timeout{30'000};  // deadline of each unary call (--timeout)
+  std::string token;                          // sent as "authorization: Bearer <token>" when set
+  std::string tls_ca_pem;                     // when set: TLS, verifying qgated's certificate with it
 };
 
 /// A channel to `address` (already normalized by normalize_address). Insecure for now: qgated
@@ -22,8 +24,10 @@ struct ConnectionOptions {
 std::shared_ptr<grpc::Channel> make_channel(const std::string& address,
                                             const ConnectionOptions& options);
 
-/// Sets the deadline of one call to now + options.timeout.
+/// Sets the deadline of one call to now + options.timeout, and attaches the token when there is one.
 void set_deadline(grpc::ClientContext& context, const ConnectionOptions& options);
+/// Attaches the token (if any) to a call that has no deadline (WatchJob).
+void add_credentials(grpc::ClientContext& context, const ConnectionOptions& options);
 
 /// A failed RPC, already worded for the user (see describe_rpc_error).
 class RpcError : public std::runtime_error {

@@ -20,6 +20,12 @@ struct DaemonOptions {
   int prepare_timeout_s = 900;        // preparing a profile's weights
   int parity_timeout_s = 1800;        // the whole parity phase
   bool fresh_process_default = false;
+  // Security (see daemon.cpp): on TCP, submit and cancel need the token of auth_token_file; a
+  // non-loopback address needs TLS and a token unless `insecure`.
+  std::string auth_token_file;
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  bool insecure = false;
 };
 
 }  // namespace qgate::server

@@ -43,6 +43,14 @@ class HarnessService final : public v1::Harness::CallbackService {
   grpc::ServerUnaryReactor* GetDevice(grpc::CallbackServerContext* context, const v1::GetDeviceRequest* request,
                                       v1::DeviceStatus* response) override;
 
+  /// Mutating calls on TCP need `authorization: Bearer <token>`; OK when allowed.
+  grpc::Status authorize(const grpc::CallbackServerContext* context) const;
+  /// Set by the daemon: whether it listens on TCP, and the token (empty: none configured).
+  void set_auth(bool tcp, std::string token) {
+    tcp_ = tcp;
+    token_ = std::move(token);
+  }
+
   /// Validates a submit header; returns an INVALID_ARGUMENT status saying what is wrong.
   grpc::Status validate_header(const v1::SubmitHeader& header, std::optional<db::Build>* baseline) const;
   /// Stores a finished upload and its job; used by the SubmitBuild reactor.
@@ -58,7 +66,9 @@ class HarnessService final : public v1::Harness::CallbackService {
   const DaemonOptions& options_;
   DeviceDescription device_;
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
-  std::mutex submit_mu_;  // one upload commits its build and job at a time (duplicate checks)
+  std::mutex submit_mu_;
+  bool tcp_ = false;
+  std::string token_;  // one upload commits its build and job at a time (duplicate checks)
 };
 
 }  // namespace qgate::server

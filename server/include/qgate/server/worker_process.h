@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "qgate/server/record_stream.h"
 #include "qgate/v1/worker.pb.h"
 
 namespace qgate::server {
@@ -20,6 +21,10 @@ struct WorkerLaunch {
   std::vector<std::string> args;               // e.g. {"serve", "--build", path, "--backend", "cuda"}
   std::map<std::string, std::string> env;      // the whole environment of the child
   std::string stderr_path;                     // where the worker's stderr goes ("" = /dev/null)
+  // Resource limits of the child (setrlimit). No address-space limit: CUDA reserves large
+  // virtual ranges at start, so RLIMIT_AS would break every GPU worker.
+  int64_t cpu_seconds = 4 * 3600;              // RLIMIT_CPU: a runaway build is killed (SIGXCPU/SIGKILL)
+  int64_t open_files = 1024;                   // RLIMIT_NOFILE
 };
 
 /// How a read ended when no record came.
@@ -51,7 +56,7 @@ class WorkerProcess {
   pid_t pid_ = -1;
   int stdin_fd_ = -1;
   int stdout_fd_ = -1;
-  std::string buffer_;
+  RecordStreamParser parser_;
   bool eof_ = false;
   bool reaped_ = false;
   std::string exit_text_;

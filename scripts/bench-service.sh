@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The service benchmark: qgated start to ready, submit-to-verdict of the reference build on the
+# CPU backend, and QueryTrend p50/p99 plus qgated's memory on a store pre-filled with N runs
+# (default 1,000,000). Prints a table; JSON goes to out/bench-service/.
+# Usage: scripts/bench-service.sh [RUNS]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+runs=${1:-1000000}
+scripts/build.sh >/dev/null
+bin=build/bin
+out=out/bench-service
+mkdir -p "$out"
+work=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
+ms_since() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
+
+start_daemon() { # data dir, extra args...
+  local dir=$1; shift
+  local t0; t0=$(date +%s%N)
+  "$bin/qgated" --backend cpu --data-dir "$dir" --listen "unix://$dir/qgated.sock" "$@" 2>"$dir/qgated.log" &
+  daemon_pid=$!
+  until grep -q "qgated: ready" "$dir/qgated.log" 2>/dev/null; do sleep 0.01; done
+  ready_ms=$(ms_since "$t0")
+}
+
+echo "== qgated start to ready, and submit-to-verdict on the CPU backend"
+mkdir -p "$work/cpu"
+start_daemon "$work/cpu"
+start_ms=$ready_ms
+q() { "$bin/qgate" --server "unix://$work/cpu/qgated.sock" "$@"; }
+t0=$(date +%s%N); q submit --build build/lib/libqgate_ref.so --name ref --kind ab --profile cpu-tiny --max-pairs 8 --wait >/dev/null 2>&1 || true
+ab_ms=$(ms_since "$t0")
+t0=$(date +%s%N); q submit --build build/lib/libqgate_ref.so --name ref --baseline ref --profile cpu-tiny --max-pairs 8 --threshold 0.25 --wait >/dev/null 2>&1 || true
+gate_ms=$(ms_since "$t0")
+kill "$daemon_pid"; wait "$daemon_pid" 2>/dev/null || true
+
+echo "== filling a store with $runs runs"
+t0=$(date +%s%N)
+mkdir -p "$work/big"
+"$bin/qgate-store-bench" --runs "$runs" --queries 1 --db "$work/big/qgate.db" --keep >/dev/null
+fill_ms=$(ms_since "$t0")
+start_daemon "$work/big"
+big_start_ms=$ready_ms
+"$bin/qgate-service-bench" --server "unix://$work/big/qgated.sock" --queries 200 --pid "$daemon_pid" --json-out "$out/trend.json" | tee "$out/trend.txt"
+kill "$daemon_pid"; wait "$daemon_pid" 2>/dev/null || true
+
+cat > "$out/service.json" <<JSON
+{"date": "$(date -u +%Y-%m-%dT%H:%M:%SZ)", "host_cpus": $(nproc), "runs": $runs,
+ "start_to_ready_ms": $start_ms, "start_to_ready_with_store_ms": $big_start_ms,
+ "cpu_ab_submit_to_verdict_ms": $ab_ms, "cpu_gate_submit_to_verdict_ms": $gate_ms, "fill_ms": $fill_ms}
+JSON
+printf '\n%-52s %10s\n' "figure" "value"
+printf '%-52s %8s ms\n' "qgated start to ready (empty store)" "$start_ms"
+printf '%-52s %8s ms\n' "qgated start to ready ($runs runs)" "$big_start_ms"
+printf '%-52s %8s ms\n' "ab job, cpu-tiny, 8 pairs max: submit to verdict" "$ab_ms"
+printf '%-52s %8s ms\n' "A/A gate (128 parity cases + A/B): submit to verdict" "$gate_ms"
+printf '%-52s %8s ms\n' "store fill" "$fill_ms"
+echo "QueryTrend and memory: see above ($out/trend.json)"
