@@ -25,6 +25,11 @@ if(QGATE_BUILD_TESTS)
 endif()
 
 # Service benchmark (not a test): QueryTrend latency and qgated's memory; see scripts/bench-service.sh.
+add_custom_target(bench-service
+  COMMAND ${CMAKE_COMMAND} -E env QGATE_SKIP_BUILD=1 bash ${CMAKE_SOURCE_DIR}/scripts/bench-service.sh
+  WORKING_DIRECTORY ${CMAKE_SOURCE_DIR}
+  DEPENDS qgated qgate qgate-worker qgate_ref qgate-service-bench qgate-store-bench
+  USES_TERMINAL)
 add_executable(qgate-service-bench bench/service_bench.cpp)
 target_link_libraries(qgate-service-bench PRIVATE qgate_grpc qgate_paths nlohmann_json::nlohmann_json)
 set_target_properties(qgate-service-bench PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)
