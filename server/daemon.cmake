@@ -11,7 +11,7 @@ add_library(qgate_server STATIC
   src/daemon.cpp)
 target_include_directories(qgate_server PUBLIC include)
 target_link_libraries(qgate_server
-  PUBLIC qgate_grpc qgate_store qgate_profiles qgate_ab_stats qgate_paths qgate_worker
+  PUBLIC qgate_grpc qgate_store qgate_profiles qgate_ab_stats qgate_paths qgate_worker qgate_cotenant
   PRIVATE gRPC::grpc++_reflection nlohmann_json::nlohmann_json)
 target_compile_definitions(qgate_server PRIVATE QGATE_VERSION="${PROJECT_VERSION}")
 

@@ -11,8 +11,11 @@
 #include <fstream>
 #include <sstream>
 #include <mutex>
+#include <set>
 #include <iostream>
 
+#include "qgate/cotenant/nvml_sampler.h"
+#include "qgate/cotenant/replay.h"
 #include "qgate/db/sqlite_store.h"
 #include "qgate/paths/default_paths.h"
 #include "qgate/server/event_hub.h"
@@ -78,9 +81,26 @@ bool is_loopback(std::string target) {
   return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
 }
 
+/// The sampler of a daemon that has none (the CPU backend, or --sampler none): every run's
+/// co-tenant load is recorded as unavailable, never as quiet.
+class NoSampler final : public cotenant::Sampler {
+ public:
+  explicit NoSampler(std::string why) : why_(std::move(why)) {}
+  std::optional<cotenant::Sample> read(const std::set<int>&) override { return std::nullopt; }
+  bool available() const override { return false; }
+  std::string unavailable_reason() const override { return why_; }
+
+ private:
+  std::string why_;
+};
+
 }  // namespace
 
 struct Daemon::Parts {
+  std::unique_ptr<cotenant::Sampler> base_sampler;
+  std::unique_ptr<cotenant::TraceRecorder> recorder;
+  std::unique_ptr<cotenant::Sampler> recording_sampler;
+  cotenant::Sampler* sampler = nullptr;
   std::unique_ptr<db::Store> store;
   EventHub events;
   std::unique_ptr<JobRunner> runner;
@@ -117,8 +137,34 @@ void Daemon::start() {
   const auto requeued = parts_->store->requeue_interrupted_jobs();
   for (auto id : requeued) std::cerr << "qgated: job " << id << " was running when the daemon stopped; re-queued\n";
 
-  const DeviceDescription device = describe_device(options_);
-  parts_->runner = std::make_unique<JobRunner>(*parts_->store, parts_->events, options_);
+  DeviceDescription device = describe_device(options_);
+  std::string sampler_kind = options_.sampler;
+  if (sampler_kind == "auto") sampler_kind = !options_.replay_samples_file.empty() ? "replay"
+                                             : options_.backend == "cuda"         ? "nvml"
+                                                                                  : "none";
+  if (sampler_kind == "nvml") {
+    cotenant::NvmlSamplerOptions nvml;
+    nvml.device_index = unsigned(options_.gpu);
+    parts_->base_sampler = std::make_unique<cotenant::NvmlSampler>(nvml);
+  } else if (sampler_kind == "replay") {
+    if (options_.replay_samples_file.empty()) throw std::runtime_error("--sampler replay needs --replay-samples FILE");
+    parts_->base_sampler = std::make_unique<cotenant::ReplaySampler>(
+        cotenant::load_trace(options_.replay_samples_file), cotenant::system_clock());
+  } else if (sampler_kind == "none") {
+    parts_->base_sampler = std::make_unique<NoSampler>(options_.backend == "cpu" ? "the CPU backend has no GPU to sample"
+                                                                                 : "sampling turned off (--sampler none)");
+  } else {
+    throw std::runtime_error("--sampler must be auto, nvml, replay or none, got '" + options_.sampler + "'");
+  }
+  parts_->sampler = parts_->base_sampler.get();
+  if (!options_.record_samples_file.empty()) {
+    parts_->recorder = std::make_unique<cotenant::TraceRecorder>(std::filesystem::path(options_.record_samples_file));
+    parts_->recording_sampler = std::make_unique<cotenant::RecordingSampler>(*parts_->base_sampler, *parts_->recorder);
+    parts_->sampler = parts_->recording_sampler.get();
+  }
+  device.cotenant = parts_->sampler->available() ? sampler_kind + ": sampled during every run"
+                                                 : "unavailable: " + parts_->sampler->unavailable_reason();
+  parts_->runner = std::make_unique<JobRunner>(*parts_->store, parts_->events, options_, *parts_->sampler);
   parts_->scheduler = std::make_unique<Scheduler>(*parts_->store, *parts_->runner, options_.gpu);
   parts_->service = std::make_unique<HarnessService>(*parts_->store, parts_->events, *parts_->scheduler, options_, device);
 

@@ -518,7 +518,7 @@ grpc::ServerUnaryReactor* HarnessService::GetDevice(grpc::CallbackServerContext*
     f.limit = 100000;
     response->set_queued_jobs(int32_t(store_.list_jobs(f).size()));
     response->set_running_job_id(scheduler_.running_job());
-    response->set_cotenant("unavailable");
+    response->set_cotenant(device_.cotenant);
     response->set_uptime_s(std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started_).count());
     return grpc::Status::OK;
   }));

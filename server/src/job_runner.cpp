@@ -12,6 +12,8 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "qgate/cotenant/periodic_sampling.h"
+#include "qgate/cotenant/summary.h"
 #include "qgate/profiles/model_profile.h"
 #include "qgate/server/job_records.h"
 #include "qgate/server/worker_process.h"
@@ -89,9 +91,9 @@ struct Arm {
 
 class JobExecution {
  public:
-  JobExecution(db::Store& store, EventHub& events, const DaemonOptions& options, const db::Job& job,
-               const std::atomic<int>& cancelled)
-      : store_(store), events_(events), options_(options), job_(job), cancelled_(cancelled) {
+  JobExecution(db::Store& store, EventHub& events, const DaemonOptions& options, cotenant::Sampler& sampler,
+               const db::Job& job, const std::atomic<int>& cancelled)
+      : store_(store), events_(events), options_(options), sampler_(sampler), job_(job), cancelled_(cancelled) {
     spec_ = spec_from_json(job.spec_json);
   }
 
@@ -323,13 +325,22 @@ class JobExecution {
     run.options_json = opts.dump();
     const db::RowId run_id = store_.add_run(run);
     std::string why;
-    auto result = try_run(arm, run_id, &why);
+    std::vector<cotenant::Sample> samples_read;
+    // The sampler reads the GPU while the run's worker works; its own pid is not foreign.
+    auto sampled_run = [&](std::string* failure) {
+      cotenant::PeriodicSampling sampling(sampler_);
+      sampling.start({int(arm.worker->pid())});
+      auto r = try_run(arm, run_id, failure);
+      samples_read = sampling.stop();
+      return r;
+    };
+    auto result = sampled_run(&why);
     if (!result) {
       // One restart and one retry; a second failure ends the job with both reasons.
       publish("arm " + arm.name + ": run failed (" + why + "); restarting its worker and retrying once");
       start_worker(arm);
       std::string why2;
-      result = try_run(arm, run_id, &why2);
+      result = sampled_run(&why2);
       if (!result) {
         store_.finish_run(run_id, db::RunResult{db::RunState::Failed, 0, tokens_, std::nullopt, std::nullopt, std::nullopt}, {});
         throw JobFailure("arm " + arm.name + " failed twice: " + why + "; then: " + why2);
@@ -347,8 +358,45 @@ class JobExecution {
     done.tokens_per_s = result->tokens_per_s();
     done.gemm_ms = result->gemm_ms();
     store_.finish_run(run_id, done, samples);
+    last_contended_ = record_cotenant(run_id, samples_read, sampler_.available() ? "" : sampler_.unavailable_reason());
     arm.tokens_per_s.push_back(result->tokens_per_s());
     return *result;
+  }
+
+  /// Stores the run's co-tenant summary and readings; returns its contended flag (none = unknown).
+  std::optional<bool> record_cotenant(db::RowId run_id, const std::vector<cotenant::Sample>& samples,
+                                      const std::string& unavailable) {
+    const cotenant::QuietPolicy policy;
+    const cotenant::RunCotenant c = cotenant::summarize(samples, policy, cotenant::kDefaultSamplePeriodMs);
+    db::CotenantSummary row;
+    row.run_id = run_id;
+    row.available = c.available;
+    row.sample_period_ms = c.sample_period_ms;
+    row.max_foreign_sm = c.max_foreign_sm;
+    row.mean_foreign_sm = c.mean_foreign_sm;
+    row.device_util_mean = c.device_util_mean;
+    row.top_processes = c.top_processes;
+    row.throttle_reasons = c.available ? c.throttle_reasons : "cotenant=unavailable: " + unavailable;
+    row.min_sm_clock_mhz = c.min_sm_clock_mhz;
+    row.median_sm_clock_mhz = c.median_sm_clock_mhz;
+    row.max_sm_clock_mhz = c.max_sm_clock_mhz;
+    row.temperature_max_c = c.temperature_max_c;
+    row.power_max_w = c.power_max_w;
+    row.contended = c.contended;
+    row.policy = c.policy;
+    std::vector<db::CotenantSample> rows;
+    for (const auto& r : cotenant::to_rows(samples)) {
+      db::CotenantSample d;
+      d.t_ms = r.t_ms;
+      d.foreign_sm = r.foreign_sm;
+      d.device_util = r.device_util;
+      d.sm_clock_mhz = r.sm_clock_mhz;
+      d.throttle_reasons = r.throttle_reasons;
+      d.foreign_processes = r.foreign_processes;
+      rows.push_back(d);
+    }
+    store_.put_cotenant(row, rows);
+    return c.contended;
   }
 
   static std::map<std::string, double> time_by_type(const v1::ProfileRun& run) {
@@ -426,8 +474,13 @@ class JobExecution {
     std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> type_times;
     stats::RatioEstimate estimate;
     int seq = 0;
-    auto add_pair = [&](const v1::ProfileRun& ra, const v1::ProfileRun& rb) {
-      pairs.push_back({ra.tokens_per_s(), rb.tokens_per_s(), false});
+    int contended_pairs = 0;
+    auto add_pair = [&](const v1::ProfileRun& ra, std::optional<bool> ca, const v1::ProfileRun& rb,
+                        std::optional<bool> cb) {
+      // Flagged when the sampler saw different load on the two runs of the pair.
+      const bool mismatch = ca.has_value() && cb.has_value() && *ca != *cb;
+      contended_pairs += (ca.value_or(false) || cb.value_or(false)) ? 1 : 0;
+      pairs.push_back({ra.tokens_per_s(), rb.tokens_per_s(), mismatch});
       auto ta = time_by_type(ra), tb = time_by_type(rb);
       for (const auto& [type, us] : ta) {
         if (!tb.count(type) || us <= 0 || tb[type] <= 0) continue;
@@ -441,12 +494,14 @@ class JobExecution {
       const int index = int(pairs.size());
       if (index % 2 == 0) {
         auto ra = timed_run(a, index, seq++);
+        const auto ca = last_contended_;
         auto rb = timed_run(b, index, seq++);
-        add_pair(ra, rb);
+        add_pair(ra, ca, rb, last_contended_);
       } else {
         auto rb = timed_run(b, index, seq++);
+        const auto cb = last_contended_;
         auto ra = timed_run(a, index, seq++);
-        add_pair(ra, rb);
+        add_pair(ra, last_contended_, rb, cb);
       }
       progress_.set_pairs_done(int32_t(pairs.size()));
       if (pairs.size() >= 2) {
@@ -475,7 +530,13 @@ class JobExecution {
     report_.set_ci_high(estimate.upper);
     report_.set_p_value(estimate.wilcoxon_p);
     report_.set_pairs(int32_t(pairs.size()));
-    report_.set_contended_pairs(int32_t(estimate.contention_mismatches));
+    report_.set_contended_pairs(contended_pairs);
+    if (!sampler_.available())
+      report_.add_reasons("co-tenant load unknown (cotenant=unavailable: " + sampler_.unavailable_reason() + ")");
+    else if (contended_pairs > 0)
+      report_.add_reasons(std::to_string(contended_pairs) + " of " + std::to_string(pairs.size()) +
+                          " pairs ran under co-tenant load; " + std::to_string(estimate.contention_mismatches) +
+                          " saw different load on their two runs");
     auto geomean = [](const std::vector<double>& v) {
       double s = 0;
       for (double x : v) s += std::log(x);
@@ -539,6 +600,8 @@ class JobExecution {
   db::Store& store_;
   EventHub& events_;
   const DaemonOptions& options_;
+  cotenant::Sampler& sampler_;
+  std::optional<bool> last_contended_;
   db::Job job_;
   const std::atomic<int>& cancelled_;
   v1::JobSpec spec_;
@@ -552,8 +615,8 @@ class JobExecution {
 
 }  // namespace
 
-JobRunner::JobRunner(db::Store& store, EventHub& events, const DaemonOptions& options)
-    : store_(store), events_(events), options_(options) {}
+JobRunner::JobRunner(db::Store& store, EventHub& events, const DaemonOptions& options, cotenant::Sampler& sampler)
+    : store_(store), events_(events), options_(options), sampler_(sampler) {}
 
 void JobRunner::run(const db::Job& job, const std::atomic<int>& cancelled) {
   auto end_job = [&](db::JobState state, const std::string& error) {
@@ -570,7 +633,7 @@ void JobRunner::run(const db::Job& job, const std::atomic<int>& cancelled) {
     events_.publish(e);
   };
   try {
-    JobExecution(store_, events_, options_, job, cancelled).run();
+    JobExecution(store_, events_, options_, sampler_, job, cancelled).run();
   } catch (const DaemonStopping&) {
     // Left in state running on purpose: the next start requeues it and runs it again.
   } catch (const JobCancelled&) {

@@ -22,6 +22,10 @@ int main(int argc, char** argv) {
   app.add_option("--run-timeout", o.run_timeout_s, "seconds one timed run may take")->capture_default_str();
   app.add_option("--prepare-timeout", o.prepare_timeout_s, "seconds preparing a profile may take")->capture_default_str();
   app.add_option("--parity-timeout", o.parity_timeout_s, "seconds the parity phase may take")->capture_default_str();
+  app.add_option("--sampler", o.sampler, "co-tenant sampler: auto, nvml, replay or none")
+      ->check(CLI::IsMember({"auto", "nvml", "replay", "none"}))->capture_default_str();
+  app.add_option("--replay-samples", o.replay_samples_file, "replay this JSON-lines trace of samples (tests, simulations)");
+  app.add_option("--record-samples", o.record_samples_file, "append every sample read to this JSON-lines trace");
   app.add_option("--auth-token-file", o.auth_token_file, "token that submit and cancel need on TCP (16+ characters)");
   app.add_option("--tls-cert", o.tls_cert_file, "TLS certificate (PEM) for TCP");
   app.add_option("--tls-key", o.tls_key_file, "TLS private key (PEM) for TCP");

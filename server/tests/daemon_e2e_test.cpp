@@ -528,3 +528,52 @@ TEST(DaemonEndToEnd, ANonLoopbackAddressNeedsTlsAndATokenOrInsecure) {
   // --insecure is the explicit opt-out.
   ASSERT_TRUE(d.try_start({"--insecure"}, "0.0.0.0:0", &why)) << why;
 }
+
+TEST(DaemonEndToEnd, EveryRunCarriesItsCoTenantLoadAndTrendsDefaultToQuietRuns) {
+  // Two recorded traces replayed by the sampler: a GPU shared with a busy foreign process, and a
+  // quiet one. Replay holds the last reading, so one line is a steady state.
+  for (const bool busy : {true, false}) {
+    DaemonUnderTest d;
+    const std::string trace = d.dir() + "/trace.jsonl";
+    std::ofstream(trace) << (busy ? R"({"t_ms":0,"device_util":99,"sm_clock_mhz":1815,"max_sm_clock_mhz":1980,)"
+                                    R"("clock_event_reasons":4,"foreign":[{"pid":4242,"name":"sglang","sm_percent":96}]})"
+                                  : R"({"t_ms":0,"device_util":0,"sm_clock_mhz":1980,"max_sm_clock_mhz":1980,)"
+                                    R"("clock_event_reasons":0,"foreign":[]})")
+                         << "\n";
+    std::string why;
+    ASSERT_TRUE(d.try_start({"--replay-samples", trace}, "", &why)) << why;
+    auto r = d.cli("ab --build " + std::string(QGATE_REF_LIBRARY) + " --name ref --profile cpu-tiny --max-pairs 4");
+    ASSERT_LE(r.code, 2) << r.err;
+    auto jobs = json::parse(d.cli("--json jobs").out);
+    const auto& v = (jobs.is_array() ? jobs : jobs["jobs"])[0]["verdict"];
+    const int pairs = v["pairs"].get<int>();
+    EXPECT_EQ(v["contended_pairs"].get<int>(), busy ? pairs : 0) << v.dump();
+
+    auto quiet_only = json::parse(d.cli("--json trend --profile cpu-tiny").out);
+    auto all = json::parse(d.cli("--json trend --profile cpu-tiny --include-contended").out);
+    const auto& q = quiet_only.is_array() ? quiet_only : quiet_only["points"];
+    const auto& a = all.is_array() ? all : all["points"];
+    EXPECT_EQ(int(a.size()), 2 * pairs);
+    EXPECT_EQ(int(q.size()), busy ? 0 : 2 * pairs) << "trends leave contended runs out unless asked";
+    for (const auto& p : a) {
+      EXPECT_EQ(p["contended"].get<bool>(), busy) << p.dump();
+      EXPECT_TRUE(p["cotenant_known"].get<bool>()) << p.dump();
+    }
+    if (busy) {
+      auto human = d.cli("trend --profile cpu-tiny --include-contended");
+      EXPECT_NE(human.out.find("*"), std::string::npos) << "contended runs are marked: " << human.out;
+    }
+  }
+}
+
+TEST(DaemonEndToEnd, WithoutASamplerRunsSayUnavailableNeverQuiet) {
+  DaemonUnderTest d;
+  d.start();  // the CPU backend: no GPU to sample
+  auto dev = d.cli("--json device");
+  EXPECT_NE(dev.out.find("unavailable"), std::string::npos) << dev.out;
+  auto r = d.cli("ab --build " + std::string(QGATE_REF_LIBRARY) + " --name ref --profile cpu-tiny --max-pairs 4");
+  ASSERT_LE(r.code, 2) << r.err;
+  EXPECT_NE(r.out.find("cotenant=unavailable"), std::string::npos) << r.out;
+  auto all = json::parse(d.cli("--json trend --profile cpu-tiny").out);
+  for (const auto& p : (all.is_array() ? all : all["points"])) EXPECT_FALSE(p["cotenant_known"].get<bool>()) << p.dump();
+}

@@ -55,12 +55,20 @@ const char* const kRpcNames[] = {"SubmitBuild", "GetJob",  "ListJobs",   "Cancel
                                  "QueryTrend",  "Compare", "ListBuilds", "GetDevice"};
 constexpr int kRpcCount = 9;
 
+/// No co-tenant sampling in process: jobs never run here anyway.
+struct UnavailableSampler final : qgate::cotenant::Sampler {
+  std::optional<qgate::cotenant::Sample> read(const std::set<int>&) override { return std::nullopt; }
+  bool available() const override { return false; }
+  std::string unavailable_reason() const override { return "in-process test"; }
+};
+
 // ---- the service, wired as qgated wires it, minus the listening port ----
 struct InProcessDaemon {
   fs::path root;      // the test's temp dir; data_dir is root/data, so escapes from it are visible
   DaemonOptions options;
   std::unique_ptr<db::Store> store;
   EventHub events;
+  UnavailableSampler sampler;
   std::unique_ptr<JobRunner> runner;
   std::unique_ptr<Scheduler> scheduler;
   std::unique_ptr<HarnessService> service;
@@ -80,7 +88,7 @@ struct InProcessDaemon {
     db::SqliteOptions so;
     so.path = options.db_path;
     store = db::open_sqlite_store(so);
-    runner = std::make_unique<JobRunner>(*store, events, options);
+    runner = std::make_unique<JobRunner>(*store, events, options, sampler);
     scheduler = std::make_unique<Scheduler>(*store, *runner, options.gpu);
     DeviceDescription device;
     device.name = "cpu";

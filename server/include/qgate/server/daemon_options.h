@@ -22,6 +22,11 @@ struct DaemonOptions {
   bool fresh_process_default = false;
   // Security (see daemon.cpp): on TCP, submit and cancel need the token of auth_token_file; a
   // non-loopback address needs TLS and a token unless `insecure`.
+  // Co-tenant sampling of every run: "auto" (NVML on CUDA, none on the CPU), "nvml", "none", or
+  // "replay" of replay_samples_file (a JSON-lines trace, for tests and simulations).
+  std::string sampler = "auto";
+  std::string replay_samples_file;
+  std::string record_samples_file;    // also write every reading to this trace
   std::string auth_token_file;
   std::string tls_cert_file;
   std::string tls_key_file;

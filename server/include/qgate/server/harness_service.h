@@ -17,6 +17,7 @@ struct DeviceDescription {
   std::string name;
   std::string uuid;
   int64_t memory_bytes = 0;
+  std::string cotenant;  // how co-tenant load is sampled, or why it is unavailable
 };
 
 class HarnessService final : public v1::Harness::CallbackService {

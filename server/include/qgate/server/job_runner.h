@@ -6,6 +6,7 @@
 #include <atomic>
 #include <string>
 
+#include "qgate/cotenant/sampler.h"
 #include "qgate/db/store.h"
 #include "qgate/server/daemon_options.h"
 #include "qgate/server/event_hub.h"
@@ -14,7 +15,8 @@ namespace qgate::server {
 
 class JobRunner {
  public:
-  JobRunner(db::Store& store, EventHub& events, const DaemonOptions& options);
+  /// `sampler` reads the GPU's co-tenant load during every timed run (it may be unavailable).
+  JobRunner(db::Store& store, EventHub& events, const DaemonOptions& options, cotenant::Sampler& sampler);
   /// What the scheduler asks of a running job through `stop`.
   static constexpr int kKeepRunning = 0;
   static constexpr int kCancel = 1;    // the user cancelled: the job ends CANCELLED
@@ -28,6 +30,7 @@ class JobRunner {
   db::Store& store_;
   EventHub& events_;
   const DaemonOptions& options_;
+  cotenant::Sampler& sampler_;
 };
 
 }  // namespace qgate::server
