@@ -16,8 +16,8 @@ IFS=';' read -r -a tests <<<"${QGATE_BUNDLE_TESTS:-}"
 for f in "${binaries[@]}"; do [ -n "$f" ] && cp "$f" "$dest/bin/"; done
 for f in "${plugins[@]}"; do [ -n "$f" ] && cp "$f" "$dest/plugins/"; done
 for f in "${tests[@]}"; do [ -n "$f" ] && cp "$f" "$dest/tests/"; done
-cp "$src/scripts/qgate-gpu-check" "$dest/bin/qgate-gpu-check"
-chmod +x "$dest/bin/qgate-gpu-check"
+cp "$src/scripts/qgate-gpu-check" "$src/scripts/qgate-cotenant-experiment" "$dest/bin/"
+chmod +x "$dest/bin/qgate-gpu-check" "$dest/bin/qgate-cotenant-experiment"
 
 # glibc and the driver come from the host; everything else travels.
 is_system() {

@@ -69,8 +69,10 @@ struct SubmitOptions {
   std::string path;
   std::int64_t tokens = 0;
   int max_pairs = 0;
+  int min_pairs = 0;
   double threshold = 0;  // policy.slowdown_threshold; 0 = the daemon's default (2%)
   std::string parity_shapes;
+  std::string order;
   int repetitions = 0;
   std::uint64_t seed = 0;
   bool fresh_process = false;
@@ -198,10 +200,14 @@ void add_submit_options(CLI::App* sub, SubmitOptions& o, bool ab_command) {
       ->check(whole_number(false));
   sub->add_option("--max-pairs", o.max_pairs, "pair budget (default 40)")
       ->check(whole_number(false));
+  sub->add_option("--min-pairs", o.min_pairs, "never decide on fewer pairs (default 4)")
+      ->check(whole_number(false));
   sub->add_option("--threshold", o.threshold, "slowdown that fails the gate, as a fraction (default 0.02)")
       ->check(CLI::Range(0.0, 0.99));
   sub->add_option("--parity-shapes", o.parity_shapes, "parity sweep: standard (default) or none")
       ->check(CLI::IsMember({"standard", "none"}));
+  sub->add_option("--order", o.order, "A/B run order: abba (default) or sequential (for experiments)")
+      ->check(CLI::IsMember({"abba", "sequential"}));
   sub->add_option("--commit", o.commit, "source commit of the build");
   sub->add_option("--branch", o.branch, "source branch of the build");
   sub->add_option("--flags", o.flags, "build flags, for the record");
@@ -370,7 +376,9 @@ int Cli::cmd_submit(bool ab_command) {
   // Only a given budget goes in: an absent policy lets the server apply all of its defaults.
   if (o.max_pairs > 0) spec->mutable_policy()->set_max_pairs(o.max_pairs);
   if (o.threshold > 0) spec->mutable_policy()->set_slowdown_threshold(o.threshold);
+  if (o.min_pairs > 0) spec->mutable_policy()->set_min_pairs(o.min_pairs);
   if (!o.parity_shapes.empty()) spec->set_parity_shapes(o.parity_shapes);
+  spec->set_order(o.order);
 
   HarnessClient client = connect();
   const v1::SubmitBuildResponse response = client.submit_build(std::move(header), o.build_file);

@@ -267,6 +267,8 @@ grpc::Status HarnessService::validate_header(const v1::SubmitHeader& header, std
   }
   if (!job.path().empty() && job.path() != "mmq" && job.path() != "f16")
     return invalid("path must be mmq or f16, got '" + job.path() + "'");
+  if (!job.order().empty() && job.order() != "abba" && job.order() != "sequential")
+    return invalid("order must be abba or sequential, got '" + job.order() + "'");
   if (!job.parity_shapes().empty() && job.parity_shapes() != "standard" && job.parity_shapes() != "none")
     return invalid("parity_shapes must be standard or none");
   const auto& p = job.policy();

@@ -11,6 +11,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 
 #include "qgate/cotenant/periodic_sampling.h"
 #include "qgate/cotenant/summary.h"
@@ -234,6 +235,7 @@ class JobExecution {
     launch.env = clean_worker_environment(arm.env);
     launch.stderr_path = log_path("arm-" + arm.name);
     arm.worker = std::make_unique<WorkerProcess>(launch);
+    own_worker_pids_.insert(int(arm.worker->pid()));
     v1::WorkerRequest req;
     auto* prep = req.mutable_prepare();
     prep->set_tokens(tokens_);
@@ -326,10 +328,14 @@ class JobExecution {
     const db::RowId run_id = store_.add_run(run);
     std::string why;
     std::vector<cotenant::Sample> samples_read;
-    // The sampler reads the GPU while the run's worker works; its own pid is not foreign.
+    // The sampler reads the GPU while the run's worker works. The job's own workers are not
+    // foreign: the other arm's worker is idle during this run, but NVML's per-process samples
+    // look back a few hundred ms and would carry its previous run into this one.
     auto sampled_run = [&](std::string* failure) {
       cotenant::PeriodicSampling sampling(sampler_);
-      sampling.start({int(arm.worker->pid())});
+      std::set<int> own = own_worker_pids_;
+      own.insert(int(arm.worker->pid()));
+      sampling.start(own);
       auto r = try_run(arm, run_id, failure);
       samples_read = sampling.stop();
       return r;
@@ -489,8 +495,28 @@ class JobExecution {
         type_times[type].second.push_back(tb[type]);
       }
     };
+    if (spec_.order() == "sequential") {
+      // Every A run, then every B run: the order llama.cpp's compare-commits uses, kept only to
+      // show what a co-tenant or drift does to it. No early stop: both arms get max_pairs runs.
+      std::vector<v1::ProfileRun> runs_a, runs_b;
+      std::vector<std::optional<bool>> load_a, load_b;
+      for (int i = 0; i < policy.max_pairs; ++i) {
+        runs_a.push_back(timed_run(a, i, seq++));
+        load_a.push_back(last_contended_);
+        publish("sequential: A run " + std::to_string(i + 1) + " of " + std::to_string(policy.max_pairs));
+      }
+      for (int i = 0; i < policy.max_pairs; ++i) {
+        runs_b.push_back(timed_run(b, i, seq++));
+        load_b.push_back(last_contended_);
+        publish("sequential: B run " + std::to_string(i + 1) + " of " + std::to_string(policy.max_pairs));
+      }
+      for (int i = 0; i < policy.max_pairs; ++i) add_pair(runs_a[i], load_a[i], runs_b[i], load_b[i]);
+      progress_.set_pairs_done(int32_t(pairs.size()));
+      estimate = stats::estimate_ratio(pairs);
+      report_.add_reasons("sequential order (all A runs, then all B runs): drift and co-tenant phases are not balanced");
+    }
     // ABBA: each block yields two pairs, (A, B) then (B, A), so drift hits both arms alike.
-    while (true) {
+    while (spec_.order() != "sequential") {
       const int index = int(pairs.size());
       if (index % 2 == 0) {
         auto ra = timed_run(a, index, seq++);
@@ -602,6 +628,7 @@ class JobExecution {
   const DaemonOptions& options_;
   cotenant::Sampler& sampler_;
   std::optional<bool> last_contended_;
+  std::set<int> own_worker_pids_;  // every worker this job started (see timed_run)
   db::Job job_;
   const std::atomic<int>& cancelled_;
   v1::JobSpec spec_;

@@ -256,7 +256,7 @@ TEST(DaemonEndToEnd, AnAaGateComesOutPassOrSame) {
   // 2-core CPU swings runs of a few milliseconds by 10-20%, so this gate's policy allows a 25%
   // slowdown: the test is about the machinery (pairs, interval, verdict), not the CPU's precision.
   auto r = d.cli("submit --build " + std::string(QGATE_REF_LIBRARY) +
-                 " --name ref --baseline ref --profile cpu-tiny --max-pairs 16 --threshold 0.25 --wait");
+                 " --name ref --baseline ref --profile cpu-tiny --max-pairs 24 --reps 9 --threshold 0.25 --wait");
   EXPECT_EQ(r.code, 0) << "A/A gate must PASS: " << r.out << r.err;
   auto jobs = json::parse(d.cli("--json jobs").out);
   const auto& arr = jobs.is_array() ? jobs : jobs["jobs"];
