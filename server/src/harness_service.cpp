@@ -463,13 +463,8 @@ grpc::ServerUnaryReactor* HarnessService::Compare(grpc::CallbackServerContext* c
         auto* row = response->add_rows();
         row->set_profile(x.profile);
         row->set_path(x.path);
-        auto geomean = [](const std::vector<double>& v) {
-          double s = 0;
-          for (double t : v) s += std::log(t);
-          return std::exp(s / double(v.size()));
-        };
-        row->set_tokens_per_s_a(geomean(x.tokens_per_s));
-        row->set_tokens_per_s_b(geomean(y.tokens_per_s));
+        row->set_tokens_per_s_a(stats::geometric_mean(x.tokens_per_s));
+        row->set_tokens_per_s_b(stats::geometric_mean(y.tokens_per_s));
         row->set_ratio(row->tokens_per_s_a() / row->tokens_per_s_b());
         row->set_runs_a(int32_t(x.tokens_per_s.size()));
         row->set_runs_b(int32_t(y.tokens_per_s.size()));

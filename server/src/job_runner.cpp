@@ -563,16 +563,11 @@ class JobExecution {
       report_.add_reasons(std::to_string(contended_pairs) + " of " + std::to_string(pairs.size()) +
                           " pairs ran under co-tenant load; " + std::to_string(estimate.contention_mismatches) +
                           " saw different load on their two runs");
-    auto geomean = [](const std::vector<double>& v) {
-      double s = 0;
-      for (double x : v) s += std::log(x);
-      return v.empty() ? 0.0 : std::exp(s / double(v.size()));
-    };
     report_.mutable_arm_a()->set_label(a.label);
-    report_.mutable_arm_a()->set_tokens_per_s(geomean(a.tokens_per_s));
+    report_.mutable_arm_a()->set_tokens_per_s(stats::geometric_mean(a.tokens_per_s));
     report_.mutable_arm_a()->set_runs(int32_t(a.tokens_per_s.size()));
     report_.mutable_arm_b()->set_label(b.label);
-    report_.mutable_arm_b()->set_tokens_per_s(geomean(b.tokens_per_s));
+    report_.mutable_arm_b()->set_tokens_per_s(stats::geometric_mean(b.tokens_per_s));
     report_.mutable_arm_b()->set_runs(int32_t(b.tokens_per_s.size()));
     for (const auto& r : decision.reasons) report_.add_reasons(r);
     report_.add_reasons("tok/s is prefill throughput of " + profile_.name + "'s linear layers at " +
@@ -586,8 +581,8 @@ class JobExecution {
       t->set_ci_low(e.lower);
       t->set_ci_high(e.upper);
       t->set_comparison(to_proto(stats::compare(e)));
-      t->set_gemm_us_a(geomean(type_times[type].first));
-      t->set_gemm_us_b(geomean(type_times[type].second));
+      t->set_gemm_us_a(stats::geometric_mean(type_times[type].first));
+      t->set_gemm_us_b(stats::geometric_mean(type_times[type].second));
     }
   }
 

@@ -342,4 +342,14 @@ bool should_add_pairs(const RatioEstimate& e, const GatePolicy& policy) {
   return true;
 }
 
+double geometric_mean(std::span<const double> values) {
+  if (values.empty()) return 0.0;
+  double sum = 0;
+  for (double v : values) {
+    if (!std::isfinite(v) || v <= 0) throw std::invalid_argument("geometric_mean: values must be finite and positive");
+    sum += std::log(v);
+  }
+  return std::exp(sum / double(values.size()));
+}
+
 }  // namespace qgate::stats

@@ -285,3 +285,10 @@ TEST(AbStatistics, EnumsRoundTripThroughStrings) {
   EXPECT_FALSE(comparison_from_string("same"));
   EXPECT_FALSE(verdict_from_string("OK"));
 }
+
+TEST(GeometricMean, OfArmFigures) {
+  const std::vector<double> v = {2.0, 8.0};
+  EXPECT_DOUBLE_EQ(qgate::stats::geometric_mean(v), 4.0);
+  EXPECT_EQ(qgate::stats::geometric_mean(std::vector<double>{}), 0.0);
+  EXPECT_THROW(qgate::stats::geometric_mean(std::vector<double>{1.0, -1.0}), std::invalid_argument);
+}

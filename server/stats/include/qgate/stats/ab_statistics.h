@@ -51,6 +51,9 @@ struct RatioEstimate {
   double halfwidth() const;
 };
 
+/// Geometric mean of positive figures (an arm's tok/s over its runs); 0 for an empty list.
+/// Throws std::invalid_argument on a non-finite or non-positive value.
+double geometric_mean(std::span<const double> values);
 /// Geometric mean of a/b over the pairs. Throws std::invalid_argument on empty or bad input.
 double geometric_mean_ratio(std::span<const AbPair> pairs);
 
