@@ -61,11 +61,11 @@ struct NvmlSampler::Nvml {
 NvmlSampler::NvmlSampler(NvmlSamplerOptions options, const Clock& clock)
     : options_(std::move(options)), clock_(clock), nvml_(std::make_unique<Nvml>()) {
   auto& n = *nvml_;
-  n.handle = dlopen(options_.library_path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  n.handle = dlopen(options_.nvml_path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!n.handle) {
     const char* error = dlerror();
     unavailable_reason_ =
-        "cannot load " + options_.library_path + " (NVIDIA driver's NVML library): " + (error ? error : "dlopen failed");
+        "cannot load " + options_.nvml_path + " (NVIDIA driver's NVML library): " + (error ? error : "dlopen failed");
     nvml_.reset();
     return;
   }
@@ -89,12 +89,12 @@ NvmlSampler::NvmlSampler(NvmlSamplerOptions options, const Clock& clock)
   n.get_power = n.lookup<nvmlDeviceGetPowerUsage_fn>({"nvmlDeviceGetPowerUsage"});
 
   if (!n.init || !n.shutdown || !n.get_handle) {
-    unavailable_reason_ = options_.library_path + " lacks nvmlInit/nvmlShutdown/nvmlDeviceGetHandleByIndex";
+    unavailable_reason_ = options_.nvml_path + " lacks nvmlInit/nvmlShutdown/nvmlDeviceGetHandleByIndex";
     nvml_.reset();
     return;
   }
   if (const nvmlReturn_t rc = n.init(); rc != NVML_SUCCESS) {
-    unavailable_reason_ = n.describe("nvmlInit_v2", rc) + " (" + options_.library_path + " loaded, no usable driver)";
+    unavailable_reason_ = n.describe("nvmlInit_v2", rc) + " (" + options_.nvml_path + " loaded, no usable driver)";
     nvml_.reset();
     return;
   }

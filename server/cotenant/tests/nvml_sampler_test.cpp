@@ -14,7 +14,7 @@ namespace {
 
 TEST(NvmlSamplerTest, MissingLibraryIsUnavailableWithReasonAndReadsNothing) {
   NvmlSamplerOptions options;
-  options.library_path = "libnvidia-ml-absent-for-test.so.1";
+  options.nvml_path = "libnvidia-ml-absent-for-test.so.1";
   NvmlSampler sampler(options);
   EXPECT_FALSE(sampler.available());
   EXPECT_NE(sampler.unavailable_reason().find("libnvidia-ml"), std::string::npos) << sampler.unavailable_reason();
@@ -68,7 +68,7 @@ class FakeNvmlTest : public testing::Test {
     std::ofstream(proc_root_ / "4242" / "comm") << "sglang\n";
     std::filesystem::create_directories(proc_root_ / "777");
     std::ofstream(proc_root_ / "777" / "comm") << "qgate-worker\n";
-    options_.library_path = QGATE_FAKE_NVML_LIBRARY;
+    options_.nvml_path = QGATE_FAKE_NVML_LIBRARY;
     options_.proc_root = proc_root_.string();
   }
   void TearDown() override { std::filesystem::remove_all(proc_root_); }

@@ -13,7 +13,7 @@ namespace qgate::cotenant {
 
 struct NvmlSamplerOptions {
   unsigned device_index = 0;                  // NVML index (not CUDA_VISIBLE_DEVICES order)
-  std::string library_path = "libnvidia-ml.so.1";  // dlopen name or path (tests point it at a fake)
+  std::string nvml_path = "libnvidia-ml.so.1";  // dlopen name or path (tests point it at a fake)
   /// Look-back of nvmlDeviceGetProcessUtilization (its lastSeenTimeStamp is now minus this): longer
   /// than NVML's ~1/6 s refresh, so every read sees at least one sample of a busy process.
   std::int64_t process_window_ms = 250;
