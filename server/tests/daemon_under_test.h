@@ -1,0 +1,189 @@
+// A real qgated under test: its own temp data dir and unix socket, started and killed by the test,
+// driven through the real qgate CLI or a gRPC stub. Shared by the daemon's end-to-end test files,
+// which define QGATED_BINARY, QGATE_CLI_BINARY and QGATE_REF_LIBRARY.
+#pragma once
+
+#include <fcntl.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "qgate/v1/harness.grpc.pb.h"
+
+namespace qgate::testing {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+
+inline std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+struct CliResult {
+  int code = -1;
+  std::string out, err;
+};
+
+/// One qgated process with its own data dir; killed when the test ends.
+class DaemonUnderTest {
+ public:
+  DaemonUnderTest() {
+    char tpl[] = "/tmp/qgated-test-XXXXXX";
+    dir_ = mkdtemp(tpl);
+    socket_ = dir_ + "/qgated.sock";
+  }
+  ~DaemonUnderTest() {
+    kill9();
+    std::filesystem::remove_all(dir_);
+  }
+
+  /// Starts qgated; `listen` empty = the temp unix socket. Returns false (with the log in `why`)
+  /// when the daemon exits instead of becoming ready.
+  bool try_start(const std::vector<std::string>& extra, const std::string& listen, std::string* why) {
+    const std::string log = dir_ + "/qgated.log";
+    std::ofstream(log, std::ios::app) << "--- start\n";
+    log_offset_ = std::filesystem::file_size(log);
+    std::vector<std::string> args = {QGATED_BINARY, "--backend", "cpu", "--threads", "2", "--data-dir", dir_,
+                                     "--listen", listen.empty() ? "unix://" + socket_ : listen};
+    args.insert(args.end(), extra.begin(), extra.end());
+    pid_ = fork();
+    if (pid_ == 0) {
+      int fd = open(log.c_str(), O_WRONLY | O_APPEND);
+      dup2(fd, 2);
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    const auto deadline = std::chrono::steady_clock::now() + 60s;
+    while (std::chrono::steady_clock::now() < deadline) {
+      const std::string text = slurp(log);
+      if (text.find("qgated: ready", log_offset_) != std::string::npos) {
+        auto at = text.find("listening on ", log_offset_);
+        address_ = text.substr(at + 13, text.find(' ', at + 13) - at - 13);
+        return true;
+      }
+      int status;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        *why = text.substr(log_offset_);
+        return false;
+      }
+      std::this_thread::sleep_for(50ms);
+    }
+    *why = "not ready in 60 s";
+    return false;
+  }
+
+  /// The address qgated reported (the real port when it was asked for port 0).
+  const std::string& address() const { return address_; }
+
+  CliResult cli_at(const std::string& server, const std::string& args) const {
+    const std::string out = dir_ + "/cli.out", err = dir_ + "/cli.err";
+    const std::string cmd = std::string(QGATE_CLI_BINARY) + " --server " + server + " " + args + " >" + out + " 2>" +
+                            err + " </dev/null";
+    const int status = std::system(cmd.c_str());
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
+  }
+
+  void start() {
+    const std::string log = dir_ + "/qgated.log";
+    std::ofstream(log, std::ios::app) << "--- start\n";
+    log_offset_ = std::filesystem::file_size(log);
+    pid_ = fork();
+    if (pid_ == 0) {
+      int fd = open(log.c_str(), O_WRONLY | O_APPEND);
+      dup2(fd, 2);
+      execl(QGATED_BINARY, QGATED_BINARY, "--backend", "cpu", "--threads", "2", "--data-dir", dir_.c_str(),
+            "--listen", ("unix://" + socket_).c_str(), nullptr);
+      _exit(127);
+    }
+    const auto deadline = std::chrono::steady_clock::now() + 60s;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (slurp(log).find("qgated: ready", log_offset_) != std::string::npos) return;
+      int status;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        FAIL() << "qgated exited at start:\n" << slurp(log);
+      }
+      std::this_thread::sleep_for(50ms);
+    }
+    FAIL() << "qgated did not become ready:\n" << slurp(log);
+  }
+
+  void kill9() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+      pid_ = -1;
+    }
+  }
+
+  /// SIGTERM, then waits up to `limit` for the exit; returns false when it did not exit.
+  bool terminate(std::chrono::seconds limit) {
+    if (pid_ <= 0) return true;
+    ::kill(pid_, SIGTERM);
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (waitpid(pid_, nullptr, WNOHANG) == pid_) {
+        pid_ = -1;
+        return true;
+      }
+      std::this_thread::sleep_for(20ms);
+    }
+    return false;
+  }
+
+  CliResult cli(const std::string& args) const {
+    const std::string out = dir_ + "/cli.out", err = dir_ + "/cli.err";
+    const std::string cmd = std::string(QGATE_CLI_BINARY) + " --server unix://" + socket_ + " " + args + " >" + out +
+                            " 2>" + err + " </dev/null";
+    const int status = std::system(cmd.c_str());
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
+  }
+
+  std::unique_ptr<qgate::v1::Harness::Stub> stub() const {
+    return qgate::v1::Harness::NewStub(grpc::CreateChannel("unix://" + socket_, grpc::InsecureChannelCredentials()));
+  }
+
+  const std::string& dir() const { return dir_; }
+  std::string log() const { return slurp(dir_ + "/qgated.log"); }
+
+ private:
+  std::string dir_, socket_, address_;
+  pid_t pid_ = -1;
+  size_t log_offset_ = 0;
+};
+
+inline json show(const DaemonUnderTest& d, int64_t job) {
+  auto r = d.cli("--json show " + std::to_string(job));
+  EXPECT_EQ(r.code, 0) << r.err;
+  return json::parse(r.out);
+}
+
+inline int64_t submit_no_wait(const DaemonUnderTest& d, const std::string& args) {
+  auto r = d.cli("--json submit --build " + std::string(QGATE_REF_LIBRARY) + " " + args);
+  EXPECT_EQ(r.code, 0) << r.err;
+  return json::parse(r.out)["job_id"].get<int64_t>();
+}
+
+inline std::string state_of(const json& job) { return job.value("state", ""); }
+
+}  // namespace qgate::testing
