@@ -183,13 +183,25 @@ TEST(AbStatistics, IntervalCoversTheTrueRatioInSimulation) {
   EXPECT_GE(covered, 180) << covered << " of " << kExperiments;
 }
 
-TEST(AbStatistics, WilcoxonHandlesSignsTiesAndZeros) {
-  // Ten positive distinct differences: W+ = 55, mean 27.5, var 96.25.
-  std::vector<double> all_positive;
-  for (int i = 1; i <= 10; ++i) all_positive.push_back(0.01 * i);
-  const double z = (55 - 27.5 - 0.5) / std::sqrt(96.25);
-  EXPECT_NEAR(wilcoxon_signed_rank_p(all_positive), std::erfc(z / std::sqrt(2.0)), 1e-12);
-  EXPECT_LT(wilcoxon_signed_rank_p(all_positive), 0.01);
+TEST(AbStatistics, WilcoxonIsExactForSmallSamplesAndHandlesTiesAndZeros) {
+  // n same-signed distinct differences: only 2 of the 2^n sign patterns are as extreme.
+  auto same_signed = [](int n) {
+    std::vector<double> d;
+    for (int i = 1; i <= n; ++i) d.push_back(0.01 * i);
+    return d;
+  };
+  EXPECT_DOUBLE_EQ(wilcoxon_signed_rank_p(same_signed(4)), 2.0 / 16);  // never significant at 5%
+  EXPECT_DOUBLE_EQ(wilcoxon_signed_rank_p(same_signed(6)), 2.0 / 64);
+  EXPECT_DOUBLE_EQ(wilcoxon_signed_rank_p(same_signed(10)), 2.0 / 1024);
+
+  // n = 5, one negative difference of rank 1: W+ = 14 of 15; patterns with W+ >= 14 are 2 of 32.
+  EXPECT_DOUBLE_EQ(wilcoxon_signed_rank_p(std::vector<double>{-0.01, 0.02, 0.03, 0.04, 0.05}), 2.0 * 2 / 32);
+
+  // Beyond the exact range, the normal approximation: W+ = n(n+1)/2 with continuity correction.
+  const std::vector<double> many = same_signed(70);
+  const double mean = 70.0 * 71 / 4, var = 70.0 * 71 * 141 / 24;
+  const double z = (70.0 * 71 / 2 - mean - 0.5) / std::sqrt(var);
+  EXPECT_NEAR(wilcoxon_signed_rank_p(many), std::erfc(z / std::sqrt(2.0)), 1e-15);
 
   // Symmetric with ties and zeros: no evidence either way.
   const std::vector<double> symmetric = {0.0, 0.0, 0.02, -0.02, 0.05, -0.05};
@@ -198,9 +210,24 @@ TEST(AbStatistics, WilcoxonHandlesSignsTiesAndZeros) {
   EXPECT_EQ(wilcoxon_signed_rank_p(zeros), 1.0);
   EXPECT_EQ(wilcoxon_signed_rank_p({}), 1.0);
 
-  // Ties shrink the variance, so all-tied positive differences are more significant than distinct ones.
-  const std::vector<double> tied(10, 0.03);
-  EXPECT_LT(wilcoxon_signed_rank_p(tied), wilcoxon_signed_rank_p(all_positive));
+  // Ties: {+a, +a, -b} with b > a has average ranks 1.5, 1.5, 3; W+ = 3 (doubled: 6 of 12). Doubled
+  // sums over the 8 patterns: 0, 3, 3, 6, 6, 9, 9, 12, so P(W+ <= 3) = 4/8 and p = 1.
+  EXPECT_EQ(wilcoxon_signed_rank_p(std::vector<double>{0.01, 0.01, -0.02}), 1.0);
+}
+
+TEST(AbStatistics, AFewAgreeingPairsAreNotEnoughToCallADifference) {
+  // Four pairs, each 10% apart with little spread: the t interval alone would exclude 1, but the
+  // exact rank test's smallest p with 4 pairs is 0.125, so the comparison stays UNKNOWN.
+  std::vector<AbPair> four = {{1.10, 1.0}, {1.12, 1.0}, {1.09, 1.0}, {1.11, 1.0}};
+  const RatioEstimate e4 = estimate_ratio(four);
+  EXPECT_GT(e4.lower, 1.01);
+  EXPECT_EQ(compare(e4), Comparison::unknown);
+  // Six such pairs agree with the interval (p = 1/32): now it is a difference.
+  four.push_back({1.10, 1.0});
+  four.push_back({1.13, 1.0});
+  const RatioEstimate e6 = estimate_ratio(four);
+  EXPECT_LT(e6.wilcoxon_p, 0.05);
+  EXPECT_EQ(compare(e6), Comparison::different);
 }
 
 TEST(AbStatistics, CountsContentionMismatchesAndSaysSo) {
@@ -272,7 +299,10 @@ TEST(AbStatistics, SameBandTightensWithPairs) {
   EXPECT_EQ(compare(e), Comparison::unknown);  // not within +-2% at 25 pairs
   e.lower = 1.015;
   e.upper = 1.03;
-  EXPECT_EQ(compare(e), Comparison::different);  // clear of the 1% noise band
+  e.wilcoxon_p = 0.2;
+  EXPECT_EQ(compare(e), Comparison::unknown);  // clear of the 1% noise band, but the rank test disagrees
+  e.wilcoxon_p = 0.001;
+  EXPECT_EQ(compare(e), Comparison::different);  // clear of the band, and the rank test agrees
 }
 
 TEST(AbStatistics, EnumsRoundTripThroughStrings) {

@@ -57,9 +57,11 @@ double geometric_mean(std::span<const double> values);
 /// Geometric mean of a/b over the pairs. Throws std::invalid_argument on empty or bad input.
 double geometric_mean_ratio(std::span<const AbPair> pairs);
 
-/// Two-sided Wilcoxon signed-rank p-value of the hypothesis "median difference is 0", normal
-/// approximation with tie correction and continuity correction. Exact zeros are dropped (Wilcoxon's
-/// method); with nothing left the p-value is 1.
+/// Two-sided Wilcoxon signed-rank p-value of the hypothesis "median difference is 0". Exact (the
+/// permutation distribution of the average ranks, ties included) up to kExactWilcoxonMaxPairs
+/// non-zero differences; beyond, the normal approximation with tie and continuity corrections.
+/// Exact zeros are dropped (Wilcoxon's method); with nothing left the p-value is 1.
+inline constexpr size_t kExactWilcoxonMaxPairs = 60;
 double wilcoxon_signed_rank_p(std::span<const double> differences);
 
 /// Estimate with a seeded percentile bootstrap of the mean log-ratio. The percentile levels are
@@ -79,7 +81,7 @@ std::optional<Comparison> comparison_from_string(std::string_view s);
 
 /// Bands of the comparison, on the ratio scale.
 ///  - DIFFERENT: the interval lies wholly outside [1 - noise_band, 1 + noise_band] (it excludes 1
-///    by more than the run-to-run noise floor).
+///    by more than the run-to-run noise floor) and the signed-rank p is below 1 - confidence.
 ///  - SAME: not DIFFERENT, and the interval lies wholly inside [1 - b(n), 1 + b(n)] with
 ///    b(n) = max(noise_band, same_scale / sqrt(n)). The band tightens as pairs grow, so with many
 ///    pairs SAME means "equal within the noise floor" while a few pairs can still settle an A/A run.
