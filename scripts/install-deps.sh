@@ -5,7 +5,8 @@ set -euo pipefail
 packages=(build-essential cmake ninja-build pkg-config git file patchelf
           libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
           libfmt-dev libsqlite3-dev libsqlitecpp-dev libspdlog-dev libcli11-dev
-          nlohmann-json3-dev libgtest-dev googletest)
+          nlohmann-json3-dev libgtest-dev googletest
+          clang libclang-rt-14-dev)  # clang and libFuzzer: scripts/run-fuzzers.sh, run by run-tests.sh
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

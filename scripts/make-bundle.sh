@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Assembles dist/qgate: copies binaries, kernel builds and GPU tests, then every shared library
+# Assembles dist/qgate: copies binaries, kernel builds (fault builds to plugins/faults/) and GPU
+# tests, then every shared library
 # they load that a bare GPU host may lack (all but glibc and the NVIDIA driver's own), and checks
 # that each file resolves its libraries from the bundle alone.
 # Usage: make-bundle.sh DEST SOURCE_DIR   (lists come from QGATE_BUNDLE_* variables, ';'-separated)
@@ -9,12 +10,14 @@ src=$2
 limit_mb=60
 
 rm -rf "$dest"
-mkdir -p "$dest"/{bin,lib,plugins,tests}
+mkdir -p "$dest"/{bin,lib,plugins,plugins/faults,tests}
 IFS=';' read -r -a binaries <<<"${QGATE_BUNDLE_BINARIES:-}"
 IFS=';' read -r -a plugins <<<"${QGATE_BUNDLE_PLUGINS:-}"
+IFS=';' read -r -a faults <<<"${QGATE_BUNDLE_FAULTS:-}"
 IFS=';' read -r -a tests <<<"${QGATE_BUNDLE_TESTS:-}"
 for f in "${binaries[@]}"; do [ -n "$f" ] && cp "$f" "$dest/bin/"; done
 for f in "${plugins[@]}"; do [ -n "$f" ] && cp "$f" "$dest/plugins/"; done
+for f in "${faults[@]}"; do [ -n "$f" ] && cp "$f" "$dest/plugins/faults/"; done
 for f in "${tests[@]}"; do [ -n "$f" ] && cp "$f" "$dest/tests/"; done
 cp "$src/scripts/qgate-gpu-check" "$src/scripts/qgate-cotenant-experiment" "$dest/bin/"
 chmod +x "$dest/bin/qgate-gpu-check" "$dest/bin/qgate-cotenant-experiment"
@@ -35,7 +38,7 @@ copy_deps() {
     cp -L "$lib" "$dest/lib/"
   done
 }
-for f in "$dest"/bin/* "$dest"/plugins/* "$dest"/tests/*; do
+for f in "$dest"/bin/* "$dest"/plugins/* "$dest"/plugins/faults/* "$dest"/tests/*; do
   [ -f "$f" ] && file -L "$f" | grep -q ELF && copy_deps "$f"
 done
 # Libraries found in lib/ may need others that the top-level files do not name directly.
@@ -45,13 +48,17 @@ for pass in 1 2; do for f in "$dest"/lib/*; do copy_deps "$f"; done; done
 if command -v patchelf >/dev/null; then
   for f in "$dest"/lib/*; do patchelf --force-rpath --set-rpath '$ORIGIN' "$f" 2>/dev/null || true; done
   for f in "$dest"/plugins/* "$dest"/tests/* "$dest"/bin/*; do
-    file -L "$f" | grep -q ELF && patchelf --force-rpath --set-rpath '$ORIGIN/../lib' "$f"
+    [ -f "$f" ] && file -L "$f" | grep -q ELF && patchelf --force-rpath --set-rpath '$ORIGIN/../lib' "$f"
+  done
+  for f in "$dest"/plugins/faults/*; do
+    [ -f "$f" ] && file -L "$f" | grep -q ELF && patchelf --force-rpath --set-rpath '$ORIGIN/../../lib' "$f"
   done
 fi
 
 # Check: nothing unresolved, nothing resolved outside the bundle but glibc and the driver.
 status=0
-for f in "$dest"/bin/* "$dest"/plugins/* "$dest"/tests/* "$dest"/lib/*; do
+for f in "$dest"/bin/* "$dest"/plugins/* "$dest"/plugins/faults/* "$dest"/tests/* "$dest"/lib/*; do
+  [ -f "$f" ] || continue
   file -L "$f" | grep -q ELF || continue
   while read -r name arrow path _; do
     if [ "$path" = "not" ]; then echo "bundle: $f: $name not found" >&2; status=1; continue; fi

@@ -34,6 +34,13 @@ add_executable(qgate-service-bench bench/service_bench.cpp)
 target_link_libraries(qgate-service-bench PRIVATE qgate_grpc qgate_paths nlohmann_json::nlohmann_json)
 set_target_properties(qgate-service-bench PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)
 
+# Load test: N concurrent clients against a real qgated for S seconds (scripts/load-test.sh runs the
+# full 100 x 60 s; a 10 x 5 s smoke run is a ctest test in tests/).
+add_executable(qgate-load-test bench/load_test.cpp)
+target_link_libraries(qgate-load-test PRIVATE qgate_grpc nlohmann_json::nlohmann_json)
+set_target_properties(qgate-load-test PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)
+add_dependencies(qgate-load-test qgated qgate-worker qgate_ref)
+
 # libFuzzer targets (clang only; scripts/run-fuzzers.sh configures and runs them).
 if(QGATE_BUILD_FUZZERS)
   add_subdirectory(fuzz)

@@ -73,11 +73,22 @@ struct SubmitOptions {
   double threshold = 0;  // policy.slowdown_threshold; 0 = the daemon's default (2%)
   std::string parity_shapes;
   std::string order;
+  std::string timing;
   int repetitions = 0;
   std::uint64_t seed = 0;
+  std::int64_t job_timeout_s = 0;  // 0 = the daemon's --job-timeout
   bool fresh_process = false;
   bool wait = false;
   bool no_wait = false;  // `ab` waits unless told not to
+};
+
+struct RemeasureOptions {
+  std::int64_t job = 0;
+  bool contended = false;
+  std::string since;            // with --contended: how far back (default 7d)
+  std::string deadline = "12h"; // how long to wait for a quiet window
+  bool run_contended = false;   // at the deadline, run anyway instead of expiring
+  bool wait = false;
 };
 
 /// Reads a GGUF header into the profile message a job carries; tensors that are not GEMMs of a
@@ -142,6 +153,7 @@ class Cli {
   int cmd_jobs();
   int cmd_show();
   int cmd_cancel();
+  int cmd_remeasure();
   int cmd_builds();
   int cmd_device();
   int cmd_trend();
@@ -152,13 +164,14 @@ class Cli {
   v1::QueryTrendRequest trend_request(std::int64_t default_since_ms) const;
 
   CLI::App app_{"qgate: parity and performance gate for quantized GEMM kernels; the client of "
-                "qgated. Exit codes: 0 ok/PASS, 1 FAIL, 2 INCONCLUSIVE, 3 error.",
+                "qgated. Exit codes: 0 ok/PASS, 1 FAIL, 2 INCONCLUSIVE, 3 error, 4 expired (no quiet window).",
                 "qgate"};
   GlobalOptions global_;
   SubmitOptions submit_;
   ListOptions list_;
   TrendOptions trend_;
   CompareOptions compare_;
+  RemeasureOptions remeasure_;
   std::int64_t job_id_ = 0;
   std::map<const CLI::App*, std::function<int()>> handlers_;
 };
@@ -204,13 +217,23 @@ void add_submit_options(CLI::App* sub, SubmitOptions& o, bool ab_command) {
       ->check(whole_number(false));
   sub->add_option("--threshold", o.threshold, "slowdown that fails the gate, as a fraction (default 0.02)")
       ->check(CLI::Range(0.0, 0.99));
-  sub->add_option("--parity-shapes", o.parity_shapes, "parity sweep: standard (default) or none")
-      ->check(CLI::IsMember({"standard", "none"}));
+  sub->add_option("--parity-shapes", o.parity_shapes,
+                  "parity sweep: standard (default), quick (without the 7B shape) or none")
+      ->check(CLI::IsMember({"standard", "quick", "none"}));
   sub->add_option("--order", o.order, "A/B run order: abba (default) or sequential (for experiments)")
       ->check(CLI::IsMember({"abba", "sequential"}));
+  sub->add_option("--timing", o.timing,
+                  "what a run's tok/s times: gemm (default, each GEMM's median) or pass (whole passes, "
+                  "as an engine runs them; shows a co-tenant's time slices)")
+      ->check(CLI::IsMember({"gemm", "pass"}));
+  sub->add_option("--reps", o.repetitions, "timed repetitions per GEMM (or per pass) per run")
+      ->check(whole_number(false));
   sub->add_option("--commit", o.commit, "source commit of the build");
   sub->add_option("--branch", o.branch, "source branch of the build");
   sub->add_option("--flags", o.flags, "build flags, for the record");
+  sub->add_option("--job-timeout", o.job_timeout_s,
+                  "seconds the whole job may take before it ends TIMEOUT (default: the daemon's --job-timeout)")
+      ->check(whole_number(false));
   if (ab_command) {
     sub->add_flag("--no-wait", o.no_wait, "print the job id and return at once");
     return;
@@ -218,8 +241,6 @@ void add_submit_options(CLI::App* sub, SubmitOptions& o, bool ab_command) {
   sub->add_option("--kind", o.kind,
                   "gate, ab or parity (default: gate with --baseline, else ab)");
   sub->add_option("--baseline", o.baseline, "build name or id to gate against (implies gate)");
-  sub->add_option("--reps", o.repetitions, "timed repetitions per GEMM per run")
-      ->check(whole_number(false));
   sub->add_option("--path", o.path, "gate jobs: the path both builds run")
       ->check(CLI::IsMember({"mmq", "f16"}));
   sub->add_option("--seed", o.seed, "input seed (default: qgate's fixed seed)");
@@ -253,7 +274,7 @@ void Cli::define() {
   handlers_[ab] = [this] { return cmd_submit(true); };
 
   auto* jobs = app_.add_subcommand("jobs", "list jobs, newest first");
-  jobs->add_option("--state", list_.state, "queued, running, done, failed or cancelled");
+  jobs->add_option("--state", list_.state, "queued, waiting-quiet, running, done, failed, cancelled or expired");
   jobs->add_option("--limit", list_.limit, "at most this many (default 50)")
       ->check(whole_number(true));
   handlers_[jobs] = [this] { return cmd_jobs(); };
@@ -269,6 +290,17 @@ void Cli::define() {
   auto* cancel = app_.add_subcommand("cancel", "cancel a queued or running job");
   cancel->add_option("job", job_id_, "job id")->required()->check(whole_number(false));
   handlers_[cancel] = [this] { return cmd_cancel(); };
+
+  auto* remeasure = app_.add_subcommand(
+      "remeasure", "re-run a job (or every contended job) once the GPU is quiet; exit 4 if none came in time");
+  remeasure->add_option("job", remeasure_.job, "the job to re-measure")->check(whole_number(false));
+  remeasure->add_flag("--contended", remeasure_.contended, "every finished job that had a contended run");
+  remeasure->add_option("--since", remeasure_.since, "with --contended: how far back, Ns/Nm/Nh/Nd/Nw (default 7d)");
+  remeasure->add_option("--deadline", remeasure_.deadline, "wait this long for a quiet window (default 12h)");
+  remeasure->add_flag("--run-contended", remeasure_.run_contended,
+                      "at the deadline run anyway, marked contended, instead of expiring");
+  remeasure->add_flag("--wait", remeasure_.wait, "follow the re-measure jobs; exit with the worst verdict");
+  handlers_[remeasure] = [this] { return cmd_remeasure(); };
 
   auto* builds = app_.add_subcommand("builds", "list uploaded builds");
   builds->add_option("--name", list_.name, "only builds of this exact name");
@@ -373,12 +405,14 @@ int Cli::cmd_submit(bool ab_command) {
   spec->set_repetitions(o.repetitions);
   spec->set_path(o.path);
   spec->set_seed(o.seed);
+  spec->set_timeout_s(o.job_timeout_s);
   // Only a given budget goes in: an absent policy lets the server apply all of its defaults.
   if (o.max_pairs > 0) spec->mutable_policy()->set_max_pairs(o.max_pairs);
   if (o.threshold > 0) spec->mutable_policy()->set_slowdown_threshold(o.threshold);
   if (o.min_pairs > 0) spec->mutable_policy()->set_min_pairs(o.min_pairs);
   if (!o.parity_shapes.empty()) spec->set_parity_shapes(o.parity_shapes);
   spec->set_order(o.order);
+  spec->set_timing(o.timing);
 
   HarnessClient client = connect();
   const v1::SubmitBuildResponse response = client.submit_build(std::move(header), o.build_file);
@@ -474,10 +508,13 @@ int Cli::watch_until_done(HarnessClient& client, std::int64_t job_id) {
         throw CommandError(fmt::format("job {} finished without a verdict", job_id));
       return exit_code_for(job);
     case v1::JOB_STATE_FAILED:
-      throw CommandError(fmt::format("job {} failed: {}", job_id,
+      throw CommandError(fmt::format("job {} failed{}: {}", job_id, disposition_suffix(job),
                                      job.error().empty() ? "no reason given" : job.error()));
     case v1::JOB_STATE_CANCELLED:
       throw CommandError(fmt::format("job {} was cancelled", job_id));
+    case v1::JOB_STATE_EXPIRED:
+      std::cerr << fmt::format("qgate: job {} {}\n", job_id, job.error());
+      return kExitExpired;
     default:
       throw CommandError(fmt::format("job {} stream ended while the job is {}", job_id,
                                      state_name(job.state())));
@@ -518,6 +555,50 @@ int Cli::cmd_cancel() {
   else
     std::cout << fmt::format("job {}: {}\n", job.id(), state_name(job.state()));
   return kExitOk;
+}
+
+int Cli::cmd_remeasure() {
+  if ((remeasure_.job > 0) == remeasure_.contended)
+    throw UsageError("remeasure: give a job id or --contended (one of them)");
+  if (!remeasure_.since.empty() && !remeasure_.contended) throw UsageError("remeasure: --since goes with --contended");
+  const std::int64_t now = now_unix_ms();
+  v1::RemeasureRequest request;
+  request.set_job_id(remeasure_.job);
+  request.set_contended(remeasure_.contended);
+  if (remeasure_.contended) request.set_since_unix_ms(parse_since(remeasure_.since.empty() ? "7d" : remeasure_.since, now));
+  const std::int64_t deadline_ms = now - parse_since(remeasure_.deadline, now);
+  if (deadline_ms < 1000) throw UsageError("remeasure: --deadline must be at least 1s");
+  request.set_deadline_s(deadline_ms / 1000);
+  request.set_run_contended_on_expiry(remeasure_.run_contended);
+
+  HarnessClient client = connect();
+  const v1::RemeasureResponse response = client.remeasure(request);
+  if (!remeasure_.wait || global_.json) {
+    if (global_.json) {
+      print_json(to_json(response));
+    } else {
+      for (const auto& job : response.jobs())
+        std::cout << fmt::format("job {}: re-measures job {}; waits for a quiet window until {}{}\n", job.id(),
+                                 job.spec().remeasure_of(), format_timestamp(job.spec().quiet_deadline_unix_ms()),
+                                 remeasure_.run_contended ? ", then runs anyway" : ", then expires");
+      for (auto id : response.skipped_job_ids())
+        std::cout << fmt::format("job {}: a re-measure is already queued\n", id);
+      if (response.jobs_size() == 0 && response.skipped_job_ids_size() == 0) std::cout << "nothing to re-measure\n";
+    }
+    if (!remeasure_.wait) return kExitOk;
+  }
+  int worst = kExitOk;
+  for (const auto& job : response.jobs()) {
+    int code;
+    try {
+      code = watch_until_done(client, job.id());
+    } catch (const CommandError& e) {
+      std::cerr << "qgate: " << e.what() << "\n";
+      code = kExitError;
+    }
+    worst = std::max(worst, code);
+  }
+  return worst;
 }
 
 int Cli::cmd_builds() {

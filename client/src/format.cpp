@@ -194,6 +194,8 @@ std::string state_name(v1::JobState state) {
     case v1::JOB_STATE_DONE: return "done";
     case v1::JOB_STATE_FAILED: return "failed";
     case v1::JOB_STATE_CANCELLED: return "cancelled";
+    case v1::JOB_STATE_WAITING_QUIET: return "waiting-quiet";
+    case v1::JOB_STATE_EXPIRED: return "expired";
     default: return "?";
   }
 }
@@ -214,6 +216,24 @@ std::string comparison_name(v1::Comparison c) {
     case v1::COMPARISON_UNKNOWN: return "UNKNOWN";
     default: return "-";
   }
+}
+
+std::string disposition_name(v1::Disposition d) {
+  switch (d) {
+    case v1::DISPOSITION_OK: return "OK";
+    case v1::DISPOSITION_CRASHED: return "CRASHED";
+    case v1::DISPOSITION_TIMEOUT: return "TIMEOUT";
+    case v1::DISPOSITION_INCORRECT: return "INCORRECT";
+    case v1::DISPOSITION_REJECTED: return "REJECTED";
+    case v1::DISPOSITION_ERROR: return "ERROR";
+    default: return "-";
+  }
+}
+
+std::string disposition_suffix(const v1::Job& job) {
+  if (job.disposition() == v1::DISPOSITION_UNSPECIFIED) return "";
+  return " (" + disposition_name(job.disposition()) +
+         (job.disposition_detail().empty() ? "" : ": " + job.disposition_detail()) + ")";
 }
 
 // ---- exit codes ----
@@ -407,8 +427,8 @@ std::string format_verdict_report(const v1::VerdictReport& report) {
 }
 
 std::string format_jobs_table(const std::vector<v1::Job>& jobs, std::int64_t now_ms) {
-  Table table{{"ID", "KIND", "STATE", "BUILD", "PROFILE", "VERDICT", "RATIO", "CREATED", "AGE"},
-              {true, false, false, false, false, false, true, false, true},
+  Table table{{"ID", "KIND", "STATE", "BUILD", "PROFILE", "VERDICT", "RATIO", "CREATED", "AGE", "DISPOSITION"},
+              {true, false, false, false, false, false, true, false, true, false},
               {}};
   for (const auto& job : jobs) {
     const bool has_verdict = job.has_verdict() && job.verdict().verdict() != v1::VERDICT_UNSPECIFIED;
@@ -418,7 +438,8 @@ std::string format_jobs_table(const std::vector<v1::Job>& jobs, std::int64_t now
          job.build().metadata().name().empty() ? "-" : job.build().metadata().name(),
          job.spec().profile().empty() ? "default" : job.spec().profile(),
          has_verdict ? verdict_name(job.verdict().verdict()) : "-", format_ratio(ratio),
-         format_timestamp(job.created_unix_ms()), format_age(now_ms, job.created_unix_ms())});
+         format_timestamp(job.created_unix_ms()), format_age(now_ms, job.created_unix_ms()),
+         disposition_name(job.disposition())});
   }
   return format_table(table);
 }
@@ -482,6 +503,9 @@ std::string format_job_details(const v1::Job& job, std::int64_t now_ms) {
     fields.emplace_back("progress", progress_line(job.id(), job.state(), job.progress()));
   if (job.attempts() > 1) fields.emplace_back("attempts", std::to_string(job.attempts()));
   if (!job.error().empty()) fields.emplace_back("error", job.error());
+  if (job.disposition() != v1::DISPOSITION_UNSPECIFIED)
+    fields.emplace_back("disposition", disposition_name(job.disposition()) +
+                                           (job.disposition_detail().empty() ? "" : ": " + job.disposition_detail()));
   std::string out = format_fields(fields);
   if (job.has_verdict() && job.verdict().verdict() != v1::VERDICT_UNSPECIFIED)
     out += "\n" + format_verdict_report(job.verdict());
@@ -513,7 +537,38 @@ std::string format_device(const v1::DeviceStatus& d) {
       {"running job", d.running_job_id() == 0 ? "none" : std::to_string(d.running_job_id())},
       {"cotenant", or_dash(d.cotenant())},
       {"uptime", format_duration(d.uptime_s())},
-  });
+  }) + format_cotenant_now(d.now());
+}
+
+std::string format_cotenant_now(const v1::CotenantNow& now) {
+  std::vector<std::pair<std::string, std::string>> fields;
+  fields.emplace_back("gpu now", now.state().empty() ? "unavailable" : now.state());
+  if (!now.reason().empty()) fields.emplace_back("why", now.reason());
+  if (now.state() != "unavailable" && !now.state().empty()) {
+    std::string procs;
+    for (const auto& p : now.foreign()) {
+      if (!procs.empty()) procs += ", ";
+      procs += fmt::format("{}[{}]@{}", p.name(), p.pid(),
+                           p.sm_percent() < 0 ? std::string("?") : fmt::format("{:.0f}%", p.sm_percent()));
+      if (p.used_memory_bytes() > 0) procs += " " + format_bytes(p.used_memory_bytes());
+    }
+    fields.emplace_back("foreign", procs.empty() ? "none" : procs);
+    if (now.device_util_percent() >= 0) fields.emplace_back("device util", fmt::format("{:.0f}%", now.device_util_percent()));
+    if (now.max_sm_clock_mhz() > 0)
+      fields.emplace_back("sm clock", fmt::format("{} / {} MHz ({:.0f}%)", now.sm_clock_mhz(), now.max_sm_clock_mhz(),
+                                                  100.0 * now.sm_clock_mhz() / now.max_sm_clock_mhz()));
+    std::string reasons;
+    for (const auto& r : now.clock_event_reasons()) reasons += (reasons.empty() ? "" : ", ") + r;
+    fields.emplace_back("clock events", reasons.empty() ? "none" : reasons);
+    if (now.temperature_c() > 0 || now.power_w() > 0)
+      fields.emplace_back("temp, power", fmt::format("{} C, {:.0f} W", now.temperature_c(), now.power_w()));
+    fields.emplace_back("last quiet", now.ms_since_quiet_window() < 0    ? std::string("never, since qgated started")
+                                      : now.ms_since_quiet_window() == 0 ? std::string("now")
+                                                                         : format_duration(now.ms_since_quiet_window() / 1000) + " ago");
+  }
+  fields.emplace_back("waiting jobs", std::to_string(now.waiting_jobs()));
+  if (!now.policy().empty()) fields.emplace_back("quiet policy", now.policy());
+  return format_fields(fields);
 }
 
 std::vector<TrendGroup> group_trend(const std::vector<v1::TrendPoint>& points) {

@@ -96,6 +96,14 @@ v1::ListBuildsResponse HarnessClient::list_builds(const v1::ListBuildsRequest& r
   return response;
 }
 
+v1::RemeasureResponse HarnessClient::remeasure(const v1::RemeasureRequest& request) {
+  grpc::ClientContext context;
+  set_deadline(context, options_);
+  v1::RemeasureResponse response;
+  if (auto status = stub_->Remeasure(&context, request, &response); !status.ok()) fail(status);
+  return response;
+}
+
 v1::DeviceStatus HarnessClient::get_device() {
   grpc::ClientContext context;
   set_deadline(context, options_);

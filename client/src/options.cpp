@@ -71,7 +71,10 @@ v1::JobState parse_state(const std::string& text) {
   if (text == "done") return v1::JOB_STATE_DONE;
   if (text == "failed") return v1::JOB_STATE_FAILED;
   if (text == "cancelled") return v1::JOB_STATE_CANCELLED;
-  throw UsageError("--state: '" + text + "' is not one of queued, running, done, failed, cancelled");
+  if (text == "waiting-quiet") return v1::JOB_STATE_WAITING_QUIET;
+  if (text == "expired") return v1::JOB_STATE_EXPIRED;
+  throw UsageError("--state: '" + text +
+                   "' is not one of queued, waiting-quiet, running, done, failed, cancelled, expired");
 }
 
 void check_build_name(const std::string& name) {

@@ -145,6 +145,7 @@ v1::Job sample_job() {
   job.mutable_spec()->set_profile("llama-7b-q4_K_M");
   job.set_state(v1::JOB_STATE_DONE);
   job.mutable_build()->mutable_metadata()->set_name("mmq-tile64");
+  job.set_disposition(v1::DISPOSITION_OK);
   job.set_created_unix_ms(1'764'468'000'000);
   auto* v = job.mutable_verdict();
   v->set_verdict(v1::VERDICT_PASS);
@@ -180,9 +181,9 @@ TEST(Jobs, TableHasEveryColumn) {
   const std::string table =
       format_jobs_table({sample_job(), queued}, 1'764'468'600'000);
   EXPECT_EQ(table,
-            "ID  KIND  STATE   BUILD       PROFILE          VERDICT  RATIO  CREATED                  AGE\n"
-            "12  gate  done    mmq-tile64  llama-7b-q4_K_M  PASS     1.004  2025-11-30 02:00:00Z  10m 0s\n"
-            "13  ab    queued  ref         default          -            -  2025-11-30 02:05:00Z   5m 0s\n");
+            "ID  KIND  STATE   BUILD       PROFILE          VERDICT  RATIO  CREATED                  AGE  DISPOSITION\n"
+            "12  gate  done    mmq-tile64  llama-7b-q4_K_M  PASS     1.004  2025-11-30 02:00:00Z  10m 0s  OK\n"
+            "13  ab    queued  ref         default          -            -  2025-11-30 02:05:00Z   5m 0s  -\n");
 }
 
 TEST(Verdict, ReportSaysRatioArmsPairsTypesReasonsAndWhatTokPerSIs) {

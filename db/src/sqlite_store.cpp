@@ -318,14 +318,15 @@ class SqliteStore final : public Store {
     });
   }
 
-  std::optional<Job> claim_next_job(std::optional<int> device) override {
+  using Store::claim_next_job;
+  std::optional<Job> claim_next_job(std::optional<int> device, bool gpu_quiet) override {
     return guarded("claim_next_job", [&]() -> std::optional<Job> {
       // IMMEDIATE takes the write lock before the SELECT, so two claimers (threads or daemons
       // sharing the file) cannot both see the same queued job.
       SQLite::Transaction transaction(database_, SQLite::TransactionBehavior::IMMEDIATE);
       const std::string sql = fmt::format(
-          "SELECT id FROM jobs WHERE state = 'queued'{} ORDER BY created_ms, id LIMIT 1",
-          device ? " AND device = ?" : "");
+          "SELECT id FROM jobs WHERE state = 'queued'{}{} ORDER BY created_ms, id LIMIT 1",
+          device ? " AND device = ?" : "", gpu_quiet ? "" : " AND quiet_only = 0");
       std::optional<RowId> id;
       {
         ScopedStatement select(prepared(sql));
@@ -340,6 +341,32 @@ class SqliteStore final : public Store {
       auto job = select_job(*id);
       transaction.commit();
       return job;
+    });
+  }
+
+  bool set_job_quiet_only(RowId id, bool quiet_only) override {
+    return guarded("set_job_quiet_only", [&] {
+      SQLite::Transaction transaction(database_, SQLite::TransactionBehavior::IMMEDIATE);
+      ScopedStatement update(prepared("UPDATE jobs SET quiet_only = ? WHERE id = ? AND state = 'queued'"));
+      bind_all(*update, quiet_only, id);
+      const int changed = update->exec();
+      if (changed == 0 && !job_exists(id)) {
+        throw StoreError(StoreErrorKind::NotFound, fmt::format("set_job_quiet_only: no job {}", id));
+      }
+      transaction.commit();
+      return changed > 0;
+    });
+  }
+
+  std::vector<RowId> jobs_with_contended_runs(std::int64_t since_ms) override {
+    return guarded("jobs_with_contended_runs", [&] {
+      std::vector<RowId> ids;
+      ScopedStatement select(prepared(
+          "SELECT DISTINCT j.id FROM jobs j JOIN runs r ON r.job_id = j.id JOIN cotenant c ON c.run_id = r.id "
+          "WHERE j.state = 'done' AND j.created_ms >= ? AND c.contended = 1 ORDER BY j.id"));
+      bind_all(*select, since_ms);
+      while (select->executeStep()) ids.push_back(select->getColumn(0).getInt64());
+      return ids;
     });
   }
 
@@ -632,7 +659,7 @@ class SqliteStore final : public Store {
       // is prepared once and cached.
       std::string sql =
           "SELECT r.id, r.build_id, b.name, b.sha256, r.started_ms, r.tokens_per_s, r.contended, "
-          "r.profile, r.weight_type, r.path, r.series_key "
+          "r.profile, r.weight_type, r.path, r.series_key, r.job_id "
           "FROM runs r JOIN builds b ON b.id = r.build_id "
           "WHERE r.state = 'done' AND r.tokens_per_s IS NOT NULL AND r.started_ms >= ?";
       if (query.profile) sql += " AND r.profile = ?";
@@ -667,6 +694,7 @@ class SqliteStore final : public Store {
         row.weight_type = optional_text(select->getColumn(8));
         row.path = select->getColumn(9).getString();
         row.series_key = select->getColumn(10).getString();
+        row.job_id = optional_int(select->getColumn(11));
         rows.push_back(std::move(row));
       }
       return rows;

@@ -170,6 +170,50 @@ TEST_F(SqliteStoreTest, ClaimTakesOnlyTheAskedDevice) {
   EXPECT_EQ(store_->claim_next_job(0)->id, on_zero);
 }
 
+TEST_F(SqliteStoreTest, QuietOnlyJobsWaitUntilTheGpuIsQuiet) {
+  Job waiting = make_job(build_id_, 1000);
+  waiting.quiet_only = true;
+  waiting.deadline_ms = 99'000;
+  const RowId quiet_job = store_->create_job(waiting);
+  const RowId normal = store_->create_job(make_job(build_id_, 2000));
+  EXPECT_EQ(store_->find_job(quiet_job)->deadline_ms, 99'000);
+  // Not quiet: the older quiet-only job is passed over, the newer normal one runs.
+  EXPECT_EQ(store_->claim_next_job(std::nullopt, false)->id, normal);
+  EXPECT_FALSE(store_->claim_next_job(std::nullopt, false).has_value());
+  // Quiet: now it may run.
+  EXPECT_EQ(store_->claim_next_job(std::nullopt, true)->id, quiet_job);
+
+  // Released from waiting (its deadline passed and it may run contended): claimed like any job.
+  const RowId released = store_->create_job(waiting);
+  EXPECT_TRUE(store_->set_job_quiet_only(released, false));
+  EXPECT_EQ(store_->claim_next_job(std::nullopt, false)->id, released);
+  EXPECT_FALSE(store_->set_job_quiet_only(released, true)) << "running: no longer queued";
+  EXPECT_THROW(store_->set_job_quiet_only(777, false), StoreError);
+}
+
+TEST_F(SqliteStoreTest, FindsDoneJobsWithContendedRuns) {
+  const RowId contended_job = store_->create_job(make_job(build_id_, 5000));
+  const RowId quiet_job = store_->create_job(make_job(build_id_, 6000));
+  const RowId old_job = store_->create_job(make_job(build_id_, 100));
+  auto add_run = [&](RowId job, bool contended) {
+    db::Run run = make_done_run(build_id_, "p", "q4_0", 7000, 100.0, std::nullopt);
+    run.job_id = job;
+    const RowId id = store_->add_run(run);
+    CotenantSummary summary;
+    summary.run_id = id;
+    summary.available = true;
+    summary.contended = contended;
+    store_->put_cotenant(summary, {});
+  };
+  add_run(contended_job, false);
+  add_run(contended_job, true);
+  add_run(quiet_job, false);
+  add_run(old_job, true);
+  for (RowId j : {contended_job, quiet_job, old_job}) store_->update_job_state(j, JobState::Done, std::nullopt, std::nullopt);
+  EXPECT_EQ(store_->jobs_with_contended_runs(1000), (std::vector<RowId>{contended_job}));
+  EXPECT_EQ(store_->jobs_with_contended_runs(0), (std::vector<RowId>{contended_job, old_job}));
+}
+
 TEST_F(SqliteStoreTest, ConcurrentClaimsNeverShareAJob) {
   constexpr int kJobs = 40;
   for (int i = 0; i < kJobs; ++i) store_->create_job(make_job(build_id_, 1000 + i));

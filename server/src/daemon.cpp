@@ -14,6 +14,7 @@
 #include <set>
 #include <iostream>
 
+#include "qgate/cotenant/device_watch.h"
 #include "qgate/cotenant/nvml_sampler.h"
 #include "qgate/cotenant/replay.h"
 #include "qgate/db/sqlite_store.h"
@@ -101,6 +102,7 @@ struct Daemon::Parts {
   std::unique_ptr<cotenant::TraceRecorder> recorder;
   std::unique_ptr<cotenant::Sampler> recording_sampler;
   cotenant::Sampler* sampler = nullptr;
+  std::unique_ptr<cotenant::DeviceWatch> watch;
   std::unique_ptr<db::Store> store;
   EventHub events;
   std::unique_ptr<JobRunner> runner;
@@ -133,8 +135,18 @@ void Daemon::start() {
     throw std::runtime_error("qgate-worker not found or not executable at " + options_.worker_binary);
   db::SqliteOptions so;
   so.path = options_.db_path;
-  parts_->store = db::open_sqlite_store(so);
-  const auto requeued = parts_->store->requeue_interrupted_jobs();
+  std::vector<db::RowId> requeued;
+  try {
+    parts_->store = db::open_sqlite_store(so);
+    requeued = parts_->store->requeue_interrupted_jobs();  // also the first write: proves we can
+  } catch (const db::StoreError& e) {
+    // SQLite opens a file it cannot write read-only without a word; say so before anything is run.
+    if (e.kind() == db::StoreErrorKind::ReadOnly || access(options_.db_path.c_str(), W_OK) != 0)
+      throw std::runtime_error("the database " + options_.db_path + " (or its directory) is read-only for uid " +
+                               std::to_string(getuid()) + "; qgated records every result there and does not start " +
+                               "without write access (" + e.what() + ")");
+    throw;
+  }
   for (auto id : requeued) std::cerr << "qgated: job " << id << " was running when the daemon stopped; re-queued\n";
 
   DeviceDescription device = describe_device(options_);
@@ -164,9 +176,15 @@ void Daemon::start() {
   }
   device.cotenant = parts_->sampler->available() ? sampler_kind + ": sampled during every run"
                                                  : "unavailable: " + parts_->sampler->unavailable_reason();
+  cotenant::DeviceWatchOptions watch_options;
+  watch_options.window.policy.max_foreign_sm_percent = options_.quiet_max_foreign_sm_percent;
+  watch_options.window.hold_ms = static_cast<int64_t>(options_.quiet_hold_s * 1000);
+  parts_->watch = std::make_unique<cotenant::DeviceWatch>(*parts_->sampler, cotenant::system_clock(), watch_options);
   parts_->runner = std::make_unique<JobRunner>(*parts_->store, parts_->events, options_, *parts_->sampler);
   parts_->scheduler = std::make_unique<Scheduler>(*parts_->store, *parts_->runner, options_.gpu);
+  parts_->scheduler->set_quiet_source(parts_->watch.get(), &parts_->events);
   parts_->service = std::make_unique<HarnessService>(*parts_->store, parts_->events, *parts_->scheduler, options_, device);
+  parts_->service->set_device_watch(parts_->watch.get());
 
   std::string socket_path;
   if (options_.listen.rfind("unix://", 0) == 0) {
@@ -208,6 +226,7 @@ void Daemon::start() {
   parts_->address = options_.listen;
   if (port > 0 && options_.listen.find(":0") != std::string::npos)
     parts_->address = options_.listen.substr(0, options_.listen.rfind(':')) + ":" + std::to_string(port);
+  parts_->watch->start();
   parts_->scheduler->start();
 }
 
@@ -224,6 +243,7 @@ void Daemon::shutdown() {
   parts_->shut_down = true;
   if (parts_->server) parts_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   if (parts_->scheduler) parts_->scheduler->stop();
+  if (parts_->watch) parts_->watch->stop();
 }
 
 std::string Daemon::listening_address() const { return parts_->address; }

@@ -2,9 +2,13 @@
 #include "qgate/server/harness_service.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <deque>
 #include <mutex>
 #include <regex>
+#include <set>
+#include <utility>
 
 #include "qgate/profiles/model_profile.h"
 #include "qgate/quant/block_formats.h"
@@ -30,7 +34,12 @@ grpc::Status guarded(Fn&& fn) {
   try {
     return fn();
   } catch (const db::StoreError& e) {
-    return {grpc::StatusCode::UNAVAILABLE, std::string("store: ") + e.what()};
+    // Only a busy store is worth retrying at once; a full disk or a read-only file is not, and must
+    // not read as "qgated is unreachable" on the client.
+    const auto code = e.kind() == db::StoreErrorKind::Busy   ? grpc::StatusCode::UNAVAILABLE
+                      : e.kind() == db::StoreErrorKind::Full ? grpc::StatusCode::RESOURCE_EXHAUSTED
+                                                             : grpc::StatusCode::INTERNAL;
+    return {code, std::string("qgated's database failed: ") + e.what()};
   } catch (const std::exception& e) {
     return {grpc::StatusCode::INTERNAL, e.what()};
   }
@@ -53,14 +62,53 @@ v1::Comparison comparison_to_proto(stats::Comparison c) {
                                              : v1::COMPARISON_UNKNOWN;
 }
 
+/// A place among a bounded number of concurrent streams (WatchJob, SubmitBuild), given back when
+/// the stream's reactor is deleted. A request over the bound is refused at once, not queued.
+class StreamSlot {
+ public:
+  StreamSlot(StreamSlot&& other) noexcept : open_(std::exchange(other.open_, nullptr)) {}
+  StreamSlot& operator=(StreamSlot&&) = delete;
+  ~StreamSlot() {
+    if (open_) open_->fetch_sub(1);
+  }
+  /// A slot when fewer than `limit` are taken, else nothing.
+  static std::optional<StreamSlot> take(std::atomic<int>& open, int limit) {
+    if (open.fetch_add(1) >= limit) {
+      open.fetch_sub(1);
+      return std::nullopt;
+    }
+    return StreamSlot(&open);
+  }
+
+ private:
+  explicit StreamSlot(std::atomic<int>* open) : open_(open) {}
+  std::atomic<int>* open_;
+};
+
+grpc::Status too_many_streams(const char* what, int limit, const char* flag) {
+  return {grpc::StatusCode::RESOURCE_EXHAUSTED, std::string("qgated already serves ") + std::to_string(limit) + " " +
+                                                    what + " (its " + flag + " bound); try again later"};
+}
+
+/// A WatchJob stream refused before it starts.
+class RefusedWatch final : public grpc::ServerWriteReactor<v1::JobEvent> {
+ public:
+  explicit RefusedWatch(const grpc::Status& status) { Finish(status); }
+  void OnDone() override { delete this; }
+};
+
 // ---- SubmitBuild: a client stream of a header and chunks ----
 class SubmitReactor final : public grpc::ServerReadReactor<v1::SubmitBuildRequest> {
  public:
   SubmitReactor(HarnessService& service, const DaemonOptions& options, grpc::CallbackServerContext* context,
-                v1::SubmitBuildResponse* response)
-      : service_(service), options_(options), response_(response) {
+                v1::SubmitBuildResponse* response, std::optional<StreamSlot> slot)
+      : service_(service), options_(options), context_(context), response_(response), slot_(std::move(slot)) {
     if (grpc::Status auth = service_.authorize(context); !auth.ok()) {
       Finish(auth);
+      return;
+    }
+    if (!slot_) {
+      Finish(too_many_streams("uploads", options_.max_uploads, "--max-uploads"));
       return;
     }
     StartRead(&request_);
@@ -68,6 +116,8 @@ class SubmitReactor final : public grpc::ServerReadReactor<v1::SubmitBuildReques
 
   void OnReadDone(bool ok) override {
     if (!ok) {
+      // A client that went away mid-upload gets no job, even if every byte had arrived.
+      if (context_->IsCancelled()) return Finish({grpc::StatusCode::CANCELLED, "the client went away"});
       Finish(complete());
       return;
     }
@@ -83,7 +133,7 @@ class SubmitReactor final : public grpc::ServerReadReactor<v1::SubmitBuildReques
       try {
         upload_ = std::make_unique<ArtifactUpload>(options_.data_dir + "/artifacts", options_.max_upload_bytes);
       } catch (const std::exception& e) {
-        return Finish({grpc::StatusCode::UNAVAILABLE, e.what()});
+        return Finish({grpc::StatusCode::INTERNAL, e.what()});
       }
       have_header_ = true;
     } else if (request_.part_case() == v1::SubmitBuildRequest::kChunk) {
@@ -91,7 +141,7 @@ class SubmitReactor final : public grpc::ServerReadReactor<v1::SubmitBuildReques
       std::string error;
       if (!upload_->append(request_.chunk(), &error))
         return Finish({error.find("limit") != std::string::npos ? grpc::StatusCode::RESOURCE_EXHAUSTED
-                                                                 : grpc::StatusCode::UNAVAILABLE,
+                                                                 : grpc::StatusCode::INTERNAL,
                        error});
     } else {
       return Finish(invalid("an empty message in the upload stream"));
@@ -111,24 +161,27 @@ class SubmitReactor final : public grpc::ServerReadReactor<v1::SubmitBuildReques
     if (upload_->head().rfind("\x7f" "ELF", 0) != 0) return invalid("the build is not an ELF shared object");
     std::string sha, error;
     const std::string path = upload_->commit(&sha, &error);
-    if (path.empty()) return {grpc::StatusCode::UNAVAILABLE, error};
+    if (path.empty()) return {grpc::StatusCode::INTERNAL, error};
     return service_.accept_upload(header_, path, sha, upload_->size(), response_);
   }
 
   HarnessService& service_;
   const DaemonOptions& options_;
+  grpc::CallbackServerContext* context_;
   v1::SubmitBuildResponse* response_;
   v1::SubmitBuildRequest request_;
   v1::SubmitHeader header_;
   bool have_header_ = false;
   std::optional<db::Build> baseline_;
   std::unique_ptr<ArtifactUpload> upload_;
+  std::optional<StreamSlot> slot_;
 };
 
 // ---- WatchJob: events until the job ends ----
 class WatchReactor final : public grpc::ServerWriteReactor<v1::JobEvent> {
  public:
-  WatchReactor(EventHub& hub, db::Store& store, int64_t job_id) : hub_(hub), state_(std::make_shared<State>()) {
+  WatchReactor(EventHub& hub, db::Store& store, int64_t job_id, StreamSlot slot)
+      : hub_(hub), state_(std::make_shared<State>()), slot_(std::move(slot)) {
     state_->reactor = this;
     // Subscribe first, then send the current state, so no event falls between the two.
     auto state = state_;
@@ -137,7 +190,8 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::JobEvent> {
       auto job = store.find_job(job_id);
       if (!job) {
         hub_.unsubscribe(token_);
-        Finish({grpc::StatusCode::NOT_FOUND, "no job " + std::to_string(job_id)});
+        std::lock_guard<std::mutex> lock(state_->mu);
+        finish_locked({grpc::StatusCode::NOT_FOUND, "no job " + std::to_string(job_id)});
         return;
       }
       const v1::Job j = to_proto(store, *job);
@@ -149,8 +203,10 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::JobEvent> {
       if (j.has_verdict()) *first.mutable_verdict() = j.verdict();
       state_->push(first);
     } catch (const std::exception& e) {
+      // An event published meanwhile may already be writing: finish through the state, once.
       hub_.unsubscribe(token_);
-      Finish({grpc::StatusCode::UNAVAILABLE, e.what()});
+      std::lock_guard<std::mutex> lock(state_->mu);
+      finish_locked({grpc::StatusCode::UNAVAILABLE, e.what()});
     }
   }
 
@@ -181,7 +237,10 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::JobEvent> {
   struct State {
     std::mutex mu;
     WatchReactor* reactor = nullptr;
-    std::vector<v1::JobEvent> queue;
+    // A deque, not a vector: until gRPC binds the reactor (the handler has not returned yet),
+    // StartWrite only keeps the pointer to queue.front(), and an event published meanwhile must
+    // not move it (a vector's push_back did, and the bound stream then wrote freed memory).
+    std::deque<v1::JobEvent> queue;
     bool writing = false;
     bool finished = false;
     bool closed = false;
@@ -189,7 +248,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::JobEvent> {
 
     static bool is_final(const v1::JobEvent& e) {
       return e.state() == v1::JOB_STATE_DONE || e.state() == v1::JOB_STATE_FAILED ||
-             e.state() == v1::JOB_STATE_CANCELLED;
+             e.state() == v1::JOB_STATE_CANCELLED || e.state() == v1::JOB_STATE_EXPIRED;
     }
     void push(const v1::JobEvent& e) {
       std::lock_guard<std::mutex> lock(mu);
@@ -213,6 +272,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::JobEvent> {
 
   EventHub& hub_;
   std::shared_ptr<State> state_;
+  StreamSlot slot_;
   int64_t token_ = 0;
 };
 
@@ -269,14 +329,19 @@ grpc::Status HarnessService::validate_header(const v1::SubmitHeader& header, std
     return invalid("path must be mmq or f16, got '" + job.path() + "'");
   if (!job.order().empty() && job.order() != "abba" && job.order() != "sequential")
     return invalid("order must be abba or sequential, got '" + job.order() + "'");
-  if (!job.parity_shapes().empty() && job.parity_shapes() != "standard" && job.parity_shapes() != "none")
-    return invalid("parity_shapes must be standard or none");
+  if (!job.timing().empty() && job.timing() != "gemm" && job.timing() != "pass")
+    return invalid("timing must be gemm or pass, got '" + job.timing() + "'");
+  if (!job.parity_shapes().empty() && job.parity_shapes() != "standard" && job.parity_shapes() != "quick" &&
+      job.parity_shapes() != "none")
+    return invalid("parity_shapes must be standard, quick or none");
   const auto& p = job.policy();
   if (p.slowdown_threshold() < 0 || p.slowdown_threshold() >= 1 || !std::isfinite(p.slowdown_threshold()))
     return invalid("slowdown_threshold must be in [0, 1)");
   if (p.min_pairs() < 0 || p.max_pairs() < 0 || p.max_pairs() > kMaxPairs)
     return invalid("pairs must be in [0, " + std::to_string(kMaxPairs) + "]");
   if (job.repetitions() < 0 || job.repetitions() > 1000) return invalid("repetitions must be in [0, 1000]");
+  if (job.timeout_s() < 0 || job.timeout_s() > 30 * 24 * 3600)
+    return invalid("timeout_s must be in [0, 30 days] (0 = the daemon's --job-timeout)");
   if (job.kind() == v1::JOB_KIND_GATE) {
     if (job.baseline().empty()) return invalid("a gate job needs a baseline build (name or id)");
     *baseline = resolve_build(job.baseline());
@@ -328,6 +393,8 @@ grpc::Status HarnessService::accept_upload(const v1::SubmitHeader& header, const
     job.spec_json = spec_to_json(spec);
     job.backend = options_.backend;
     job.device = options_.gpu;
+    job.quiet_only = spec.wait_for_quiet();
+    if (spec.quiet_deadline_unix_ms() > 0) job.deadline_ms = spec.quiet_deadline_unix_ms();
     const db::RowId job_id = store_.create_job(job);  // committed before we answer
     response->set_job_id(job_id);
     if (stored) *response->mutable_build() = to_proto(*stored);
@@ -339,7 +406,7 @@ grpc::Status HarnessService::accept_upload(const v1::SubmitHeader& header, const
 
 grpc::ServerReadReactor<v1::SubmitBuildRequest>* HarnessService::SubmitBuild(grpc::CallbackServerContext* context,
                                                                              v1::SubmitBuildResponse* response) {
-  return new SubmitReactor(*this, options_, context, response);
+  return new SubmitReactor(*this, options_, context, response, StreamSlot::take(open_uploads_, options_.max_uploads));
 }
 
 grpc::Status HarnessService::authorize(const grpc::CallbackServerContext* context) const {
@@ -411,7 +478,9 @@ grpc::ServerUnaryReactor* HarnessService::CancelJob(grpc::CallbackServerContext*
 
 grpc::ServerWriteReactor<v1::JobEvent>* HarnessService::WatchJob(grpc::CallbackServerContext*,
                                                                  const v1::WatchJobRequest* request) {
-  return new WatchReactor(events_, store_, request->job_id());
+  auto slot = StreamSlot::take(open_watch_streams_, options_.max_streams);
+  if (!slot) return new RefusedWatch(too_many_streams("WatchJob streams", options_.max_streams, "--max-streams"));
+  return new WatchReactor(events_, store_, request->job_id(), std::move(*slot));
 }
 
 grpc::ServerUnaryReactor* HarnessService::QueryTrend(grpc::CallbackServerContext* context,
@@ -433,6 +502,7 @@ grpc::ServerUnaryReactor* HarnessService::QueryTrend(grpc::CallbackServerContext
     for (const auto& row : store_.query_trend(q)) {
       auto* p = response->add_points();
       p->set_run_id(row.run_id);
+      p->set_job_id(row.job_id.value_or(0));
       p->set_build_name(row.build_name);
       p->set_build_sha256(row.build_sha256);
       p->set_path(row.path);
@@ -516,7 +586,130 @@ grpc::ServerUnaryReactor* HarnessService::GetDevice(grpc::CallbackServerContext*
     response->set_queued_jobs(int32_t(store_.list_jobs(f).size()));
     response->set_running_job_id(scheduler_.running_job());
     response->set_cotenant(device_.cotenant);
+    fill_cotenant_now(response->mutable_now());
     response->set_uptime_s(std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started_).count());
+    return grpc::Status::OK;
+  }));
+}
+
+void HarnessService::fill_cotenant_now(v1::CotenantNow* out) const {
+  int waiting = 0;
+  db::JobFilter queued;
+  queued.state = db::JobState::Queued;
+  queued.limit = 100000;
+  for (const db::Job& j : store_.list_jobs(queued)) waiting += j.quiet_only ? 1 : 0;
+  out->set_waiting_jobs(waiting);
+  if (!watch_) {
+    out->set_state("unavailable");
+    out->set_reason("no device watch");
+    out->set_ms_since_quiet_window(-1);
+    return;
+  }
+  const cotenant::DeviceNow now = watch_->now();
+  out->set_state(now.state);
+  out->set_reason(now.reason);
+  out->set_policy(now.policy);
+  out->set_quiet_for_ms(now.quiet_for_ms);
+  out->set_ms_since_quiet_window(now.ms_since_quiet.value_or(-1));
+  if (!now.latest) return;
+  const cotenant::Sample& s = *now.latest;
+  out->set_sample_unix_ms(s.t_ms);
+  for (const cotenant::ForeignProcess& p : s.foreign) {
+    auto* f = out->add_foreign();
+    f->set_pid(p.pid);
+    f->set_name(p.name);
+    f->set_sm_percent(p.sm_percent.value_or(-1));
+    f->set_used_memory_bytes(int64_t(p.used_memory_bytes.value_or(0)));
+  }
+  out->set_device_util_percent(s.device_util.value_or(-1));
+  out->set_sm_clock_mhz(int32_t(s.sm_clock_mhz.value_or(0)));
+  out->set_max_sm_clock_mhz(int32_t(s.max_sm_clock_mhz.value_or(0)));
+  if (s.clock_event_reasons) {
+    for (uint64_t bit = 1; bit != 0; bit <<= 1)
+      if (*s.clock_event_reasons & bit) out->add_clock_event_reasons(cotenant::clock_event_name(bit));
+  }
+  out->set_temperature_c(int32_t(s.temperature_c.value_or(0)));
+  out->set_power_w(s.power_w.value_or(0));
+}
+
+grpc::ServerUnaryReactor* HarnessService::Remeasure(grpc::CallbackServerContext* context,
+                                                    const v1::RemeasureRequest* request,
+                                                    v1::RemeasureResponse* response) {
+  if (grpc::Status auth = authorize(context); !auth.ok()) return finish(context, auth);
+  return finish(context, guarded([&]() -> grpc::Status {
+    auto invalid = [](const std::string& why) { return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, why); };
+    if (request->job_id() < 0) return invalid("job_id must be positive, got " + std::to_string(request->job_id()));
+    if (request->job_id() > 0 && request->contended())
+      return invalid("give a job id or contended, not both");
+    if (request->job_id() == 0 && !request->contended())
+      return invalid("give a job id to re-measure, or contended to re-measure every contended job");
+    if (request->since_unix_ms() < 0) return invalid("since_unix_ms must not be negative");
+    constexpr int64_t kMaxDeadlineS = 30LL * 24 * 3600;
+    if (request->deadline_s() < 0 || request->deadline_s() > kMaxDeadlineS)
+      return invalid("deadline_s must be in [0, " + std::to_string(kMaxDeadlineS) + "], got " +
+                     std::to_string(request->deadline_s()));
+    if (!watch_ || !watch_->now().available)
+      return {grpc::StatusCode::FAILED_PRECONDITION,
+              "this daemon cannot see co-tenant load (" + (watch_ ? watch_->now().unavailable_reason : std::string("no sampler")) +
+                  "), so it can never find a quiet window to re-measure in"};
+
+    std::vector<db::RowId> targets;
+    if (request->job_id() > 0) {
+      auto job = store_.find_job(request->job_id());
+      if (!job) return {grpc::StatusCode::NOT_FOUND, "no job " + std::to_string(request->job_id())};
+      if (!db::is_terminal(job->state))
+        return {grpc::StatusCode::FAILED_PRECONDITION,
+                "job " + std::to_string(job->id) + " has not ended (" + std::string(db::to_string(job->state)) +
+                    "); re-measure it once it has"};
+      targets.push_back(job->id);
+    } else {
+      targets = store_.jobs_with_contended_runs(request->since_unix_ms());
+    }
+
+    // One pending re-measure per job: a second request for the same job is reported, not queued.
+    std::set<int64_t> pending;
+    db::JobFilter open_jobs;
+    open_jobs.limit = 100000;
+    for (db::JobState state : {db::JobState::Queued, db::JobState::Running}) {
+      open_jobs.state = state;
+      for (const db::Job& j : store_.list_jobs(open_jobs)) {
+        const int64_t of = spec_from_json(j.spec_json).remeasure_of();
+        if (of > 0) pending.insert(of);
+      }
+    }
+    const int64_t deadline_s = request->deadline_s() > 0 ? request->deadline_s() : 12 * 3600;
+    const int64_t deadline_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+            .count() +
+        deadline_s * 1000;
+    std::lock_guard<std::mutex> lock(submit_mu_);
+    for (db::RowId id : targets) {
+      if (pending.count(id)) {
+        response->add_skipped_job_ids(id);
+        continue;
+      }
+      const db::Job original = *store_.find_job(id);
+      v1::JobSpec spec = spec_from_json(original.spec_json);
+      // A re-measure of a re-measure measures the original again.
+      if (spec.remeasure_of() == 0) spec.set_remeasure_of(id);
+      spec.set_wait_for_quiet(true);
+      spec.set_quiet_deadline_unix_ms(deadline_ms);
+      spec.set_run_contended_on_expiry(request->run_contended_on_expiry());
+      db::Job job;
+      job.kind = original.kind;
+      job.build_id = original.build_id;
+      job.baseline_build_id = original.baseline_build_id;
+      job.profile = original.profile;
+      job.spec_json = spec_to_json(spec);
+      job.backend = options_.backend;
+      job.device = options_.gpu;
+      job.quiet_only = true;
+      job.deadline_ms = deadline_ms;
+      const db::RowId created = store_.create_job(job);
+      pending.insert(id);
+      *response->add_jobs() = to_proto(store_, *store_.find_job(created));
+    }
+    scheduler_.notify();
     return grpc::Status::OK;
   }));
 }

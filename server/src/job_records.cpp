@@ -41,10 +41,19 @@ std::optional<v1::VerdictReport> report_from_json(const std::string& json) {
   return r;
 }
 
-std::string progress_json(const v1::JobProgress& progress, const v1::VerdictReport* report) {
+std::string progress_json(const v1::JobProgress& progress, const v1::VerdictReport* report,
+                          v1::Disposition disposition, const std::string& detail) {
   nlohmann::json j;
   j["progress"] = nlohmann::json::parse(message_json(progress));
   if (report) j["report"] = nlohmann::json::parse(message_json(*report));
+  return disposition == v1::DISPOSITION_UNSPECIFIED ? j.dump() : with_disposition(j.dump(), disposition, detail);
+}
+
+std::string with_disposition(const std::string& progress_json, v1::Disposition disposition, const std::string& detail) {
+  nlohmann::json j = nlohmann::json::parse(progress_json, nullptr, false);
+  if (!j.is_object()) j = nlohmann::json::object();
+  j["disposition"] = v1::Disposition_Name(disposition);
+  j["disposition_detail"] = detail;
   return j.dump();
 }
 
@@ -55,7 +64,7 @@ v1::JobState to_proto(db::JobState state) {
     case db::JobState::Done: return v1::JOB_STATE_DONE;
     case db::JobState::Failed: return v1::JOB_STATE_FAILED;
     case db::JobState::Cancelled: return v1::JOB_STATE_CANCELLED;
-    case db::JobState::Expired: return v1::JOB_STATE_FAILED;
+    case db::JobState::Expired: return v1::JOB_STATE_EXPIRED;
   }
   return v1::JOB_STATE_UNSPECIFIED;
 }
@@ -67,6 +76,8 @@ std::optional<db::JobState> from_proto(v1::JobState state) {
     case v1::JOB_STATE_DONE: return db::JobState::Done;
     case v1::JOB_STATE_FAILED: return db::JobState::Failed;
     case v1::JOB_STATE_CANCELLED: return db::JobState::Cancelled;
+    case v1::JOB_STATE_WAITING_QUIET: return db::JobState::Queued;
+    case v1::JOB_STATE_EXPIRED: return db::JobState::Expired;
     default: return std::nullopt;
   }
 }
@@ -102,7 +113,8 @@ v1::Job to_proto(db::Store& store, const db::Job& job) {
   v1::Job out;
   out.set_id(job.id);
   *out.mutable_spec() = spec_from_json(job.spec_json);
-  out.set_state(to_proto(job.state));
+  out.set_state(job.state == db::JobState::Queued && job.quiet_only ? v1::JOB_STATE_WAITING_QUIET
+                                                                      : to_proto(job.state));
   if (auto b = store.find_build(job.build_id)) *out.mutable_build() = to_proto(*b);
   if (job.baseline_build_id)
     if (auto b = store.find_build(*job.baseline_build_id)) *out.mutable_baseline() = to_proto(*b);
@@ -115,6 +127,12 @@ v1::Job to_proto(db::Store& store, const db::Job& job) {
     auto j = nlohmann::json::parse(job.progress_json);
     if (j.contains("progress")) parse_json(j["progress"].dump(), out.mutable_progress());
     if (j.contains("report")) parse_json(j["report"].dump(), out.mutable_verdict());
+    v1::Disposition disposition;
+    if (j.contains("disposition") && j["disposition"].is_string() &&
+        v1::Disposition_Parse(j["disposition"].get<std::string>(), &disposition)) {
+      out.set_disposition(disposition);
+      out.set_disposition_detail(j.value("disposition_detail", ""));
+    }
   } catch (const std::exception&) {
     // A progress blob that does not parse is shown as no progress rather than failing the read.
   }

@@ -1,5 +1,7 @@
 // The parity phase and the interleaved A/B of one job. Worker processes are started with each
 // arm's environment and kept for the job; a worker that dies is restarted and its run retried once.
+// Every job that ends gets a disposition (OK, CRASHED, TIMEOUT, INCORRECT, REJECTED, ERROR) saying
+// what its build did, with a detail such as "SIGSEGV in gemm_prepare".
 #include "qgate/server/job_runner.h"
 
 #include <unistd.h>
@@ -7,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <iostream>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -14,6 +17,7 @@
 #include <set>
 
 #include "qgate/cotenant/periodic_sampling.h"
+#include "qgate/db/store_error.h"
 #include "qgate/cotenant/summary.h"
 #include "qgate/profiles/model_profile.h"
 #include "qgate/server/job_records.h"
@@ -27,9 +31,13 @@ using Clock = std::chrono::steady_clock;
 constexpr uint64_t kDefaultSeed = 20260831;
 constexpr int kDefaultRepetitions = 5;
 
-/// A failure that ends the job; the message is what the user reads.
+/// A failure that ends the job; the message is what the user reads, the disposition and its
+/// detail what the build did (DISPOSITION_ERROR: nothing, qgate itself failed).
 struct JobFailure : std::runtime_error {
-  using std::runtime_error::runtime_error;
+  explicit JobFailure(const std::string& message, v1::Disposition d = v1::DISPOSITION_ERROR, std::string why = "")
+      : std::runtime_error(message), disposition(d), detail(why.empty() ? message : std::move(why)) {}
+  v1::Disposition disposition;
+  std::string detail;
 };
 struct JobCancelled : std::runtime_error {
   JobCancelled() : std::runtime_error("cancelled") {}
@@ -78,6 +86,66 @@ v1::Verdict to_proto(stats::Verdict v) {
   }
 }
 
+// ---- dispositions: what a build did when it did not run to a verdict ----
+struct Fault {
+  v1::Disposition disposition = v1::DISPOSITION_ERROR;
+  std::string detail;
+};
+
+std::string call_name(const std::string& abi_call) {  // "qgate_gemm_run" -> "gemm_run"
+  return abi_call.rfind("qgate_", 0) == 0 ? abi_call.substr(6) : abi_call;
+}
+
+/// A worker that ended before finishing: CRASHED, with its signal and the build call it died in
+/// (its stderr names it), else the phase qgated had it in.
+Fault worker_death(WorkerProcess& worker, const std::string& phase) {
+  const std::string exit = worker.wait_exit(std::chrono::seconds(5));
+  const std::string call = call_name(fatal_signal_call(worker.stderr_tail(4000)));
+  if (worker.term_signal() == 0) return {v1::DISPOSITION_CRASHED, "the worker exited (" + exit + ") during " + phase};
+  return {v1::DISPOSITION_CRASHED, signal_name(worker.term_signal()) + (call.empty() ? " during " + phase : " in " + call)};
+}
+
+/// A worker's fatal error record: a build it could not load is REJECTED, anything else is qgate's.
+Fault worker_error(const v1::WorkerError& e) {
+  static const std::map<std::string, std::string> refused = {{"not_elf", "not an ELF shared object"},
+                                                             {"dlopen_failed", "cannot be loaded"},
+                                                             {"missing_symbol", "missing ABI symbols"},
+                                                             {"abi_mismatch", "wrong ABI version"}};
+  if (auto it = refused.find(e.kind()); it != refused.end())
+    return {v1::DISPOSITION_REJECTED, it->second + ": " + e.message()};
+  return {v1::DISPOSITION_ERROR, e.kind() + ": " + e.message()};
+}
+
+/// The CUDA error in a worker's message after which the context is unusable (a kernel of the
+/// build faulted); "" when there is none.
+std::string lost_cuda_context(const std::string& message) {
+  for (const char* error : {"cudaErrorIllegalAddress", "cudaErrorLaunchFailure", "cudaErrorMisalignedAddress",
+                            "cudaErrorIllegalInstruction", "cudaErrorHardwareStackError",
+                            "cudaErrorInvalidAddressSpace", "cudaErrorInvalidPc", "cudaErrorAssert",
+                            "cudaErrorLaunchTimeout"})
+    if (message.find(error) != std::string::npos) return error;
+  return "";
+}
+
+/// CRASHED for a lost CUDA context; the worker tags the message with the build call the error
+/// followed ("[last build call: qgate_gemm_run]"), else `phase` says where it was.
+Fault lost_context_fault(const std::string& message, const std::string& error, const std::string& phase) {
+  const std::string tag = "[last build call: ";
+  std::string call;
+  if (const size_t at = message.find(tag); at != std::string::npos) {
+    const size_t end = message.find(']', at);
+    call = call_name(message.substr(at + tag.size(), end == std::string::npos ? std::string::npos : end - at - tag.size()));
+  }
+  return {v1::DISPOSITION_CRASHED, error + " in " + (call.empty() ? phase : call) + " (the CUDA context is lost)"};
+}
+
+/// Asks an overrunning worker which build call it is stuck in, then kills its whole process group.
+std::string kill_hung(WorkerProcess& worker) {
+  const std::string call = call_name(worker.where_is_it(std::chrono::milliseconds(500)));
+  worker.kill_group();
+  return call;
+}
+
 /// One side of the A/B: which build, in which environment, and its worker process.
 struct Arm {
   std::string name;  // "A" or "B"
@@ -96,6 +164,8 @@ class JobExecution {
                const db::Job& job, const std::atomic<int>& cancelled)
       : store_(store), events_(events), options_(options), sampler_(sampler), job_(job), cancelled_(cancelled) {
     spec_ = spec_from_json(job.spec_json);
+    job_limit_s_ = spec_.timeout_s() > 0 ? spec_.timeout_s() : options_.job_timeout_s;
+    job_deadline_ = Clock::now() + std::chrono::seconds(job_limit_s_);
   }
 
   void run() {
@@ -137,6 +207,30 @@ class JobExecution {
     const int stop = cancelled_.load();
     if (stop == JobRunner::kCancel) throw JobCancelled();
     if (stop == JobRunner::kShutdown) throw DaemonStopping();
+    if (job_time_up()) {
+      const std::string detail = "job exceeded " + std::to_string(job_limit_s_) + " s";
+      throw JobFailure("TIMEOUT: " + detail, v1::DISPOSITION_TIMEOUT, detail);
+    }
+  }
+
+  // ---- time limits: a run's, the phase's, and the whole job's (spec timeout_s, else --job-timeout) ----
+  bool job_time_up() const { return Clock::now() >= job_deadline_; }
+
+  /// `limit`, cut to what is left of the job's own time limit.
+  std::chrono::milliseconds within_job(std::chrono::milliseconds limit) const {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(job_deadline_ - Clock::now());
+    return std::max(std::chrono::milliseconds(1), std::min(limit, left));
+  }
+
+  /// Ends the job TIMEOUT: `worker` overran `what`'s limit of `limit_s` (or the job its own), so
+  /// its whole process group is killed.
+  [[noreturn]] void overran(WorkerProcess& worker, const std::string& who, const std::string& what, int64_t limit_s) {
+    const std::string call = kill_hung(worker);
+    std::string detail = job_time_up() ? "job exceeded " + std::to_string(job_limit_s_) + " s"
+                                       : what + " exceeded " + std::to_string(limit_s) + " s";
+    if (!call.empty()) detail += " in " + call;
+    throw JobFailure("TIMEOUT: " + who + ": " + detail + "; its worker's process group was killed",
+                     v1::DISPOSITION_TIMEOUT, detail);
   }
 
   void publish(const std::string& message = "") {
@@ -154,7 +248,7 @@ class JobExecution {
   void run_parity() {
     progress_.set_phase("parity");
     const std::string shapes = spec_.parity_shapes().empty() ? "standard" : spec_.parity_shapes();
-    progress_.set_parity_total(shapes == "standard" ? 8 * 8 * 2 : 0);
+    progress_.set_parity_total(shapes == "standard" ? 8 * 8 * 2 : shapes == "quick" ? 8 * 7 * 2 : 0);
     publish("parity sweep started");
     WorkerLaunch launch;
     launch.binary = options_.worker_binary;
@@ -172,16 +266,26 @@ class JobExecution {
       check_cancelled();
       v1::WorkerRecord rec;
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-      const ReadEnd end = worker.read(&rec, std::min(left, std::chrono::milliseconds(1000) * options_.run_timeout_s));
+      const ReadEnd end =
+          worker.read(&rec, within_job(std::min(left, std::chrono::milliseconds(1000) * options_.run_timeout_s)));
       if (end == ReadEnd::timeout) {
+        if (Clock::now() >= deadline) overran(worker, "parity", "the parity phase", options_.parity_timeout_s);
+        overran(worker, "parity", "run", options_.run_timeout_s);
+      }
+      if (end == ReadEnd::malformed) {
         worker.kill_group();
-        throw JobFailure("TIMEOUT: the parity worker produced nothing for " + std::to_string(options_.run_timeout_s) + " s");
+        throw JobFailure("the parity worker's output is not a record stream (does the build write to stdout?)");
       }
       if (end != ReadEnd::record) {
-        const std::string exit = worker.wait_exit(std::chrono::seconds(5));
-        throw JobFailure("the parity worker ended (" + exit + ") before finishing: " + worker.stderr_tail(400));
+        const Fault f = worker_death(worker, "the parity sweep");
+        throw JobFailure("the parity worker ended (" + worker.wait_exit(std::chrono::seconds(5)) +
+                             ") before finishing: " + worker.stderr_tail(400),
+                         f.disposition, f.detail);
       }
-      if (rec.has_error()) throw JobFailure("parity worker: " + rec.error().kind() + ": " + rec.error().message());
+      if (rec.has_error()) {
+        const Fault f = worker_error(rec.error());
+        throw JobFailure("parity worker: " + rec.error().kind() + ": " + rec.error().message(), f.disposition, f.detail);
+      }
       if (rec.has_summary()) summary = true;
       if (!rec.has_parity()) continue;
       const auto& p = rec.parity();
@@ -208,6 +312,16 @@ class JobExecution {
       if (ok) report_.set_parity_passed(report_.parity_passed() + (p.outcome() == v1::CASE_OUTCOME_PASSED));
       else report_.set_parity_failed(report_.parity_failed() + 1);
       progress_.set_parity_done(int32_t(cases.size()));
+      const std::string case_name = p.type() + " " + c.path + " " + std::to_string(c.nt) + "x" + std::to_string(c.od) +
+                                    "x" + std::to_string(c.k);
+      if (!ok && first_parity_failure_.empty()) first_parity_failure_ = case_name + ": " + p.message();
+      if (const std::string lost = lost_cuda_context(p.message()); !lost.empty()) {
+        // Every later case would fail the same way: the build's kernel took the context down.
+        store_.add_parity_cases(cases);
+        worker.kill_group();
+        const Fault f = lost_context_fault(p.message(), lost, "parity");
+        throw JobFailure("parity " + case_name + ": " + p.message(), f.disposition, f.detail);
+      }
       if (!ok) publish("parity FAILED: " + p.type() + " " + c.path + " " + std::to_string(c.nt) + "x" +
                        std::to_string(c.od) + "x" + std::to_string(c.k) + ": " + p.message());
       else if (cases.size() % 8 == 0) publish();
@@ -246,57 +360,75 @@ class JobExecution {
     while (true) {
       v1::WorkerRecord rec;
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-      const ReadEnd end = arm.worker->read(&rec, std::max(left, std::chrono::milliseconds(1)));
-      if (end == ReadEnd::timeout) {
-        arm.worker->kill_group();
-        throw JobFailure("TIMEOUT: arm " + arm.name + " did not prepare the profile in " +
-                         std::to_string(options_.prepare_timeout_s) + " s");
-      }
+      const ReadEnd end = arm.worker->read(&rec, within_job(std::max(left, std::chrono::milliseconds(1))));
+      if (end == ReadEnd::timeout) overran(*arm.worker, "arm " + arm.name, "prepare", options_.prepare_timeout_s);
       if (end != ReadEnd::record) {
-        const std::string exit = arm.worker->wait_exit(std::chrono::seconds(5));
-        throw JobFailure("arm " + arm.name + ": the worker ended (" + exit + ") while preparing: " +
-                         arm.worker->stderr_tail(400));
+        const Fault f = worker_death(*arm.worker, "prepare");
+        throw JobFailure("arm " + arm.name + ": the worker ended (" + arm.worker->wait_exit(std::chrono::seconds(5)) +
+                             ") while preparing: " + arm.worker->stderr_tail(400),
+                         f.disposition, f.detail);
       }
       if (rec.has_context()) arm.context = rec.context();
-      if (rec.has_error()) throw JobFailure("arm " + arm.name + ": " + rec.error().kind() + ": " + rec.error().message());
+      if (rec.has_error()) {
+        const Fault f = worker_error(rec.error());
+        throw JobFailure("arm " + arm.name + ": " + rec.error().kind() + ": " + rec.error().message(), f.disposition,
+                         f.detail);
+      }
       if (rec.has_prepared()) {
-        if (rec.prepared().outcome() != v1::CASE_OUTCOME_PASSED)
-          throw JobFailure("arm " + arm.name + " could not prepare " + profile_.name + ": " + rec.prepared().message());
+        if (rec.prepared().outcome() != v1::CASE_OUTCOME_PASSED) {
+          const std::string& message = rec.prepared().message();
+          const std::string lost = lost_cuda_context(message);
+          const Fault f = lost.empty() ? Fault{v1::DISPOSITION_INCORRECT, "prepare failed: " + message}
+                                       : lost_context_fault(message, lost, "prepare");
+          throw JobFailure("arm " + arm.name + " could not prepare " + profile_.name + ": " + message, f.disposition,
+                           f.detail);
+        }
         arm.path = path_text(rec.prepared().path());
         return;
       }
     }
   }
 
-  /// One timed run; returns nullopt when the worker failed (the caller restarts and retries).
-  std::optional<v1::ProfileRun> try_run(Arm& arm, int64_t run_id, std::string* why) {
+  /// One timed run; returns nullopt when the worker failed (the caller restarts and retries), with
+  /// what went wrong in `why` and what the build did in `fault`.
+  std::optional<v1::ProfileRun> try_run(Arm& arm, int64_t run_id, std::string* why, Fault* fault) {
     v1::WorkerRequest req;
     auto* r = req.mutable_run();
     r->set_warmup(1);
     r->set_repetitions(spec_.repetitions() > 0 ? spec_.repetitions() : kDefaultRepetitions);
     r->set_cold(true);
+    r->set_whole_pass(spec_.timing() == "pass");
     r->set_run_id(run_id);
     if (!arm.worker->send(req)) {
+      *fault = worker_death(*arm.worker, "a timed run");
       *why = "the worker's input is closed (" + arm.worker->wait_exit(std::chrono::seconds(2)) + ")";
       return std::nullopt;
     }
     v1::WorkerRecord rec;
-    const ReadEnd end = arm.worker->read(&rec, std::chrono::seconds(options_.run_timeout_s));
+    const ReadEnd end = arm.worker->read(&rec, within_job(std::chrono::seconds(options_.run_timeout_s)));
     if (end == ReadEnd::timeout) {
-      arm.worker->kill_group();
+      if (job_time_up()) overran(*arm.worker, "arm " + arm.name, "run", options_.run_timeout_s);
+      const std::string call = kill_hung(*arm.worker);
+      *fault = {v1::DISPOSITION_TIMEOUT,
+                "run exceeded " + std::to_string(options_.run_timeout_s) + " s" + (call.empty() ? "" : " in " + call)};
       *why = "TIMEOUT after " + std::to_string(options_.run_timeout_s) + " s";
       return std::nullopt;
     }
     if (end != ReadEnd::record) {
+      *fault = worker_death(*arm.worker, "a timed run");
       *why = "the worker ended (" + arm.worker->wait_exit(std::chrono::seconds(5)) + "): " + arm.worker->stderr_tail(300);
       return std::nullopt;
     }
     if (!rec.has_profile_run()) {
+      *fault = {v1::DISPOSITION_ERROR, "unexpected worker record"};
       *why = "unexpected worker record";
       return std::nullopt;
     }
     if (rec.profile_run().outcome() != v1::CASE_OUTCOME_PASSED) {
       *why = rec.profile_run().message();
+      const std::string lost = lost_cuda_context(*why);
+      *fault = lost.empty() ? Fault{v1::DISPOSITION_INCORRECT, "timed run failed: " + *why}
+                            : lost_context_fault(*why, lost, "a timed run");
       arm.worker->kill_group();
       return std::nullopt;
     }
@@ -327,30 +459,34 @@ class JobExecution {
     run.options_json = opts.dump();
     const db::RowId run_id = store_.add_run(run);
     std::string why;
+    Fault fault;
     std::vector<cotenant::Sample> samples_read;
     // The sampler reads the GPU while the run's worker works. The job's own workers are not
     // foreign: the other arm's worker is idle during this run, but NVML's per-process samples
     // look back a few hundred ms and would carry its previous run into this one.
-    auto sampled_run = [&](std::string* failure) {
+    auto sampled_run = [&](std::string* failure, Fault* what) {
       cotenant::PeriodicSampling sampling(sampler_);
       std::set<int> own = own_worker_pids_;
       own.insert(int(arm.worker->pid()));
       sampling.start(own);
-      auto r = try_run(arm, run_id, failure);
+      auto r = try_run(arm, run_id, failure, what);
       samples_read = sampling.stop();
       return r;
     };
-    auto result = sampled_run(&why);
+    auto result = sampled_run(&why, &fault);
     if (!result) {
       // One restart and one retry; a second failure ends the job with both reasons.
       publish("arm " + arm.name + ": run failed (" + why + "); restarting its worker and retrying once");
       start_worker(arm);
       std::string why2;
-      result = sampled_run(&why2);
+      Fault fault2;
+      result = sampled_run(&why2, &fault2);
       if (!result) {
         store_.finish_run(run_id, db::RunResult{db::RunState::Failed, 0, tokens_, std::nullopt, std::nullopt, std::nullopt}, {});
-        throw JobFailure("arm " + arm.name + " failed twice: " + why + "; then: " + why2);
+        throw JobFailure("arm " + arm.name + " failed twice: " + why + "; then: " + why2, fault2.disposition,
+                         fault2.detail);
       }
+      recovered_.push_back("arm " + arm.name + ": worker restarted once after " + fault.detail);
     }
     std::vector<db::Sample> samples = {{"tokens_per_s", "tok/s", result->tokens_per_s()},
                                        {"gemm_ms", "ms", result->gemm_ms()}};
@@ -372,7 +508,8 @@ class JobExecution {
   /// Stores the run's co-tenant summary and readings; returns its contended flag (none = unknown).
   std::optional<bool> record_cotenant(db::RowId run_id, const std::vector<cotenant::Sample>& samples,
                                       const std::string& unavailable) {
-    const cotenant::QuietPolicy policy;
+    cotenant::QuietPolicy policy;
+    policy.max_foreign_sm_percent = options_.quiet_max_foreign_sm_percent;
     const cotenant::RunCotenant c = cotenant::summarize(samples, policy, cotenant::kDefaultSamplePeriodMs);
     db::CotenantSummary row;
     row.run_id = run_id;
@@ -607,7 +744,15 @@ class JobExecution {
     for (const auto& r : report_.reasons()) v.reasons.push_back(r);
     store_.put_verdict(v);
     progress_.set_phase("done");
-    store_.update_job_progress(job_.id, progress_json(progress_, &report_));
+    // Ran to a verdict: OK, unless the numbers were wrong. A run saved by a retry says so.
+    v1::Disposition disposition = v1::DISPOSITION_OK;
+    std::string detail;
+    if (report_.parity_failed() > 0) {
+      disposition = v1::DISPOSITION_INCORRECT;
+      detail = std::to_string(report_.parity_failed()) + " parity case(s) failed; first: " + first_parity_failure_;
+    }
+    for (const auto& r : recovered_) detail += (detail.empty() ? "" : "; ") + r;
+    store_.update_job_progress(job_.id, progress_json(progress_, &report_, disposition, detail));
     store_.update_job_state(job_.id, db::JobState::Done, std::nullopt, db::JobState::Running);
     v1::JobEvent e;
     e.set_job_id(job_.id);
@@ -624,6 +769,10 @@ class JobExecution {
   cotenant::Sampler& sampler_;
   std::optional<bool> last_contended_;
   std::set<int> own_worker_pids_;  // every worker this job started (see timed_run)
+  std::string first_parity_failure_;  // "q4_0 mmq 1x256x256: 256 NaN", for the disposition's detail
+  std::vector<std::string> recovered_;  // runs that a worker restart saved
+  int64_t job_limit_s_ = 0;
+  Clock::time_point job_deadline_;
   db::Job job_;
   const std::atomic<int>& cancelled_;
   v1::JobSpec spec_;
@@ -641,11 +790,17 @@ JobRunner::JobRunner(db::Store& store, EventHub& events, const DaemonOptions& op
     : store_(store), events_(events), options_(options), sampler_(sampler) {}
 
 void JobRunner::run(const db::Job& job, const std::atomic<int>& cancelled) {
-  auto end_job = [&](db::JobState state, const std::string& error) {
+  auto end_job = [&](db::JobState state, const std::string& error, v1::Disposition disposition,
+                     const std::string& detail) {
     try {
+      if (disposition != v1::DISPOSITION_UNSPECIFIED)
+        if (auto stored = store_.find_job(job.id))
+          store_.update_job_progress(job.id, with_disposition(stored->progress_json, disposition, detail));
       store_.update_job_state(job.id, state, error, db::JobState::Running);
-    } catch (const std::exception&) {
+    } catch (const std::exception& e) {
       // The store refused (disk full, read-only): the job stays running and is re-run at restart.
+      std::cerr << "qgated: job " << job.id << " ended (" << error << ") but the database refused to record it: "
+                << e.what() << "; it stays unfinished and is run again at the next start\n";
     }
     v1::JobEvent e;
     e.set_job_id(job.id);
@@ -659,11 +814,16 @@ void JobRunner::run(const db::Job& job, const std::atomic<int>& cancelled) {
   } catch (const DaemonStopping&) {
     // Left in state running on purpose: the next start requeues it and runs it again.
   } catch (const JobCancelled&) {
-    end_job(db::JobState::Cancelled, "cancelled");
+    end_job(db::JobState::Cancelled, "cancelled", v1::DISPOSITION_UNSPECIFIED, "");
   } catch (const JobFailure& e) {
-    end_job(db::JobState::Failed, e.what());
+    end_job(db::JobState::Failed, e.what(), e.disposition, e.detail);
+  } catch (const db::StoreError& e) {
+    // qgate's own failure, not the build's: no verdict was recorded, and none is half written.
+    const std::string why = std::string("qgated could not write its database (disk full or read-only?): ") + e.what();
+    end_job(db::JobState::Failed, why, v1::DISPOSITION_ERROR, why);
   } catch (const std::exception& e) {
-    end_job(db::JobState::Failed, std::string("internal error: ") + e.what());
+    end_job(db::JobState::Failed, std::string("internal error: ") + e.what(), v1::DISPOSITION_ERROR,
+            std::string("internal error: ") + e.what());
   }
 }
 

@@ -19,13 +19,26 @@ int main(int argc, char** argv) {
   app.add_option("--threads", o.cpu_threads, "CPU backend threads per worker, 0 = all")->capture_default_str();
   app.add_option("--max-upload-bytes", o.max_upload_bytes, "largest build accepted")->capture_default_str();
   app.add_option("--max-queued-jobs", o.max_queued_jobs, "queue bound")->capture_default_str();
+  app.add_option("--max-streams", o.max_streams, "concurrent WatchJob streams; more are refused at once")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--max-uploads", o.max_uploads, "concurrent uploads (submits); more are refused at once")
+      ->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--run-timeout", o.run_timeout_s, "seconds one timed run may take")->capture_default_str();
   app.add_option("--prepare-timeout", o.prepare_timeout_s, "seconds preparing a profile may take")->capture_default_str();
   app.add_option("--parity-timeout", o.parity_timeout_s, "seconds the parity phase may take")->capture_default_str();
+  app.add_option("--job-timeout", o.job_timeout_s, "seconds a whole job may take, unless it sets its own")
+      ->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--sampler", o.sampler, "co-tenant sampler: auto, nvml, replay or none")
       ->check(CLI::IsMember({"auto", "nvml", "replay", "none"}))->capture_default_str();
   app.add_option("--replay-samples", o.replay_samples_file, "replay this JSON-lines trace of samples (tests, simulations)");
   app.add_option("--record-samples", o.record_samples_file, "append every sample read to this JSON-lines trace");
+  app.add_option("--quiet-hold", o.quiet_hold_s, "seconds the GPU must stay quiet before a re-measure starts")
+      ->check(CLI::Range(0.0, 86400.0))
+      ->capture_default_str();
+  app.add_option("--quiet-max-sm", o.quiet_max_foreign_sm_percent,
+                 "a foreign process above this SM% makes the GPU contended")
+      ->check(CLI::Range(0.0, 100.0))
+      ->capture_default_str();
   app.add_option("--auth-token-file", o.auth_token_file, "token that submit and cancel need on TCP (16+ characters)");
   app.add_option("--tls-cert", o.tls_cert_file, "TLS certificate (PEM) for TCP");
   app.add_option("--tls-key", o.tls_key_file, "TLS private key (PEM) for TCP");

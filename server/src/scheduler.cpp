@@ -1,8 +1,11 @@
-// Claims queued jobs one at a time (one GPU, one job) and runs them.
+// Claims queued jobs one at a time (one GPU, one job) and runs them; quiet-window jobs wait for
+// a quiet GPU or their deadline.
 #include "qgate/server/scheduler.h"
 
 #include <chrono>
 #include <iostream>
+
+#include "qgate/server/job_records.h"
 
 namespace qgate::server {
 
@@ -45,7 +48,9 @@ void Scheduler::loop() {
     }
     std::optional<db::Job> job;
     try {
-      job = store_.claim_next_job(device_);
+      const bool quiet = watch_ && watch_->quiet_now();
+      if (!quiet) settle_quiet_deadlines();
+      job = store_.claim_next_job(device_, quiet);
     } catch (const std::exception& e) {
       std::cerr << "qgated: cannot claim a job: " << e.what() << "\n";
     }
@@ -63,6 +68,34 @@ void Scheduler::loop() {
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait_for(lock, std::chrono::seconds(1), [this] { return stopping_ || woken_; });
     woken_ = false;
+  }
+}
+
+void Scheduler::settle_quiet_deadlines() {
+  const int64_t now_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  db::JobFilter queued;
+  queued.state = db::JobState::Queued;
+  queued.limit = 100000;
+  for (const db::Job& job : store_.list_jobs(queued)) {
+    if (!job.quiet_only || !job.deadline_ms || *job.deadline_ms > now_ms) continue;
+    const v1::JobSpec spec = spec_from_json(job.spec_json);
+    v1::JobEvent e;
+    e.set_job_id(job.id);
+    e.set_unix_ms(now_ms);
+    if (spec.run_contended_on_expiry()) {
+      if (!store_.set_job_quiet_only(job.id, false)) continue;
+      std::cerr << "qgated: job " << job.id << ": no quiet window before its deadline; running it contended\n";
+      e.set_state(v1::JOB_STATE_QUEUED);
+      e.set_message("no quiet window before the deadline; it runs now, under whatever load there is");
+    } else {
+      const std::string why = "expired: the GPU was not quiet for the hold time before the deadline";
+      if (!store_.update_job_state(job.id, db::JobState::Expired, why, db::JobState::Queued)) continue;
+      std::cerr << "qgated: job " << job.id << " " << why << "\n";
+      e.set_state(v1::JOB_STATE_EXPIRED);
+      e.set_message(why);
+    }
+    if (events_) events_->publish(e);
   }
 }
 

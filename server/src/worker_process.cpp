@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <stdexcept>
 #include <thread>
 
@@ -23,7 +24,8 @@
 namespace qgate::server {
 namespace {
 
-std::string describe_status(int status) {
+std::string describe_status(int status, int* term_signal) {
+  *term_signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
   if (WIFEXITED(status)) return "exit " + std::to_string(WEXITSTATUS(status));
   if (WIFSIGNALED(status)) {
     const int sig = WTERMSIG(status);
@@ -172,7 +174,7 @@ void WorkerProcess::kill_group() {
   while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
   }
   reaped_ = true;
-  exit_text_ = describe_status(status);
+  exit_text_ = describe_status(status, &term_signal_);
 }
 
 std::string WorkerProcess::wait_exit(std::chrono::milliseconds timeout) {
@@ -183,7 +185,7 @@ std::string WorkerProcess::wait_exit(std::chrono::milliseconds timeout) {
     const pid_t r = waitpid(pid_, &status, WNOHANG);
     if (r == pid_) {
       reaped_ = true;
-      exit_text_ = describe_status(status);
+      exit_text_ = describe_status(status, &term_signal_);
       ::kill(-pid_, SIGKILL);  // anything it left behind in its group
       return exit_text_;
     }
@@ -191,6 +193,57 @@ std::string WorkerProcess::wait_exit(std::chrono::milliseconds timeout) {
   }
   kill_group();
   return exit_text_ + " (killed after not exiting in time)";
+}
+
+std::string WorkerProcess::where_is_it(std::chrono::milliseconds timeout) {
+  if (pid_ <= 0 || reaped_ || stderr_path_.empty()) return "";
+  // Only what the worker writes after the signal counts: read from the log's size before it.
+  std::ifstream log(stderr_path_, std::ios::binary | std::ios::ate);
+  if (!log) return "";
+  const std::streamoff before = log.tellg();
+  if (::kill(pid_, SIGUSR1) != 0) return "";
+  const std::string marker = "qgate-worker: status:";
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    log.clear();
+    log.seekg(before);
+    const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+    const size_t at = text.find(marker);
+    const size_t end = at == std::string::npos ? std::string::npos : text.find('\n', at);
+    if (end == std::string::npos) continue;  // not written yet, or not a whole line yet
+    const std::string line = text.substr(at, end - at);
+    const size_t in = line.find(" in ");
+    return in == std::string::npos ? "" : line.substr(in + 4);
+  }
+  return "";
+}
+
+std::string signal_name(int sig) {
+  switch (sig) {
+    case SIGSEGV: return "SIGSEGV";
+    case SIGBUS: return "SIGBUS";
+    case SIGFPE: return "SIGFPE";
+    case SIGILL: return "SIGILL";
+    case SIGABRT: return "SIGABRT";
+    case SIGKILL: return "SIGKILL";
+    case SIGTERM: return "SIGTERM";
+    case SIGXCPU: return "SIGXCPU";
+    case SIGPIPE: return "SIGPIPE";
+    case SIGTRAP: return "SIGTRAP";
+    case SIGSYS: return "SIGSYS";
+    default: return "signal " + std::to_string(sig);
+  }
+}
+
+std::string fatal_signal_call(const std::string& stderr_text) {
+  const std::string marker = "qgate-worker: fatal signal ";
+  const size_t at = stderr_text.rfind(marker);
+  if (at == std::string::npos) return "";
+  const size_t end = stderr_text.find('\n', at);
+  const std::string line = stderr_text.substr(at, end == std::string::npos ? std::string::npos : end - at);
+  const size_t in = line.find(" in ");
+  return in == std::string::npos ? "" : line.substr(in + 4);
 }
 
 std::string WorkerProcess::stderr_tail(size_t max_bytes) const {

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -66,6 +67,7 @@ class DaemonUnderTest {
     if (pid_ == 0) {
       int fd = open(log.c_str(), O_WRONLY | O_APPEND);
       dup2(fd, 2);
+      if (in_child) in_child();
       std::vector<char*> argv;
       for (auto& a : args) argv.push_back(a.data());
       argv.push_back(nullptr);
@@ -111,6 +113,7 @@ class DaemonUnderTest {
     if (pid_ == 0) {
       int fd = open(log.c_str(), O_WRONLY | O_APPEND);
       dup2(fd, 2);
+      if (in_child) in_child();
       execl(QGATED_BINARY, QGATED_BINARY, "--backend", "cpu", "--threads", "2", "--data-dir", dir_.c_str(),
             "--listen", ("unix://" + socket_).c_str(), nullptr);
       _exit(127);
@@ -164,6 +167,9 @@ class DaemonUnderTest {
   }
 
   const std::string& dir() const { return dir_; }
+  pid_t pid() const { return pid_; }
+  /// Run in the forked child just before qgated is exec'd (resource limits, dropped privileges).
+  std::function<void()> in_child;
   std::string log() const { return slurp(dir_ + "/qgated.log"); }
 
  private:

@@ -1,20 +1,51 @@
-// A kernel build that misbehaves on purpose, for the daemon's fault tests. It forwards the whole
-// ABI to libqgate_ref.so (QGATE_REF_LIBRARY_PATH, since qgated runs uploads from its own artifact
-// store) and injects one fault, chosen at compile time with QGATE_FAULT:
-//   crash_once  - the first qgate_gemm_run on this machine segfaults (a marker file remembers it),
-//                 every later one works: a worker restart and one retry must save the job.
-//   crash_run   - every qgate_gemm_run segfaults.
+// A kernel build that misbehaves on purpose, for the daemon's fault tests and the GPU check. It
+// forwards the whole ABI to libqgate_ref.so and injects one fault, chosen at compile time with
+// QGATE_FAULT:
+//   crash_once       - the first qgate_gemm_run on this machine segfaults (a marker file remembers
+//                      it), every later one works: a worker restart and one retry must save the job.
+//   crash_run        - every qgate_gemm_run segfaults.
+//   segv_prepare     - qgate_gemm_prepare writes through a bad pointer (SIGSEGV).
+//   illegal_address  - qgate_gemm_run on CUDA launches a kernel that writes through a bad device
+//                      pointer, so the CUDA context dies with cudaErrorIllegalAddress; on the CPU
+//                      it calls abort().
+//   hang             - qgate_gemm_run never returns; it also forks a child that sleeps forever (its
+//                      pid goes to the marker file), which only a kill of the whole process group ends.
+//   nan_output       - qgate_gemm_run computes, then writes NaN over y.
+//   unwritten_output - qgate_gemm_run returns success without touching y.
+//   leak             - qgate_gemm_run allocates memory it never frees (device memory on CUDA, touched
+//                      host memory on the CPU), then forwards correctly.
+// libqgate_ref.so is looked for beside this file (and one folder up, the bundle's plugins/), then
+// by plain name (LD_LIBRARY_PATH), then at the compile-time QGATE_REF_LIBRARY_PATH: qgated runs
+// uploads from its own artifact store, where nothing lies beside them.
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
-#include <csignal>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <mutex>
 #include <string>
+#include <vector>
 
+#include "fault_device.h"
 #include "qgate/kernel_abi.h"
 
+#ifndef QGATE_FAULT_MARKER
+#define QGATE_FAULT_MARKER ""
+#endif
+
 namespace {
+
+constexpr size_t kLeakBytesCuda = size_t(64) << 20;  // per qgate_gemm_run
+constexpr size_t kLeakBytesCpu = size_t(4) << 20;
+
+bool fault_is(const char* name) { return std::strcmp(QGATE_FAULT, name) == 0; }
 
 struct RefAbi {
   void* handle = nullptr;
@@ -30,11 +61,46 @@ struct RefAbi {
   decltype(&qgate_gemm_release) gemm_release = nullptr;
 };
 
+/// The folder this shared object was loaded from ("" when unknown).
+std::string own_folder() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&own_folder), &info) == 0 || !info.dli_fname) return "";
+  const std::string path = info.dli_fname;
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "" : path.substr(0, slash);
+}
+
+void* open_reference(std::string* tried) {
+  std::vector<std::string> candidates;
+  const std::string folder = own_folder();
+  if (!folder.empty()) {
+    candidates.push_back(folder + "/libqgate_ref.so");
+    candidates.push_back(folder + "/../libqgate_ref.so");
+  }
+  candidates.push_back("libqgate_ref.so");
+#ifdef QGATE_REF_LIBRARY_PATH
+  candidates.push_back(QGATE_REF_LIBRARY_PATH);
+#endif
+  for (const auto& c : candidates) {
+    // A file of the same name as this one would load itself: only a real libqgate_ref.so counts.
+    if (void* h = dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL)) {
+      if (dlsym(h, "qgate_gemm_run") != reinterpret_cast<void*>(&qgate_gemm_run)) return h;
+      dlclose(h);
+    }
+    *tried += (tried->empty() ? "" : ", ") + c;
+  }
+  return nullptr;
+}
+
 const RefAbi& ref() {
   static const RefAbi abi = [] {
     RefAbi a;
-    a.handle = dlopen(QGATE_REF_LIBRARY_PATH, RTLD_NOW | RTLD_LOCAL);
-    if (!a.handle) std::abort();
+    std::string tried;
+    a.handle = open_reference(&tried);
+    if (!a.handle) {
+      std::fprintf(stderr, "qgate-fault-%s: cannot load libqgate_ref.so (tried %s)\n", QGATE_FAULT, tried.c_str());
+      std::abort();
+    }
 #define QGATE_BIND(field, symbol) a.field = reinterpret_cast<decltype(a.field)>(dlsym(a.handle, #symbol))
     QGATE_BIND(abi_version, qgate_abi_version);
     QGATE_BIND(build_info, qgate_get_build_info);
@@ -52,18 +118,71 @@ const RefAbi& ref() {
   return abi;
 }
 
-void inject_run_fault() {
-  const std::string fault = QGATE_FAULT;
-  if (fault == "crash_run") std::raise(SIGSEGV);
-  if (fault == "crash_once") {
-    // O_EXCL: exactly one run anywhere creates the marker, and that run crashes.
-    const std::string marker = QGATE_FAULT_MARKER;
-    const int fd = open(marker.c_str(), O_CREAT | O_EXCL | O_WRONLY, 0600);
-    if (fd >= 0) {
-      close(fd);
-      std::raise(SIGSEGV);
-    }
+// What the faults need to know about the GEMMs the reference prepared: the backend of their
+// context and their output width.
+struct GemmFacts {
+  int32_t backend = QGATE_BACKEND_CPU;
+  int64_t od = 0;
+};
+std::mutex g_mu;
+std::map<const qgate_context*, int32_t> g_context_backend;
+std::map<const qgate_gemm*, GemmFacts> g_gemms;
+
+GemmFacts facts_of(const qgate_gemm* g) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  auto it = g_gemms.find(g);
+  return it == g_gemms.end() ? GemmFacts{} : it->second;
+}
+
+void write_marker_line(const std::string& text) {
+  const std::string marker = QGATE_FAULT_MARKER;
+  if (marker.empty()) return;
+  const int fd = open(marker.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0600);
+  if (fd < 0) return;
+  const ssize_t ignored = write(fd, text.data(), text.size());
+  (void)ignored;
+  close(fd);
+}
+
+void write_through_bad_pointer() {
+  // Read through a volatile so the compiler cannot see the address and emit a trap instead.
+  volatile uintptr_t address = 16;
+  *reinterpret_cast<volatile int*>(address) = 1;
+}
+
+[[noreturn]] void hang_forever() {
+  const pid_t child = fork();
+  if (child == 0) {
+    for (;;) pause();  // stays in the worker's process group
   }
+  if (child > 0) write_marker_line(std::to_string(child) + "\n");
+  for (;;) sleep(1);
+}
+
+void crash_if_first_run() {
+  // O_EXCL: exactly one run anywhere creates the marker, and that run crashes.
+  const int fd = open(QGATE_FAULT_MARKER, O_CREAT | O_EXCL | O_WRONLY, 0600);
+  if (fd >= 0) {
+    close(fd);
+    raise(SIGSEGV);
+  }
+}
+
+void leak_memory(int32_t backend) {
+  if (backend == QGATE_BACKEND_CUDA) {
+    if (!qgate_fault_device_leak(kLeakBytesCuda)) std::fprintf(stderr, "qgate-fault-leak: device allocation failed\n");
+    return;
+  }
+  void* block = std::malloc(kLeakBytesCpu);
+  if (block) std::memset(block, 0x5A, kLeakBytesCpu);  // touched, so it is resident, and never freed
+}
+
+void fill_nan(float* y, int64_t n, int32_t backend, void* stream) {
+  if (backend == QGATE_BACKEND_CUDA) {
+    if (!qgate_fault_device_fill_nan(y, n, stream)) std::abort();
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) y[i] = std::numeric_limits<float>::quiet_NaN();
 }
 
 }  // namespace
@@ -80,19 +199,54 @@ QGATE_EXPORT const qgate_build_info* qgate_get_build_info(void) {
 }
 QGATE_EXPORT qgate_status qgate_context_create(const qgate_context_options* o, qgate_context** out, char* err,
                                                size_t n) {
-  return ref().context_create(o, out, err, n);
+  const qgate_status status = ref().context_create(o, out, err, n);
+  if (status == QGATE_OK && out && *out && o) {
+    std::lock_guard<std::mutex> lock(g_mu);
+    g_context_backend[*out] = o->backend;
+  }
+  return status;
 }
-QGATE_EXPORT void qgate_context_destroy(qgate_context* c) { ref().context_destroy(c); }
+QGATE_EXPORT void qgate_context_destroy(qgate_context* c) {
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    g_context_backend.erase(c);
+  }
+  ref().context_destroy(c);
+}
 QGATE_EXPORT int32_t qgate_context_path(const qgate_context* c) { return ref().context_path(c); }
 QGATE_EXPORT const char* qgate_context_last_error(const qgate_context* c) { return ref().context_last_error(c); }
 QGATE_EXPORT qgate_status qgate_gemm_prepare(qgate_context* c, int32_t t, int64_t od, int64_t k, const void* w,
                                              int64_t max_nt, qgate_gemm** out) {
-  return ref().gemm_prepare(c, t, od, k, w, max_nt, out);
+  if (fault_is("segv_prepare")) write_through_bad_pointer();
+  const qgate_status status = ref().gemm_prepare(c, t, od, k, w, max_nt, out);
+  if (status == QGATE_OK && out && *out) {
+    std::lock_guard<std::mutex> lock(g_mu);
+    auto backend = g_context_backend.find(c);
+    g_gemms[*out] = {backend == g_context_backend.end() ? int32_t(QGATE_BACKEND_CPU) : backend->second, od};
+  }
+  return status;
 }
 QGATE_EXPORT qgate_status qgate_gemm_run(qgate_gemm* g, const float* x, int64_t nt, float* y, void* stream) {
-  inject_run_fault();
-  return ref().gemm_run(g, x, nt, y, stream);
+  const GemmFacts facts = facts_of(g);
+  if (fault_is("crash_run")) raise(SIGSEGV);
+  if (fault_is("crash_once")) crash_if_first_run();
+  if (fault_is("hang")) hang_forever();
+  if (fault_is("unwritten_output")) return QGATE_OK;
+  if (fault_is("illegal_address")) {
+    if (facts.backend == QGATE_BACKEND_CUDA && qgate_fault_device_illegal_write(stream)) return QGATE_OK;
+    std::abort();
+  }
+  if (fault_is("leak")) leak_memory(facts.backend);
+  const qgate_status status = ref().gemm_run(g, x, nt, y, stream);
+  if (status == QGATE_OK && fault_is("nan_output")) fill_nan(y, nt * facts.od, facts.backend, stream);
+  return status;
 }
 QGATE_EXPORT int64_t qgate_gemm_resident_bytes(const qgate_gemm* g) { return ref().gemm_resident_bytes(g); }
-QGATE_EXPORT void qgate_gemm_release(qgate_gemm* g) { ref().gemm_release(g); }
+QGATE_EXPORT void qgate_gemm_release(qgate_gemm* g) {
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    g_gemms.erase(g);
+  }
+  ref().gemm_release(g);
+}
 }

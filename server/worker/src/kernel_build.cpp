@@ -3,7 +3,10 @@
 
 #include <dlfcn.h>
 #include <elf.h>
+#include <signal.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -38,6 +41,77 @@ const char* to_string(qgate_status status) {
 }
 
 namespace {
+
+// Which build entry point the process is in; read by the signal handlers below, so plain
+// lock-free atomics of string literals.
+std::atomic<const char*> g_current_call{nullptr};
+std::atomic<const char*> g_last_call{nullptr};
+
+/// Marks the span of one call into the build.
+class BuildCall {
+ public:
+  explicit BuildCall(const char* name) {
+    g_last_call.store(name);
+    g_current_call.store(name);
+  }
+  ~BuildCall() { g_current_call.store(nullptr); }
+  BuildCall(const BuildCall&) = delete;
+  BuildCall& operator=(const BuildCall&) = delete;
+};
+
+const char* signal_name(int sig) {
+  switch (sig) {
+    case SIGSEGV: return "SIGSEGV";
+    case SIGBUS: return "SIGBUS";
+    case SIGFPE: return "SIGFPE";
+    case SIGILL: return "SIGILL";
+    case SIGABRT: return "SIGABRT";
+    default: return "signal";
+  }
+}
+
+// Async-signal-safe: write(2) of pieces, no allocation.
+void write_stderr(const char* const* pieces) {
+  for (; *pieces; ++pieces) {
+    const char* p = *pieces;
+    size_t n = std::strlen(p);
+    while (n > 0) {
+      const ssize_t w = ::write(STDERR_FILENO, p, n);
+      if (w <= 0) return;
+      p += w;
+      n -= size_t(w);
+    }
+  }
+}
+
+void where_line(const char* head) {
+  const char* current = g_current_call.load();
+  const char* last = g_last_call.load();
+  if (current) {
+    const char* parts[] = {head, " in ", current, "\n", nullptr};
+    write_stderr(parts);
+  } else if (last) {
+    const char* parts[] = {head, " outside the build (last call: ", last, ")\n", nullptr};
+    write_stderr(parts);
+  } else {
+    const char* parts[] = {head, " before any build call\n", nullptr};
+    write_stderr(parts);
+  }
+}
+
+void on_fatal_signal(int sig) {
+  // SA_RESETHAND restored the default action: re-raising ends the process with this signal.
+  const char* head[] = {"qgate-worker: fatal signal ", signal_name(sig), nullptr};
+  write_stderr(head);
+  where_line("");
+  raise(sig);
+}
+
+void on_status_signal(int) {
+  const int saved = errno;
+  where_line("qgate-worker: status:");
+  errno = saved;
+}
 
 // dlopen of a file that is not an ELF object gives an unhelpful message; say it plainly first.
 BuildLoadError check_elf(const std::string& path, std::string* message) {
@@ -99,7 +173,11 @@ std::unique_ptr<KernelBuild> KernelBuild::load(const std::string& path, BuildLoa
   if (*error != BuildLoadError::none) return nullptr;
 
   // RTLD_LOCAL keeps two builds (candidate and baseline) from resolving each other's symbols.
-  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  void* handle = nullptr;
+  {
+    BuildCall call("dlopen");  // the build's static constructors run here
+    handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  }
   if (!handle) {
     *error = BuildLoadError::dlopen_failed;
     const char* why = dlerror();
@@ -118,7 +196,11 @@ std::unique_ptr<KernelBuild> KernelBuild::load(const std::string& path, BuildLoa
     *message = "'" + path + "' is not a qgate kernel build: it does not export qgate_abi_version";
     return nullptr;
   }
-  const uint32_t version = abi.abi_version();
+  uint32_t version = 0;
+  {
+    BuildCall call("qgate_abi_version");
+    version = abi.abi_version();
+  }
   if (version != QGATE_ABI_VERSION) {
     *error = BuildLoadError::abi_mismatch;
     *message = "kernel build '" + path + "' has ABI version " + std::to_string(version) +
@@ -151,7 +233,11 @@ v1::BuildInfo KernelBuild::info() const {
   v1::BuildInfo out;
   out.set_path(path_);
   out.set_sha256(sha256_file_hex(path_));
-  const qgate_build_info* info = abi_.build_info();
+  const qgate_build_info* info = nullptr;
+  {
+    BuildCall call("qgate_get_build_info");
+    info = abi_.build_info();
+  }
   out.set_abi_version(abi_.abi_version());
   if (info) {
     auto str = [](const char* s) { return std::string(s ? s : ""); };
@@ -174,7 +260,11 @@ BuildContext::BuildContext(const KernelBuild& build, qgate_backend backend, int 
   options.path = path;
   options.cpu_threads = threads;
   char error[1024] = {};
-  qgate_status status = build.abi().context_create(&options, &ctx_, error, sizeof error);
+  qgate_status status = QGATE_OK;
+  {
+    BuildCall call("qgate_context_create");
+    status = build.abi().context_create(&options, &ctx_, error, sizeof error);
+  }
   if (status != QGATE_OK || !ctx_) {
     throw std::runtime_error(std::string("cannot create a context (") + to_string(status) +
                              "): " + (error[0] ? error : "no message"));
@@ -182,10 +272,13 @@ BuildContext::BuildContext(const KernelBuild& build, qgate_backend backend, int 
 }
 
 BuildContext::~BuildContext() {
-  if (ctx_) build_.abi().context_destroy(ctx_);
+  if (!ctx_) return;
+  BuildCall call("qgate_context_destroy");
+  build_.abi().context_destroy(ctx_);
 }
 
 std::string BuildContext::last_error() const {
+  BuildCall call("qgate_context_last_error");
   const char* msg = build_.abi().context_last_error(ctx_);
   return msg ? msg : "";
 }
@@ -193,7 +286,10 @@ std::string BuildContext::last_error() const {
 PreparedGemm::PreparedGemm(BuildContext& ctx, int32_t type, int64_t od, int64_t k,
                            const void* weights, int64_t max_nt)
     : ctx_(ctx) {
-  status_ = ctx.abi().gemm_prepare(ctx.get(), type, od, k, weights, max_nt, &gemm_);
+  {
+    BuildCall call("qgate_gemm_prepare");
+    status_ = ctx.abi().gemm_prepare(ctx.get(), type, od, k, weights, max_nt, &gemm_);
+  }
   if (status_ != QGATE_OK) {
     message_ = ctx.last_error();
     gemm_ = nullptr;
@@ -204,17 +300,51 @@ PreparedGemm::PreparedGemm(BuildContext& ctx, int32_t type, int64_t od, int64_t 
 }
 
 PreparedGemm::~PreparedGemm() {
-  if (gemm_) ctx_.abi().gemm_release(gemm_);
+  if (!gemm_) return;
+  BuildCall call("qgate_gemm_release");
+  ctx_.abi().gemm_release(gemm_);
 }
 
 qgate_status PreparedGemm::run(const float* x, int64_t nt, float* y, void* stream) {
-  status_ = ctx_.abi().gemm_run(gemm_, x, nt, y, stream);
+  {
+    BuildCall call("qgate_gemm_run");
+    status_ = ctx_.abi().gemm_run(gemm_, x, nt, y, stream);
+  }
   if (status_ != QGATE_OK) message_ = ctx_.last_error();
   return status_;
 }
 
 int64_t PreparedGemm::resident_bytes() const {
-  return gemm_ ? ctx_.abi().gemm_resident_bytes(gemm_) : 0;
+  if (!gemm_) return 0;
+  BuildCall call("qgate_gemm_resident_bytes");
+  return ctx_.abi().gemm_resident_bytes(gemm_);
+}
+
+int BuildContext::path() const {
+  BuildCall call("qgate_context_path");
+  return build_.abi().context_path(ctx_);
+}
+
+const char* current_build_call() { return g_current_call.load(); }
+const char* last_build_call() { return g_last_call.load(); }
+
+void install_fatal_signal_report() {
+  // Its own stack, so a build that overflowed the main one still gets its line written.
+  static char alt_stack[64 * 1024];
+  stack_t ss{};
+  ss.ss_sp = alt_stack;
+  ss.ss_size = sizeof alt_stack;
+  sigaltstack(&ss, nullptr);
+  struct sigaction fatal {};
+  fatal.sa_handler = on_fatal_signal;
+  fatal.sa_flags = SA_ONSTACK | SA_RESETHAND | SA_NODEFER;
+  sigemptyset(&fatal.sa_mask);
+  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) sigaction(sig, &fatal, nullptr);
+  struct sigaction status {};
+  status.sa_handler = on_status_signal;
+  status.sa_flags = SA_RESTART;
+  sigemptyset(&status.sa_mask);
+  sigaction(SIGUSR1, &status, nullptr);
 }
 
 }  // namespace qgate::worker

@@ -216,8 +216,12 @@ void ParityRunner::run(const ParityOptions& options,
           c.set_outcome(why.empty() ? v1::CASE_OUTCOME_PASSED : v1::CASE_OUTCOME_INCORRECT);
           if (!why.empty()) c.set_message(why.substr(0, why.size() - 2));
         } catch (const DeviceError& e) {
+          // A device error surfaces at the next synchronization, after the build call that caused
+          // it: name that call, so an illegal address is pinned on the build's kernel.
+          const char* last = last_build_call();
           c.set_outcome(v1::CASE_OUTCOME_ERROR);
-          c.set_message(std::string(e.out_of_memory() ? "OUT_OF_MEMORY: " : "DEVICE: ") + e.what());
+          c.set_message(std::string(e.out_of_memory() ? "OUT_OF_MEMORY: " : "DEVICE: ") + e.what() +
+                        (last ? std::string(" [last build call: ") + last + "]" : std::string()));
         }
         on_case(c);
       }

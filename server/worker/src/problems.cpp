@@ -46,6 +46,11 @@ const std::vector<GemmShape>& standard_shapes() {
   return shapes;
 }
 
+const std::vector<GemmShape>& quick_shapes() {
+  static const std::vector<GemmShape> shapes(standard_shapes().begin(), standard_shapes().end() - 1);
+  return shapes;
+}
+
 std::optional<std::vector<quant::WeightType>> parse_types(std::string_view text, std::string* error) {
   std::vector<quant::WeightType> out;
   if (text == "all") {

@@ -179,6 +179,7 @@ int cmd_parity(const CommonOptions& o, const std::string& types_text, const std:
   }
   po.types = *types;
   if (shapes_set == "standard") po.shapes = standard_shapes();
+  if (shapes_set == "quick") po.shapes = quick_shapes();
   for (const auto& text : extra_shapes) {
     auto shape = parse_shape(text, &error);
     if (!shape) {
@@ -464,7 +465,9 @@ int run_worker_cli(int argc, char** argv) {
   std::vector<std::string> extra_shapes;
   double mmq_tol = 1e-3, f16_tol = 1e-3;
   parity->add_option("--types", types, "all, or a comma-separated list (q4_0,q6_K,...)")->capture_default_str();
-  parity->add_option("--shapes", shapes, "standard or none")->check(CLI::IsMember({"standard", "none"}))->capture_default_str();
+  parity->add_option("--shapes", shapes, "standard, quick (standard without the 7B shape) or none")
+      ->check(CLI::IsMember({"standard", "quick", "none"}))
+      ->capture_default_str();
   parity->add_option("--shape", extra_shapes, "extra case NTxODxK (repeatable)");
   parity->add_option("--path", path, "env (MINFER_MMQ), f16, mmq or both")->capture_default_str();
   parity->add_option("--mmq-tolerance", mmq_tol, "max |diff| for MMQ")->capture_default_str();

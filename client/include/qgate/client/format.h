@@ -69,6 +69,9 @@ std::string kind_name(v1::JobKind kind);          // "gate", "ab", "parity", "?"
 std::string state_name(v1::JobState state);       // "queued" ... "cancelled"
 std::string verdict_name(v1::Verdict verdict);    // "PASS", "FAIL", "INCONCLUSIVE", "-"
 std::string comparison_name(v1::Comparison c);    // "SAME", "DIFFERENT", "UNKNOWN", "-"
+std::string disposition_name(v1::Disposition d);  // "OK", "CRASHED", "TIMEOUT", ..., "-"
+/// " (CRASHED: SIGSEGV in gemm_prepare)" for a job with a disposition, "" for one without.
+std::string disposition_suffix(const v1::Job& job);
 
 // ---- exit codes ----
 
@@ -109,6 +112,8 @@ std::string format_builds_table(const std::vector<v1::Build>& builds);
 
 /// `qgate device`.
 std::string format_device(const v1::DeviceStatus& device);
+/// The live co-tenant part of `qgate device`: state, foreign processes, clocks, last quiet window.
+std::string format_cotenant_now(const v1::CotenantNow& now);
 
 /// Trend points of one build on one path and backend, in time order. The backend is part of the
 /// key because CPU figures are never mixed with GPU ones; the path because mmq and f16 are two

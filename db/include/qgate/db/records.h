@@ -215,6 +215,7 @@ struct TrendQuery {
 
 struct TrendRow {
   RowId run_id = 0;
+  std::optional<RowId> job_id;  // none for imported results
   RowId build_id = 0;
   std::string build_name;
   std::string build_sha256;

@@ -50,8 +50,16 @@ class Store {
   virtual void update_job_progress(RowId id, std::string_view progress_json) = 0;
   /// Newest first.
   virtual std::vector<Job> list_jobs(const JobFilter& filter) = 0;
-  /// Atomically takes the oldest queued job (for `device` when given) and marks it running.
-  virtual std::optional<Job> claim_next_job(std::optional<int> device) = 0;
+  /// Atomically takes the oldest queued job (for `device` when given) and marks it running. Jobs
+  /// that wait for a quiet window (quiet_only) are passed over unless `gpu_quiet`.
+  virtual std::optional<Job> claim_next_job(std::optional<int> device, bool gpu_quiet) = 0;
+  std::optional<Job> claim_next_job(std::optional<int> device) { return claim_next_job(device, false); }
+  /// A queued job stops (or starts) waiting for a quiet window. Returns false when the job is not
+  /// queued any more.
+  virtual bool set_job_quiet_only(RowId id, bool quiet_only) = 0;
+  /// Finished jobs (done) created at or after since_ms with at least one run whose co-tenant load
+  /// was contended, oldest first.
+  virtual std::vector<RowId> jobs_with_contended_runs(std::int64_t since_ms) = 0;
   /// Crash recovery at start-up: jobs left running by a previous daemon go back to queued with
   /// attempts + 1, and their unfinished runs are marked interrupted. Returns the requeued ids.
   virtual std::vector<RowId> requeue_interrupted_jobs() = 0;

@@ -16,9 +16,12 @@ struct DaemonOptions {
   int cpu_threads = 0;                // CPU backend threads per worker, 0 = all
   int64_t max_upload_bytes = int64_t(512) << 20;
   int max_queued_jobs = 1000;
+  int max_streams = 256;              // concurrent WatchJob streams; more are refused (RESOURCE_EXHAUSTED)
+  int max_uploads = 32;               // concurrent SubmitBuild uploads; more are refused likewise
   int run_timeout_s = 300;            // one timed run (or the parity sweep's case) may take this long
   int prepare_timeout_s = 900;        // preparing a profile's weights
   int parity_timeout_s = 1800;        // the whole parity phase
+  int64_t job_timeout_s = 4 * 3600;   // a whole job, unless its spec sets timeout_s
   bool fresh_process_default = false;
   // Security (see daemon.cpp): on TCP, submit and cancel need the token of auth_token_file; a
   // non-loopback address needs TLS and a token unless `insecure`.
@@ -27,6 +30,10 @@ struct DaemonOptions {
   std::string sampler = "auto";
   std::string replay_samples_file;
   std::string record_samples_file;    // also write every reading to this trace
+  // The quiet policy of quiet-window jobs (remeasure): no foreign process above this SM%, no
+  // thermal or power slowdown, held this long. Defaults as in MEASUREMENT.md.
+  double quiet_max_foreign_sm_percent = 5.0;
+  double quiet_hold_s = 30.0;
   std::string auth_token_file;
   std::string tls_cert_file;
   std::string tls_key_file;

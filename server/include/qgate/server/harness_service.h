@@ -2,9 +2,11 @@
 // messages, and is the only place errors become grpc::Status.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 
+#include "qgate/cotenant/device_watch.h"
 #include "qgate/db/store.h"
 #include "qgate/server/daemon_options.h"
 #include "qgate/server/event_hub.h"
@@ -43,6 +45,11 @@ class HarnessService final : public v1::Harness::CallbackService {
                                        v1::ListBuildsResponse* response) override;
   grpc::ServerUnaryReactor* GetDevice(grpc::CallbackServerContext* context, const v1::GetDeviceRequest* request,
                                       v1::DeviceStatus* response) override;
+  grpc::ServerUnaryReactor* Remeasure(grpc::CallbackServerContext* context, const v1::RemeasureRequest* request,
+                                      v1::RemeasureResponse* response) override;
+
+  /// The daemon's always-on device reading (quiet windows, `qgate device`); none = unavailable.
+  void set_device_watch(const cotenant::DeviceWatch* watch) { watch_ = watch; }
 
   /// Mutating calls on TCP need `authorization: Bearer <token>`; OK when allowed.
   grpc::Status authorize(const grpc::CallbackServerContext* context) const;
@@ -60,14 +67,18 @@ class HarnessService final : public v1::Harness::CallbackService {
 
  private:
   std::optional<db::Build> resolve_build(const std::string& name_or_id) const;
+  void fill_cotenant_now(v1::CotenantNow* out) const;
 
   db::Store& store_;
   EventHub& events_;
   Scheduler& scheduler_;
   const DaemonOptions& options_;
   DeviceDescription device_;
+  const cotenant::DeviceWatch* watch_ = nullptr;
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   std::mutex submit_mu_;
+  std::atomic<int> open_watch_streams_{0};  // bounded by options_.max_streams
+  std::atomic<int> open_uploads_{0};        // bounded by options_.max_uploads
   bool tcp_ = false;
   std::string token_;  // one upload commits its build and job at a time (duplicate checks)
 };

@@ -22,7 +22,11 @@ v1::Build to_proto(const db::Build& build);
 v1::Job to_proto(db::Store& store, const db::Job& job);
 const char* kind_name(v1::JobKind kind);
 
-/// jobs.progress_json holds {"progress": JobProgress, "report": VerdictReport}.
-std::string progress_json(const v1::JobProgress& progress, const v1::VerdictReport* report);
+/// jobs.progress_json holds {"progress": JobProgress, "report": VerdictReport}, and once the job
+/// has ended its "disposition" (the enum's name) and "disposition_detail".
+std::string progress_json(const v1::JobProgress& progress, const v1::VerdictReport* report,
+                          v1::Disposition disposition = v1::DISPOSITION_UNSPECIFIED, const std::string& detail = "");
+/// A stored progress_json with the disposition set (a blob that does not parse is replaced).
+std::string with_disposition(const std::string& progress_json, v1::Disposition disposition, const std::string& detail);
 
 }  // namespace qgate::server

@@ -8,6 +8,8 @@
 #include <mutex>
 #include <thread>
 
+#include "qgate/cotenant/device_watch.h"
+#include "qgate/server/event_hub.h"
 #include "qgate/server/job_runner.h"
 
 namespace qgate::server {
@@ -23,9 +25,18 @@ class Scheduler {
   /// Cancels the job if it is the one running; returns whether it was.
   bool cancel_running(int64_t job_id);
   int64_t running_job() const { return running_.load(); }
+  /// Quiet-window jobs: started only while `watch` says the GPU is quiet; at their deadline they
+  /// expire (or run contended, as their spec says), and watchers hear of it on `events`. Without a
+  /// watch they wait until their deadline. Call before start().
+  void set_quiet_source(const cotenant::DeviceWatch* watch, EventHub* events) {
+    watch_ = watch;
+    events_ = events;
+  }
 
  private:
   void loop();
+  /// Expires (or releases to run contended) the quiet-window jobs whose deadline has passed.
+  void settle_quiet_deadlines();
   db::Store& store_;
   JobRunner& runner_;
   int device_;
@@ -36,6 +47,8 @@ class Scheduler {
   bool woken_ = false;
   std::atomic<int64_t> running_{0};
   std::atomic<int> stop_flag_{JobRunner::kKeepRunning};
+  const cotenant::DeviceWatch* watch_ = nullptr;
+  EventHub* events_ = nullptr;
 };
 
 }  // namespace qgate::server

@@ -50,6 +50,12 @@ class WorkerProcess {
   std::string wait_exit(std::chrono::milliseconds timeout);
   /// The last lines the worker wrote to stderr (for error messages), when captured to a file.
   std::string stderr_tail(size_t max_bytes = 2000) const;
+  /// Once reaped: the signal that ended the process (SIGSEGV, SIGKILL, ...), 0 when it exited.
+  int term_signal() const { return term_signal_; }
+  /// Asks a running worker where it is (SIGUSR1: it writes "qgate-worker: status: in <call>" to
+  /// stderr) and returns the build call it names, waiting up to `timeout`; "" when it does not
+  /// answer. qgate-worker answers between any two instructions, a hung build call included.
+  std::string where_is_it(std::chrono::milliseconds timeout);
 
  private:
   bool fill(std::chrono::steady_clock::time_point deadline);
@@ -60,8 +66,16 @@ class WorkerProcess {
   bool eof_ = false;
   bool reaped_ = false;
   std::string exit_text_;
+  int term_signal_ = 0;
   std::string stderr_path_;
 };
+
+/// "SIGSEGV" for 11 and so on ("signal 42" for one without a name).
+std::string signal_name(int sig);
+
+/// The build call a worker's stderr says it died in: "qgate_gemm_prepare" from the line
+/// "qgate-worker: fatal signal SIGSEGV in qgate_gemm_prepare"; "" when no such line is there.
+std::string fatal_signal_call(const std::string& stderr_text);
 
 /// The environment a worker is started with: nothing inherited but PATH and the CUDA/locale
 /// variables a runtime needs, plus the arm's own variables.

@@ -61,7 +61,7 @@ class BuildContext {
 
   qgate_context* get() const { return ctx_; }
   const KernelAbi& abi() const { return build_.abi(); }
-  int path() const { return build_.abi().context_path(ctx_); }
+  int path() const;
   std::string last_error() const;
 
  private:
@@ -93,5 +93,18 @@ class PreparedGemm {
 };
 
 const char* to_string(qgate_status status);
+
+/// The kernel-build entry point this process is inside now ("qgate_gemm_run"), or nullptr between
+/// calls; and the one it entered last. Every call through the wrappers above updates both.
+const char* current_build_call();
+const char* last_build_call();
+
+/// Makes a fatal signal (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT) write one line to stderr
+/// before the process dies of it, naming the build call it hit:
+///   "qgate-worker: fatal signal SIGSEGV in qgate_gemm_prepare"
+/// and makes SIGUSR1 write where the process is without stopping it:
+///   "qgate-worker: status: in qgate_gemm_run"
+/// qgated reads these lines from the worker's stderr to say where a build crashed or hung.
+void install_fatal_signal_report();
 
 }  // namespace qgate::worker

@@ -25,6 +25,9 @@ std::optional<GemmShape> parse_shape(std::string_view text, std::string* error);
 /// The standard sweep: odd tile edges in tokens and rows, k of 2 super-blocks (512), and a real
 /// 7B shape (512x4096x4096). Every k is a multiple of 256, so every type runs every shape.
 const std::vector<GemmShape>& standard_shapes();
+/// The standard sweep without its 7B shape: every tile edge, in well under a second per type on a
+/// small CPU (the 7B shape alone takes seconds a case there).
+const std::vector<GemmShape>& quick_shapes();
 
 /// Parses "all" or a comma-separated list of ggml type names.
 std::optional<std::vector<quant::WeightType>> parse_types(std::string_view text, std::string* error);

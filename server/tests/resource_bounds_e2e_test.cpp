@@ -1,0 +1,224 @@
+// qgated's resource bounds, each met head on against a real daemon: the upload size
+// (--max-upload-bytes), the queue (--max-queued-jobs), concurrent uploads (--max-uploads) and
+// concurrent WatchJob streams (--max-streams). A request over a bound gets RESOURCE_EXHAUSTED at
+// once, with a message naming the bound, and the daemon goes on serving everyone else.
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "daemon_under_test.h"
+
+using namespace std::chrono_literals;
+using namespace qgate::testing;
+
+namespace {
+
+qgate::v1::SubmitHeader parity_header(int64_t size_bytes) {
+  qgate::v1::SubmitHeader header;
+  header.mutable_build()->set_name("bounds");
+  header.mutable_job()->set_kind(qgate::v1::JOB_KIND_PARITY);
+  header.set_size_bytes(size_bytes);
+  return header;
+}
+
+/// Uploads `bytes` as one build through the stub; the status SubmitBuild ends with.
+grpc::Status upload(qgate::v1::Harness::Stub& stub, const std::string& bytes, int64_t declared_size) {
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + 30s);
+  qgate::v1::SubmitBuildResponse response;
+  auto writer = stub.SubmitBuild(&context, &response);
+  qgate::v1::SubmitBuildRequest request;
+  *request.mutable_header() = parity_header(declared_size);
+  writer->Write(request);
+  for (size_t at = 0; at < bytes.size(); at += 64 << 10) {
+    request.set_chunk(bytes.substr(at, 64 << 10));
+    if (!writer->Write(request)) break;
+  }
+  writer->WritesDone();
+  return writer->Finish();
+}
+
+std::string library_bytes() { return slurp(QGATE_REF_LIBRARY); }
+
+template <typename Fn>
+std::chrono::milliseconds timed(Fn&& fn) {
+  const auto t0 = std::chrono::steady_clock::now();
+  fn();
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+}
+
+}  // namespace
+
+TEST(ResourceBounds, AnUploadOverMaxUploadBytesIsRefused) {
+  DaemonUnderTest d;
+  std::string why;
+  ASSERT_TRUE(d.try_start({"--max-upload-bytes", "4096"}, "", &why)) << why;
+  auto stub = d.stub();
+  const std::string bytes = library_bytes();
+  ASSERT_GT(bytes.size(), 4096u);
+
+  // Declared honestly: refused from the header, before any byte is stored.
+  grpc::Status s = upload(*stub, bytes, int64_t(bytes.size()));
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+  EXPECT_NE(s.error_message().find("the limit is 4096"), std::string::npos) << s.error_message();
+  // Declared small, sent large: refused when the bytes pass the limit.
+  s = upload(*stub, bytes, 100);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+  EXPECT_NE(s.error_message().find("limit of 4096"), std::string::npos) << s.error_message();
+
+  // The CLI shows the reason, and nothing was queued.
+  auto r = d.cli("submit --build " + std::string(QGATE_REF_LIBRARY) + " --name bounds --kind parity");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("the limit is 4096"), std::string::npos) << r.err;
+  auto jobs = d.cli("--json jobs");
+  ASSERT_EQ(jobs.code, 0) << jobs.err;
+  const json list = json::parse(jobs.out);
+  EXPECT_EQ((list.is_array() ? list : list["jobs"]).size(), 0u) << jobs.out;
+}
+
+TEST(ResourceBounds, ASubmitOverMaxQueuedJobsIsRefusedAndTheQueueIsIntact) {
+  DaemonUnderTest d;
+  std::string why;
+  ASSERT_TRUE(d.try_start({"--max-queued-jobs", "2"}, "", &why)) << why;
+  auto stub = d.stub();
+  const std::string bytes = library_bytes();
+  // One job runs (a parity sweep of a minute or more), two wait; the next is one too many.
+  int accepted = 0;
+  grpc::Status refused;
+  for (int i = 0; i < 5 && refused.ok(); ++i) {
+    grpc::Status s = upload(*stub, bytes, int64_t(bytes.size()));
+    if (s.ok()) ++accepted;
+    else refused = s;
+  }
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << refused.error_message();
+  EXPECT_NE(refused.error_message().find("the queue is full (2 jobs)"), std::string::npos) << refused.error_message();
+  EXPECT_GE(accepted, 2);
+  EXPECT_LE(accepted, 3) << "at most one running and two queued";
+
+  grpc::ClientContext context;
+  qgate::v1::ListJobsRequest request;
+  request.set_state(qgate::v1::JOB_STATE_QUEUED);
+  qgate::v1::ListJobsResponse queued;
+  ASSERT_TRUE(stub->ListJobs(&context, request, &queued).ok());
+  EXPECT_EQ(queued.jobs_size(), 2);
+  for (const auto& job : queued.jobs()) d.cli("cancel " + std::to_string(job.id()));
+  // Room again: a submit is accepted.
+  EXPECT_TRUE(upload(*stub, bytes, int64_t(bytes.size())).ok());
+}
+
+TEST(ResourceBounds, AnUploadOverMaxUploadsIsRefusedAtOnce) {
+  DaemonUnderTest d;
+  std::string why;
+  ASSERT_TRUE(d.try_start({"--max-uploads", "1"}, "", &why)) << why;
+  auto stub = d.stub();
+  const std::string bytes = library_bytes();
+
+  // One upload in progress: its header and first chunk sent, the stream held open.
+  grpc::ClientContext slow_context;
+  qgate::v1::SubmitBuildResponse slow_response;
+  auto slow = stub->SubmitBuild(&slow_context, &slow_response);
+  qgate::v1::SubmitBuildRequest request;
+  *request.mutable_header() = parity_header(int64_t(bytes.size()));
+  ASSERT_TRUE(slow->Write(request));
+  request.set_chunk(bytes.substr(0, 1024));
+  ASSERT_TRUE(slow->Write(request));
+
+  // A second one is refused at once (retried briefly: the first stream's reactor is made when its
+  // call reaches the server, a moment after the client wrote).
+  grpc::Status second;
+  std::chrono::milliseconds took{0};
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    took = timed([&] { second = upload(*stub, bytes, int64_t(bytes.size())); });
+    if (!second.ok()) break;
+    std::this_thread::sleep_for(20ms);
+  }
+  EXPECT_EQ(second.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << second.error_message();
+  EXPECT_NE(second.error_message().find("--max-uploads"), std::string::npos) << second.error_message();
+  EXPECT_LT(took, 2000ms) << "refused at once, not served slowly";
+
+  // The held upload still completes, and then its place is free again.
+  request.set_chunk(bytes.substr(1024));
+  ASSERT_TRUE(slow->Write(request));
+  slow->WritesDone();
+  grpc::Status first = slow->Finish();
+  EXPECT_TRUE(first.ok()) << first.error_message();
+  EXPECT_GT(slow_response.job_id(), 0);
+  grpc::Status third = upload(*stub, bytes, int64_t(bytes.size()));
+  EXPECT_TRUE(third.ok()) << third.error_message();
+  d.cli("cancel " + std::to_string(slow_response.job_id()));
+}
+
+TEST(ResourceBounds, AWatchOverMaxStreamsIsRefusedAtOnceAndReadsGoOn) {
+  DaemonUnderTest d;
+  std::string why;
+  ASSERT_TRUE(d.try_start({"--max-streams", "2"}, "", &why)) << why;
+  auto stub = d.stub();
+  const int64_t job = submit_no_wait(d, "--name ref --kind parity");
+
+  // Two CLI watchers hold both places (the parity sweep takes a minute or more).
+  auto start_watcher = [&] {
+    pid_t pid = fork();
+    if (pid == 0) {
+      const int devnull = open("/dev/null", O_WRONLY);
+      dup2(devnull, 1);
+      dup2(devnull, 2);
+      execl(QGATE_CLI_BINARY, QGATE_CLI_BINARY, "--server", ("unix://" + d.dir() + "/qgated.sock").c_str(), "watch",
+            std::to_string(job).c_str(), nullptr);
+      _exit(127);
+    }
+    return pid;
+  };
+  const pid_t w1 = start_watcher(), w2 = start_watcher();
+
+  // A third stream is refused at once (retried while the two watchers connect).
+  grpc::Status third;
+  std::chrono::milliseconds took{0};
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    took = timed([&] {
+      grpc::ClientContext context;
+      context.set_deadline(std::chrono::system_clock::now() + 500ms);
+      qgate::v1::WatchJobRequest request;
+      request.set_job_id(job);
+      auto reader = stub->WatchJob(&context, request);
+      qgate::v1::JobEvent e;
+      while (reader->Read(&e)) {
+      }
+      third = reader->Finish();
+    });
+    if (third.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) break;
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_EQ(third.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << third.error_message();
+  EXPECT_NE(third.error_message().find("--max-streams"), std::string::npos) << third.error_message();
+  EXPECT_LT(took, 400ms) << "refused at once, not after the deadline";
+
+  // The CLI says why; unary reads are not streams and go on.
+  auto r = d.cli("watch " + std::to_string(job));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("--max-streams"), std::string::npos) << r.err;
+  EXPECT_EQ(d.cli("--json jobs").code, 0);
+
+  // A watcher that goes away (killed mid-stream) gives its place back.
+  kill(w1, SIGKILL);
+  waitpid(w1, nullptr, 0);
+  bool reopened = false;
+  for (int attempt = 0; attempt < 100 && !reopened; ++attempt) {
+    grpc::ClientContext context;
+    qgate::v1::WatchJobRequest request;
+    request.set_job_id(job);
+    auto reader = stub->WatchJob(&context, request);
+    qgate::v1::JobEvent e;
+    reopened = reader->Read(&e);
+    context.TryCancel();
+    reader->Finish();
+    if (!reopened) std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_TRUE(reopened) << "a killed watcher's place is reused";
+  d.cli("cancel " + std::to_string(job));
+  int status = 0;
+  waitpid(w2, &status, 0);  // the cancel ends its watch
+  EXPECT_TRUE(WIFEXITED(status)) << "the second watcher ended with the job";
+}
