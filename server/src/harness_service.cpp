@@ -104,11 +104,11 @@ class SubmitReactor final : public grpc::ServerReadReactor<v1::SubmitBuildReques
                 v1::SubmitBuildResponse* response, std::optional<StreamSlot> slot)
       : service_(service), options_(options), context_(context), response_(response), slot_(std::move(slot)) {
     if (grpc::Status auth = service_.authorize(context); !auth.ok()) {
-      Finish(auth);
+      end_upload(auth);
       return;
     }
     if (!slot_) {
-      Finish(too_many_streams("uploads", options_.max_uploads, "--max-uploads"));
+      end_upload(too_many_streams("uploads", options_.max_uploads, "--max-uploads"));
       return;
     }
     StartRead(&request_);
@@ -117,34 +117,34 @@ class SubmitReactor final : public grpc::ServerReadReactor<v1::SubmitBuildReques
   void OnReadDone(bool ok) override {
     if (!ok) {
       // A client that went away mid-upload gets no job, even if every byte had arrived.
-      if (context_->IsCancelled()) return Finish({grpc::StatusCode::CANCELLED, "the client went away"});
-      Finish(complete());
+      if (context_->IsCancelled()) return end_upload({grpc::StatusCode::CANCELLED, "the client went away"});
+      end_upload(complete());
       return;
     }
     if (request_.has_header()) {
-      if (have_header_) return Finish(invalid("the header must be sent once, first"));
+      if (have_header_) return end_upload(invalid("the header must be sent once, first"));
       header_ = request_.header();
       grpc::Status s = service_.validate_header(header_, &baseline_);
-      if (!s.ok()) return Finish(s);
+      if (!s.ok()) return end_upload(s);
       if (header_.size_bytes() > options_.max_upload_bytes)
-        return Finish({grpc::StatusCode::RESOURCE_EXHAUSTED,
+        return end_upload({grpc::StatusCode::RESOURCE_EXHAUSTED,
                        "the build is " + std::to_string(header_.size_bytes()) + " bytes; the limit is " +
                            std::to_string(options_.max_upload_bytes)});
       try {
         upload_ = std::make_unique<ArtifactUpload>(options_.data_dir + "/artifacts", options_.max_upload_bytes);
       } catch (const std::exception& e) {
-        return Finish({grpc::StatusCode::INTERNAL, e.what()});
+        return end_upload({grpc::StatusCode::INTERNAL, e.what()});
       }
       have_header_ = true;
     } else if (request_.part_case() == v1::SubmitBuildRequest::kChunk) {
-      if (!have_header_) return Finish(invalid("the header must come before the build's bytes"));
+      if (!have_header_) return end_upload(invalid("the header must come before the build's bytes"));
       std::string error;
       if (!upload_->append(request_.chunk(), &error))
-        return Finish({error.find("limit") != std::string::npos ? grpc::StatusCode::RESOURCE_EXHAUSTED
+        return end_upload({error.find("limit") != std::string::npos ? grpc::StatusCode::RESOURCE_EXHAUSTED
                                                                  : grpc::StatusCode::INTERNAL,
                        error});
     } else {
-      return Finish(invalid("an empty message in the upload stream"));
+      return end_upload(invalid("an empty message in the upload stream"));
     }
     StartRead(&request_);
   }
@@ -152,6 +152,13 @@ class SubmitReactor final : public grpc::ServerReadReactor<v1::SubmitBuildReques
   void OnDone() override { delete this; }
 
  private:
+  /// Finishes the stream and gives its place back at once: the client may start its next upload as
+  /// soon as it has this status, before gRPC gets round to deleting this reactor.
+  void end_upload(const grpc::Status& status) {
+    slot_.reset();
+    Finish(status);
+  }
+
   grpc::Status complete() {
     if (!have_header_) return invalid("no header: send the build's metadata and job spec first");
     if (upload_->size() == 0) return invalid("the upload is empty: no build bytes were sent");
@@ -267,12 +274,13 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::JobEvent> {
   void finish_locked(const grpc::Status& status) {
     if (state_->finished) return;
     state_->finished = true;
+    slot_.reset();  // the place is free once the client can see the stream end
     Finish(status);
   }
 
   EventHub& hub_;
   std::shared_ptr<State> state_;
-  StreamSlot slot_;
+  std::optional<StreamSlot> slot_;
   int64_t token_ = 0;
 };
 

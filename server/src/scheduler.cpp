@@ -35,6 +35,8 @@ void Scheduler::notify() {
 }
 
 bool Scheduler::cancel_running(int64_t job_id) {
+  // Under the lock that also sets running_, so a cancel can never land on the next job.
+  std::lock_guard<std::mutex> lock(mu_);
   if (running_.load() != job_id) return false;
   stop_flag_ = JobRunner::kCancel;
   return true;
@@ -59,10 +61,13 @@ void Scheduler::loop() {
         std::lock_guard<std::mutex> lock(mu_);
         if (stopping_) return;  // claimed during shutdown: requeued at the next start
         stop_flag_ = JobRunner::kKeepRunning;
+        running_ = job->id;
       }
-      running_ = job->id;
       runner_.run(*job, stop_flag_);
-      running_ = 0;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        running_ = 0;
+      }
       continue;
     }
     std::unique_lock<std::mutex> lock(mu_);

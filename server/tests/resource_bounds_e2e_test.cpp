@@ -4,10 +4,12 @@
 // once, with a message naming the bound, and the daemon goes on serving everyone else.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+#include <spawn.h>
 
 #include <chrono>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "daemon_under_test.h"
 
@@ -158,42 +160,51 @@ TEST(ResourceBounds, AWatchOverMaxStreamsIsRefusedAtOnceAndReadsGoOn) {
   auto stub = d.stub();
   const int64_t job = submit_no_wait(d, "--name ref --kind parity");
 
-  // Two CLI watchers hold both places (the parity sweep takes a minute or more).
-  auto start_watcher = [&] {
-    pid_t pid = fork();
-    if (pid == 0) {
-      const int devnull = open("/dev/null", O_WRONLY);
-      dup2(devnull, 1);
-      dup2(devnull, 2);
-      execl(QGATE_CLI_BINARY, QGATE_CLI_BINARY, "--server", ("unix://" + d.dir() + "/qgated.sock").c_str(), "watch",
-            std::to_string(job).c_str(), nullptr);
-      _exit(127);
-    }
+  // Two CLI watchers hold both places (the parity sweep takes a minute or more). posix_spawn, not
+  // fork: this process already runs gRPC's threads.
+  const std::string server = "unix://" + d.dir() + "/qgated.sock", job_text = std::to_string(job);
+  auto start_watcher = [&](const std::string& output) {
+    std::vector<std::string> args = {QGATE_CLI_BINARY, "--server", server, "watch", job_text};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 1, output.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    posix_spawn_file_actions_adddup2(&actions, 1, 2);
+    pid_t pid = -1;
+    EXPECT_EQ(posix_spawn(&pid, QGATE_CLI_BINARY, &actions, nullptr, argv.data(), environ), 0);
+    posix_spawn_file_actions_destroy(&actions);
     return pid;
   };
-  const pid_t w1 = start_watcher(), w2 = start_watcher();
+  // One at a time, each seen streaming (its first line out) before the next starts.
+  auto start_streaming_watcher = [&](const std::string& output) {
+    const pid_t pid = start_watcher(output);
+    const auto deadline = std::chrono::steady_clock::now() + 30s;
+    while (slurp(output).find("job " + job_text) == std::string::npos && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(20ms);
+    EXPECT_NE(slurp(output).find("job " + job_text), std::string::npos) << slurp(output);
+    return pid;
+  };
+  const pid_t w1 = start_streaming_watcher(d.dir() + "/watch1.out");
+  const pid_t w2 = start_streaming_watcher(d.dir() + "/watch2.out");
 
-  // A third stream is refused at once (retried while the two watchers connect).
+  // A third stream is refused at once.
   grpc::Status third;
-  std::chrono::milliseconds took{0};
-  for (int attempt = 0; attempt < 100; ++attempt) {
-    took = timed([&] {
-      grpc::ClientContext context;
-      context.set_deadline(std::chrono::system_clock::now() + 500ms);
-      qgate::v1::WatchJobRequest request;
-      request.set_job_id(job);
-      auto reader = stub->WatchJob(&context, request);
-      qgate::v1::JobEvent e;
-      while (reader->Read(&e)) {
-      }
-      third = reader->Finish();
-    });
-    if (third.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) break;
-    std::this_thread::sleep_for(50ms);
-  }
+  const auto took = timed([&] {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + 2s);
+    qgate::v1::WatchJobRequest request;
+    request.set_job_id(job);
+    auto reader = stub->WatchJob(&context, request);
+    qgate::v1::JobEvent e;
+    while (reader->Read(&e)) {
+    }
+    third = reader->Finish();
+  });
   EXPECT_EQ(third.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << third.error_message();
   EXPECT_NE(third.error_message().find("--max-streams"), std::string::npos) << third.error_message();
-  EXPECT_LT(took, 400ms) << "refused at once, not after the deadline";
+  EXPECT_LT(took, 1000ms) << "refused at once, not after the deadline";
 
   // The CLI says why; unary reads are not streams and go on.
   auto r = d.cli("watch " + std::to_string(job));
