@@ -538,24 +538,27 @@ class SqliteStore final : public Store {
   void put_verdict(const Verdict& verdict) override {
     guarded("put_verdict", [&] {
       SQLite::Transaction transaction(database_, SQLite::TransactionBehavior::IMMEDIATE);
-      // INSERT ... ON CONFLICT DO UPDATE is spelled the same in PostgreSQL.
-      ScopedStatement upsert(prepared(
-          "INSERT INTO verdicts (job_id, verdict, comparison, ratio, ci_low, ci_high, pairs, "
-          "contended_pairs, mismatched_pairs, tokens_per_s_a, tokens_per_s_b, reasons, created_ms) "
-          "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-          "ON CONFLICT (job_id) DO UPDATE SET verdict = excluded.verdict, "
-          "comparison = excluded.comparison, ratio = excluded.ratio, ci_low = excluded.ci_low, "
-          "ci_high = excluded.ci_high, pairs = excluded.pairs, "
-          "contended_pairs = excluded.contended_pairs, mismatched_pairs = excluded.mismatched_pairs, "
-          "tokens_per_s_a = excluded.tokens_per_s_a, tokens_per_s_b = excluded.tokens_per_s_b, "
-          "reasons = excluded.reasons, created_ms = excluded.created_ms"));
-      bind_all(*upsert, verdict.job_id, to_string(verdict.verdict), to_string(verdict.comparison),
-               verdict.ratio, verdict.ci_low, verdict.ci_high, verdict.pairs,
-               verdict.contended_pairs, verdict.mismatched_pairs, verdict.tokens_per_s_a,
-               verdict.tokens_per_s_b, nlohmann::json(verdict.reasons).dump(),
-               or_now(verdict.created_ms));
-      upsert->exec();
+      upsert_verdict(verdict);
       transaction.commit();
+    });
+  }
+
+  bool finish_job_with_verdict(const Verdict& verdict, std::string_view progress_json) override {
+    return guarded("finish_job_with_verdict", [&] {
+      // One transaction: a crash leaves either a running job without a verdict (re-run at the next
+      // start) or a done job with its verdict, never a verdict on a job that will run again.
+      SQLite::Transaction transaction(database_, SQLite::TransactionBehavior::IMMEDIATE);
+      ScopedStatement update(prepared(
+          "UPDATE jobs SET state = 'done', progress_json = ?, finished_ms = ? WHERE id = ? AND state = 'running'"));
+      bind_all(*update, progress_json, now_ms(), verdict.job_id);
+      if (update->exec() == 0) {
+        if (!job_exists(verdict.job_id))
+          throw StoreError(StoreErrorKind::NotFound, fmt::format("finish_job_with_verdict: no job {}", verdict.job_id));
+        return false;  // not running any more (cancelled): nothing is written
+      }
+      upsert_verdict(verdict);
+      transaction.commit();
+      return true;
     });
   }
 
@@ -856,6 +859,27 @@ class SqliteStore final : public Store {
     bind_all(*select, id);
     if (!select->executeStep()) return std::nullopt;
     return read_job(*select);
+  }
+
+  // The verdict upsert, inside the caller's transaction.
+  void upsert_verdict(const Verdict& verdict) {
+    // INSERT ... ON CONFLICT DO UPDATE is spelled the same in PostgreSQL.
+    ScopedStatement upsert(prepared(
+        "INSERT INTO verdicts (job_id, verdict, comparison, ratio, ci_low, ci_high, pairs, "
+        "contended_pairs, mismatched_pairs, tokens_per_s_a, tokens_per_s_b, reasons, created_ms) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT (job_id) DO UPDATE SET verdict = excluded.verdict, "
+        "comparison = excluded.comparison, ratio = excluded.ratio, ci_low = excluded.ci_low, "
+        "ci_high = excluded.ci_high, pairs = excluded.pairs, "
+        "contended_pairs = excluded.contended_pairs, mismatched_pairs = excluded.mismatched_pairs, "
+        "tokens_per_s_a = excluded.tokens_per_s_a, tokens_per_s_b = excluded.tokens_per_s_b, "
+        "reasons = excluded.reasons, created_ms = excluded.created_ms"));
+    bind_all(*upsert, verdict.job_id, to_string(verdict.verdict), to_string(verdict.comparison),
+             verdict.ratio, verdict.ci_low, verdict.ci_high, verdict.pairs,
+             verdict.contended_pairs, verdict.mismatched_pairs, verdict.tokens_per_s_a,
+             verdict.tokens_per_s_b, nlohmann::json(verdict.reasons).dump(),
+             or_now(verdict.created_ms));
+    upsert->exec();
   }
 
   bool job_exists(RowId id) {

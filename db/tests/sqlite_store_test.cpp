@@ -396,6 +396,28 @@ TEST_F(SqliteStoreTest, VerdictIsInsertedThenReplaced) {
   EXPECT_FALSE(store_->find_verdict(job + 1).has_value());
 }
 
+TEST_F(SqliteStoreTest, FinishingAJobWritesItsVerdictAndStateTogether) {
+  const RowId job = store_->create_job(make_job(build_id_, 1000));
+  Verdict verdict;
+  verdict.job_id = job;
+  verdict.verdict = VerdictValue::Pass;
+  verdict.comparison = Comparison::Same;
+  verdict.pairs = 8;
+  // Not running yet: nothing is written.
+  EXPECT_FALSE(store_->finish_job_with_verdict(verdict, R"({"done":true})"));
+  EXPECT_FALSE(store_->find_verdict(job).has_value());
+  EXPECT_EQ(store_->find_job(job)->state, JobState::Queued);
+
+  ASSERT_EQ(store_->claim_next_job(std::nullopt)->id, job);
+  EXPECT_TRUE(store_->finish_job_with_verdict(verdict, R"({"done":true})"));
+  const auto done = store_->find_job(job);
+  EXPECT_EQ(done->state, JobState::Done);
+  EXPECT_TRUE(done->finished_ms.has_value());
+  EXPECT_EQ(done->progress_json, R"({"done":true})");
+  EXPECT_EQ(store_->find_verdict(job)->pairs, 8);
+  EXPECT_THROW(store_->finish_job_with_verdict(Verdict{.job_id = 777}, "{}"), StoreError);
+}
+
 TEST_F(SqliteStoreTest, CotenantSummaryMarksTheRunAndKeepsSamples) {
   const RowId run_id = store_->add_run(make_done_run(build_id_, "p", "q4_0", 1000, 155.0, std::nullopt));
   CotenantSummary summary;

@@ -742,7 +742,6 @@ class JobExecution {
     v.pairs = report_.pairs();
     v.contended_pairs = report_.contended_pairs();
     for (const auto& r : report_.reasons()) v.reasons.push_back(r);
-    store_.put_verdict(v);
     progress_.set_phase("done");
     // Ran to a verdict: OK, unless the numbers were wrong. A run saved by a retry says so.
     v1::Disposition disposition = v1::DISPOSITION_OK;
@@ -752,8 +751,7 @@ class JobExecution {
       detail = std::to_string(report_.parity_failed()) + " parity case(s) failed; first: " + first_parity_failure_;
     }
     for (const auto& r : recovered_) detail += (detail.empty() ? "" : "; ") + r;
-    store_.update_job_progress(job_.id, progress_json(progress_, &report_, disposition, detail));
-    store_.update_job_state(job_.id, db::JobState::Done, std::nullopt, db::JobState::Running);
+    store_.finish_job_with_verdict(v, progress_json(progress_, &report_, disposition, detail));
     v1::JobEvent e;
     e.set_job_id(job_.id);
     e.set_unix_ms(now_ms());

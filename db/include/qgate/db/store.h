@@ -86,6 +86,9 @@ class Store {
   virtual std::vector<ParityCaseRecord> parity_cases(RowId job_id) = 0;
   /// Inserts or replaces the verdict of verdict.job_id.
   virtual void put_verdict(const Verdict& verdict) = 0;
+  /// The end of a job that ran to its verdict, atomically: the verdict, the final progress and the
+  /// move from running to done. Returns false (writing nothing) when the job is no longer running.
+  virtual bool finish_job_with_verdict(const Verdict& verdict, std::string_view progress_json) = 0;
   virtual std::optional<Verdict> find_verdict(RowId job_id) = 0;
   /// Inserts or replaces the run's co-tenant summary and per-sample readings, and copies the
   /// summary's contended flag onto the run so trend queries need no join.
