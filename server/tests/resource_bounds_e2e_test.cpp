@@ -118,24 +118,28 @@ TEST(ResourceBounds, AnUploadOverMaxUploadsIsRefusedAtOnce) {
   auto stub = d.stub();
   const std::string bytes = library_bytes();
 
-  // One upload in progress: its header and first chunk sent, the stream held open.
-  grpc::ClientContext slow_context;
+  // One upload in progress: its header and first chunk sent, the stream held open. On a loaded
+  // machine its call can reach the server after the second upload has begun, and then the first is
+  // the one refused; so the scenario is set up again until the held stream holds the place.
+  std::unique_ptr<grpc::ClientContext> slow_context;
   qgate::v1::SubmitBuildResponse slow_response;
-  auto slow = stub->SubmitBuild(&slow_context, &slow_response);
+  std::unique_ptr<grpc::ClientWriter<qgate::v1::SubmitBuildRequest>> slow;
   qgate::v1::SubmitBuildRequest request;
-  *request.mutable_header() = parity_header(int64_t(bytes.size()));
-  ASSERT_TRUE(slow->Write(request));
-  request.set_chunk(bytes.substr(0, 1024));
-  ASSERT_TRUE(slow->Write(request));
-
-  // A second one is refused at once (retried briefly: the first stream's reactor is made when its
-  // call reaches the server, a moment after the client wrote).
   grpc::Status second;
   std::chrono::milliseconds took{0};
-  for (int attempt = 0; attempt < 50; ++attempt) {
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    slow_context = std::make_unique<grpc::ClientContext>();
+    slow = stub->SubmitBuild(slow_context.get(), &slow_response);
+    request.Clear();
+    *request.mutable_header() = parity_header(int64_t(bytes.size()));
+    ASSERT_TRUE(slow->Write(request));
+    request.set_chunk(bytes.substr(0, 1024));
+    ASSERT_TRUE(slow->Write(request));
+    std::this_thread::sleep_for(200ms * (attempt + 1));  // time for the call to reach the server
     took = timed([&] { second = upload(*stub, bytes, int64_t(bytes.size())); });
-    if (!second.ok()) break;
-    std::this_thread::sleep_for(20ms);
+    if (second.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) break;
+    slow_context->TryCancel();  // the held stream did not hold the place: set it up again
+    slow->Finish();
   }
   EXPECT_EQ(second.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << second.error_message();
   EXPECT_NE(second.error_message().find("--max-uploads"), std::string::npos) << second.error_message();
