@@ -591,21 +591,19 @@ grpc::ServerUnaryReactor* HarnessService::GetDevice(grpc::CallbackServerContext*
     db::JobFilter f;
     f.state = db::JobState::Queued;
     f.limit = 100000;
-    response->set_queued_jobs(int32_t(store_.list_jobs(f).size()));
+    const std::vector<db::Job> queued = store_.list_jobs(f);
+    response->set_queued_jobs(int32_t(queued.size()));
     response->set_running_job_id(scheduler_.running_job());
     response->set_cotenant(device_.cotenant);
-    fill_cotenant_now(response->mutable_now());
+    fill_cotenant_now(queued, response->mutable_now());
     response->set_uptime_s(std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started_).count());
     return grpc::Status::OK;
   }));
 }
 
-void HarnessService::fill_cotenant_now(v1::CotenantNow* out) const {
+void HarnessService::fill_cotenant_now(const std::vector<db::Job>& queued, v1::CotenantNow* out) const {
   int waiting = 0;
-  db::JobFilter queued;
-  queued.state = db::JobState::Queued;
-  queued.limit = 100000;
-  for (const db::Job& j : store_.list_jobs(queued)) waiting += j.quiet_only ? 1 : 0;
+  for (const db::Job& j : queued) waiting += j.quiet_only ? 1 : 0;
   out->set_waiting_jobs(waiting);
   if (!watch_) {
     out->set_state("unavailable");
@@ -656,9 +654,9 @@ grpc::ServerUnaryReactor* HarnessService::Remeasure(grpc::CallbackServerContext*
     if (request->deadline_s() < 0 || request->deadline_s() > kMaxDeadlineS)
       return invalid("deadline_s must be in [0, " + std::to_string(kMaxDeadlineS) + "], got " +
                      std::to_string(request->deadline_s()));
-    if (!watch_ || !watch_->now().available)
+    if (const cotenant::DeviceNow now = watch_ ? watch_->now() : cotenant::DeviceNow{}; !now.available)
       return {grpc::StatusCode::FAILED_PRECONDITION,
-              "this daemon cannot see co-tenant load (" + (watch_ ? watch_->now().unavailable_reason : std::string("no sampler")) +
+              "this daemon cannot see co-tenant load (" + (watch_ ? now.unavailable_reason : std::string("no sampler")) +
                   "), so it can never find a quiet window to re-measure in"};
 
     std::vector<db::RowId> targets;

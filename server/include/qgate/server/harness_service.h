@@ -67,7 +67,8 @@ class HarnessService final : public v1::Harness::CallbackService {
 
  private:
   std::optional<db::Build> resolve_build(const std::string& name_or_id) const;
-  void fill_cotenant_now(v1::CotenantNow* out) const;
+  /// The live co-tenant state; `queued` (the queued jobs, already read) gives the waiting count.
+  void fill_cotenant_now(const std::vector<db::Job>& queued, v1::CotenantNow* out) const;
 
   db::Store& store_;
   EventHub& events_;
