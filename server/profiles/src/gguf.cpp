@@ -9,6 +9,7 @@
 #include <fstream>
 #include <limits>
 #include <set>
+#include <stdexcept>
 #include <type_traits>
 
 namespace qgate::profiles {
@@ -50,13 +51,13 @@ uint64_t scalar_size(GgufValueType t) {
 bool is_value_type(uint32_t t) { return t <= static_cast<uint32_t>(GgufValueType::float64); }
 
 // ggml's block geometry for the types whose size is known here: {elements per block, bytes per block}.
-struct GgmlTypeSize {
+struct GgmlTypeEntry {
   uint32_t id;
   const char* name;
   uint64_t block_elems;
   uint64_t block_bytes;
 };
-constexpr GgmlTypeSize kGgmlTypes[] = {
+constexpr GgmlTypeEntry kGgmlTypes[] = {
     {0, "f32", 1, 4},      {1, "f16", 1, 2},       {2, "q4_0", 32, 18},    {3, "q4_1", 32, 20},
     {6, "q5_0", 32, 22},   {7, "q5_1", 32, 24},    {8, "q8_0", 32, 34},    {9, "q8_1", 32, 36},
     {10, "q2_K", 256, 84}, {11, "q3_K", 256, 110}, {12, "q4_K", 256, 144}, {13, "q5_K", 256, 176},
@@ -64,8 +65,8 @@ constexpr GgmlTypeSize kGgmlTypes[] = {
     {26, "i32", 1, 4},     {27, "i64", 1, 8},      {28, "f64", 1, 8},      {30, "bf16", 1, 2},
 };
 
-const GgmlTypeSize* find_ggml_type(uint32_t id) {
-  for (const GgmlTypeSize& t : kGgmlTypes) {
+const GgmlTypeEntry* find_ggml_type(uint32_t id) {
+  for (const GgmlTypeEntry& t : kGgmlTypes) {
     if (t.id == id) return &t;
   }
   return nullptr;
@@ -78,7 +79,7 @@ uint64_t align_up(uint64_t v, uint64_t alignment) { return (v + alignment - 1) /
 
 // Bytes of a tensor's data, when its type's size is known and nothing overflows.
 std::optional<uint64_t> tensor_bytes(const GgufTensorInfo& t) {
-  const GgmlTypeSize* ts = find_ggml_type(t.type);
+  const GgmlTypeEntry* ts = find_ggml_type(t.type);
   if (ts == nullptr || t.ne[0] % ts->block_elems != 0) return std::nullopt;
   uint64_t bytes = t.ne[0] / ts->block_elems * ts->block_bytes;
   for (uint32_t d = 1; d < t.n_dims && d < kGgufMaxDims; ++d) {
@@ -286,7 +287,8 @@ std::optional<GgufHeader> parse(const uint8_t* data, size_t size, uint64_t total
   // Both counts are at most 2^20 here, so these products cannot overflow.
   if (h.kv_count * kMinKvBytes + h.tensor_count * kMinTensorInfoBytes > r.left_in_file()) {
     r.fail(std::to_string(h.kv_count) + " key/values and " + std::to_string(h.tensor_count) +
-           " tensor infos cannot fit in the file's " + std::to_string(r.left_in_file()) + " remaining bytes");
+           " tensor infos cannot fit in the file's " + std::to_string(r.left_in_file()) +
+           " remaining bytes (a truncated or corrupt file)");
     return failed();
   }
 
@@ -352,7 +354,7 @@ std::optional<GgufHeader> parse(const uint8_t* data, size_t size, uint64_t total
       r.fail(named + " has ggml type id " + std::to_string(t.type) + " (limit " + std::to_string(limits.max_type_id) + ")");
       return failed();
     }
-    if (const GgmlTypeSize* ts = find_ggml_type(t.type); ts != nullptr && t.ne[0] % ts->block_elems != 0) {
+    if (const GgmlTypeEntry* ts = find_ggml_type(t.type); ts != nullptr && t.ne[0] % ts->block_elems != 0) {
       r.fail(named + " has row length " + std::to_string(t.ne[0]) + ", not a multiple of the " + ts->name +
              " block of " + std::to_string(ts->block_elems));
       return failed();
@@ -375,8 +377,11 @@ std::optional<GgufHeader> parse(const uint8_t* data, size_t size, uint64_t total
       const std::optional<uint64_t> bytes = tensor_bytes(t);
       uint64_t end = 0;
       if (bytes && (!checked_add(t.offset, *bytes, &end) || end > data_bytes)) {
-        r.fail("tensor '" + t.name + "' data [" + std::to_string(t.offset) + ", +" + std::to_string(*bytes) +
-               ") runs past the " + std::to_string(data_bytes) + "-byte data section");
+        const uint64_t short_by = end >= t.offset ? end - data_bytes : 0;  // 0 only when the sum overflowed
+        r.fail("tensor '" + t.name + "' (" + ggml_type_name(t.type) + ") data [" + std::to_string(t.offset) + ", +" +
+               std::to_string(*bytes) + ") runs past the " + std::to_string(data_bytes) +
+               "-byte data section of this " + std::to_string(total) + "-byte file" +
+               (short_by > 0 ? " (" + std::to_string(short_by) + " bytes missing: truncated file?)" : ""));
         return failed();
       }
     }
@@ -479,9 +484,17 @@ const GgufValue* GgufHeader::find(std::string_view key) const {
 }
 
 std::string ggml_type_name(uint32_t type) {
-  if (const GgmlTypeSize* t = find_ggml_type(type)) return t->name;
+  if (const GgmlTypeEntry* t = find_ggml_type(type)) return t->name;
   return "type " + std::to_string(type);
 }
+
+std::optional<GgmlTypeSize> ggml_type_size(uint32_t type) {
+  const GgmlTypeEntry* t = find_ggml_type(type);
+  if (t == nullptr) return std::nullopt;
+  return GgmlTypeSize{t->block_elems, t->block_bytes};
+}
+
+std::optional<uint64_t> gguf_tensor_bytes(const GgufTensorInfo& tensor) { return tensor_bytes(tensor); }
 
 std::optional<GgufHeader> parse_gguf_header(const uint8_t* data, size_t size, std::string* error,
                                             const GgufLimits& limits) {
@@ -536,17 +549,44 @@ std::vector<uint8_t> write_gguf_header(std::span<const GgufTensorInfo> tensors, 
     put(out, static_cast<uint32_t>(kv.value.type));
     put_value(out, kv.value);
   }
+  const bool with_bytes = options.include_data && !options.tensor_data.empty();
+  if (with_bytes && options.tensor_data.size() != tensors.size()) {
+    throw std::invalid_argument("write_gguf_header: " + std::to_string(options.tensor_data.size()) +
+                                " tensor_data entries for " + std::to_string(tensors.size()) + " tensors");
+  }
+  std::vector<uint64_t> offsets;
+  offsets.reserve(tensors.size());
   uint64_t offset = 0;
-  for (const GgufTensorInfo& t : tensors) {
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const GgufTensorInfo& t = tensors[i];
+    const std::optional<uint64_t> known = tensor_bytes(t);
+    uint64_t bytes = known.value_or(0);
+    if (with_bytes) {
+      if (known && *known != options.tensor_data[i].size()) {
+        throw std::invalid_argument("write_gguf_header: tensor '" + t.name + "' (" + ggml_type_name(t.type) +
+                                    ") needs " + std::to_string(*known) + " bytes, got " +
+                                    std::to_string(options.tensor_data[i].size()));
+      }
+      bytes = options.tensor_data[i].size();
+    }
     put_string(out, t.name);
     put(out, t.n_dims);
     for (uint32_t d = 0; d < t.n_dims && d < kGgufMaxDims; ++d) put(out, t.ne[d]);
     put(out, t.type);
     put(out, offset);
-    offset = align_up(offset + tensor_bytes(t).value_or(0), alignment);
+    offsets.push_back(offset);
+    offset = align_up(offset + bytes, alignment);
   }
   if (options.include_data) {
-    out.resize(static_cast<size_t>(align_up(out.size(), alignment) + offset), 0);
+    // Each tensor, the last one too, is padded to the alignment, as ggml writes them.
+    const uint64_t data_start = align_up(out.size(), alignment);
+    out.resize(static_cast<size_t>(data_start + offset), 0);
+    if (with_bytes) {
+      for (size_t i = 0; i < tensors.size(); ++i) {
+        const std::span<const uint8_t> d = options.tensor_data[i];
+        if (!d.empty()) std::memcpy(out.data() + data_start + offsets[i], d.data(), d.size());
+      }
+    }
   }
   return out;
 }

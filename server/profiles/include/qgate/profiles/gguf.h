@@ -1,4 +1,5 @@
 // GGUF (v2/v3) header reader and a small writer, and the model profile a GGUF file implies.
+// (Tensor data is read by GgufTensorSource, qgate/profiles/gguf_tensors.h.)
 //
 // Only the header is read: magic, version, counts, metadata key/values and tensor infos. The reader
 // takes untrusted bytes (it is fuzzed under AddressSanitizer): every count, length and offset is
@@ -119,16 +120,32 @@ std::optional<GgufHeader> read_gguf_header(const std::string& path, std::string*
 /// ggml's name for a type id ("f32", "q4_K", ...) or "type N".
 std::string ggml_type_name(uint32_t type);
 
+/// ggml's block geometry of a type id: `block_elems` elements are stored in `block_bytes` bytes.
+struct GgmlTypeSize {
+  uint64_t block_elems = 0;
+  uint64_t block_bytes = 0;
+};
+/// Known for f32, f16, bf16, f64, the integer types, q4_0..q8_1 and q2_K..q8_K; empty for any other id
+/// (the IQ types and ids this reader does not know), whose data size cannot be computed.
+std::optional<GgmlTypeSize> ggml_type_size(uint32_t type);
+/// Bytes of a tensor's data: ne[0] / block_elems * block_bytes * ne[1] * ne[2] * ne[3]. Empty when the
+/// type's size is unknown, ne[0] is not a multiple of its block, or the product overflows.
+std::optional<uint64_t> gguf_tensor_bytes(const GgufTensorInfo& tensor);
+
 struct GgufWriteOptions {
   uint32_t version = 3;
-  /// Header only (the reader needs no more) or header, alignment padding and a zero-filled data
-  /// section as large as the tensors need (types of unknown size take no bytes).
+  /// Header only (the reader needs no more) or header, alignment padding and a data section.
   bool include_data = false;
+  /// With include_data: the tensors' bytes, one entry per tensor, in the order of `tensors`. Each must be
+  /// exactly gguf_tensor_bytes() long (a type of unknown size takes its entry's length). Left empty, the
+  /// data section is zero-filled and tensors of unknown size take no bytes.
+  std::vector<std::span<const uint8_t>> tensor_data;
 };
 
-/// Writes a GGUF header for tests and fuzz corpora. Tensor offsets are computed (aligned, in the
-/// order given); the `offset` fields of `tensors` are ignored. The alignment is general.alignment
-/// when the metadata has it (as uint32), else 32.
+/// Writes a GGUF file (by default only its header) for tests and fuzz corpora. Tensor offsets are
+/// computed (aligned, in the order given); the `offset` fields of `tensors` are ignored. The alignment
+/// is general.alignment when the metadata has it (as uint32), else 32; padding bytes are zero. Throws
+/// std::invalid_argument when `tensor_data` has the wrong count or a wrong length.
 std::vector<uint8_t> write_gguf_header(std::span<const GgufTensorInfo> tensors,
                                        std::span<const GgufKeyValue> metadata, const GgufWriteOptions& options = {});
 
