@@ -1,11 +1,14 @@
 // Quantizers (f32 -> ggml blocks) and dequantizers (ggml blocks -> f32) for the eight types.
 // The dequantizers are the byte-level definition of each format and follow ggml's
 // dequantize_row_* arithmetic operation for operation, so values match ggml bit for bit.
-// The quantizers are plain round-to-nearest per block (not ggml's error-minimising search):
-// they only need to produce valid blocks that decode close to their input.
+// The quantizers here are the `qgate` recipe: plain round-to-nearest per block (not ggml's
+// error-minimising search); they only need to produce valid blocks that decode close to their
+// input. The `ggml` recipe, byte-compatible with llama.cpp's reference quantizer, is in
+// quantize_ggml.cpp.
 #include "qgate/quant/quantize.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
@@ -368,8 +371,30 @@ void check_row_length(WeightType type, int64_t k) {
 
 }  // namespace
 
-void quantize_row(WeightType type, const float* x, void* blocks, int64_t k) {
+std::string_view to_string(QuantRecipe recipe) {
+  switch (recipe) {
+    case QuantRecipe::qgate: return "qgate";
+    case QuantRecipe::ggml: return "ggml";
+  }
+  return "unknown";
+}
+
+std::optional<QuantRecipe> parse_recipe(std::string_view name) {
+  auto equals = [&](std::string_view want) {
+    return name.size() == want.size() &&
+           std::equal(name.begin(), name.end(), want.begin(), [](char a, char b) {
+             return std::tolower(static_cast<unsigned char>(a)) == b;
+           });
+  };
+  if (equals("qgate")) return QuantRecipe::qgate;
+  if (equals("ggml")) return QuantRecipe::ggml;
+  return std::nullopt;
+}
+
+void quantize_row(WeightType type, const float* x, void* blocks, int64_t k, QuantRecipe recipe) {
   check_row_length(type, k);
+  if (recipe == QuantRecipe::ggml) return detail::quantize_row_ggml(type, x, blocks, k);
+  if (recipe != QuantRecipe::qgate) throw std::invalid_argument("quantize_row: unknown recipe");
   auto run = [&](auto* out, int block_elems, auto quantize_block) {
     for (int64_t i = 0; i < k / block_elems; ++i) quantize_block(x + i * block_elems, out + i);
   };
@@ -404,11 +429,12 @@ void dequantize_row(WeightType type, const void* blocks, float* y, int64_t k) {
   throw std::invalid_argument("dequantize_row: unknown weight type");
 }
 
-std::vector<uint8_t> quantize_matrix(WeightType type, const float* x, int64_t od, int64_t k) {
+std::vector<uint8_t> quantize_matrix(WeightType type, const float* x, int64_t od, int64_t k,
+                                     QuantRecipe recipe) {
   const size_t bytes_per_row = row_bytes(type, k);
   std::vector<uint8_t> out(bytes_per_row * static_cast<size_t>(od));
   for (int64_t r = 0; r < od; ++r) {
-    quantize_row(type, x + r * k, out.data() + static_cast<size_t>(r) * bytes_per_row, k);
+    quantize_row(type, x + r * k, out.data() + static_cast<size_t>(r) * bytes_per_row, k, recipe);
   }
   return out;
 }
