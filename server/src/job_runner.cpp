@@ -23,6 +23,7 @@
 #include "qgate/server/job_records.h"
 #include "qgate/server/worker_process.h"
 #include "qgate/stats/ab_statistics.h"
+#include "qgate/stats/sequential.h"
 
 namespace qgate::server {
 namespace {
@@ -601,7 +602,10 @@ class JobExecution {
     if (spec_.policy().min_pairs() > 0) policy.min_pairs = spec_.policy().min_pairs();
     if (spec_.policy().max_pairs() > 0) policy.max_pairs = spec_.policy().max_pairs();
     if (spec_.policy().target_halfwidth() > 0) policy.target_halfwidth = spec_.policy().target_halfwidth();
-    policy.min_pairs = std::min(policy.min_pairs, policy.max_pairs);
+    policy.min_pairs = std::max(2, std::min(policy.min_pairs, policy.max_pairs));
+    policy.max_pairs = std::max(policy.max_pairs, policy.min_pairs);
+    // Pairs are judged only at the design's planned looks (docs/ab-statistics.md).
+    const stats::SequentialDesign design = stats::SequentialDesign::from_policy(policy);
 
     progress_.set_phase("ab");
     progress_.set_pairs_max(policy.max_pairs);
@@ -615,7 +619,8 @@ class JobExecution {
     std::vector<stats::AbPair> pairs;
     std::map<std::string, std::vector<stats::AbPair>> type_pairs;
     std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> type_times;
-    stats::RatioEstimate estimate;
+    std::optional<stats::LookResult> look;
+    size_t next_look = 0;
     int seq = 0;
     int contended_pairs = 0;
     auto add_pair = [&](const v1::ProfileRun& ra, std::optional<bool> ca, const v1::ProfileRun& rb,
@@ -649,7 +654,7 @@ class JobExecution {
       }
       for (int i = 0; i < policy.max_pairs; ++i) add_pair(runs_a[i], load_a[i], runs_b[i], load_b[i]);
       progress_.set_pairs_done(int32_t(pairs.size()));
-      estimate = stats::estimate_ratio(pairs);
+      look = stats::evaluate_look(pairs, design, design.last_look());
       report_.add_reasons("sequential order (all A runs, then all B runs): drift and co-tenant phases are not balanced");
     }
     // ABBA: each block yields two pairs, (A, B) then (B, A), so drift hits both arms alike.
@@ -667,15 +672,21 @@ class JobExecution {
         add_pair(ra, last_contended_, rb, cb);
       }
       progress_.set_pairs_done(int32_t(pairs.size()));
-      if (pairs.size() >= 2) {
-        estimate = stats::estimate_ratio(pairs);
-        progress_.set_ratio(estimate.ratio);
-        progress_.set_ci_low(estimate.lower);
-        progress_.set_ci_high(estimate.upper);
+      if (int(pairs.size()) < design.looks[next_look]) {
+        publish();
+        continue;
       }
-      publish();
-      if (pairs.size() >= 2 && !stats::should_add_pairs(estimate, policy)) break;
-      if (int(pairs.size()) >= policy.max_pairs) break;
+      // A planned look: the interval, verdict and comparison are read here and only here.
+      look = stats::evaluate_look(pairs, design, next_look);
+      progress_.set_ratio(look->ratio);
+      progress_.set_ci_low(look->lower);
+      progress_.set_ci_high(look->upper);
+      publish("look " + std::to_string(next_look + 1) + " of " + std::to_string(design.looks.size()) + " at " +
+              std::to_string(pairs.size()) + " pairs: " + std::string(stats::to_string(look->verdict)) + " (" +
+              std::string(stats::to_string(look->comparison)) + "), " +
+              std::string(stats::to_string(look->decision)));
+      if (look->decision == stats::LookDecision::stop) break;
+      ++next_look;
     }
     for (Arm* arm : {&a, &b}) {
       if (!arm->worker) continue;
@@ -685,20 +696,22 @@ class JobExecution {
       arm->worker->wait_exit(std::chrono::seconds(10));
     }
 
-    const stats::GateDecision decision = stats::decide_gate(estimate, policy);
+    const stats::LookResult& decision = look.value();
+    std::vector<double> log_ratios;
+    for (const auto& p : pairs) log_ratios.push_back(std::log(p.a) - std::log(p.b));
     report_.set_verdict(to_proto(decision.verdict));
     report_.set_comparison(to_proto(decision.comparison));
-    report_.set_ratio(estimate.ratio);
-    report_.set_ci_low(estimate.lower);
-    report_.set_ci_high(estimate.upper);
-    report_.set_p_value(estimate.wilcoxon_p);
+    report_.set_ratio(decision.ratio);
+    report_.set_ci_low(decision.lower);
+    report_.set_ci_high(decision.upper);
+    report_.set_p_value(stats::wilcoxon_signed_rank_p(log_ratios));
     report_.set_pairs(int32_t(pairs.size()));
     report_.set_contended_pairs(contended_pairs);
     if (!sampler_.available())
       report_.add_reasons("co-tenant load unknown (cotenant=unavailable: " + sampler_.unavailable_reason() + ")");
     else if (contended_pairs > 0)
       report_.add_reasons(std::to_string(contended_pairs) + " of " + std::to_string(pairs.size()) +
-                          " pairs ran under co-tenant load; " + std::to_string(estimate.contention_mismatches) +
+                          " pairs ran under co-tenant load; " + std::to_string(decision.contention_mismatches) +
                           " saw different load on their two runs");
     report_.mutable_arm_a()->set_label(a.label);
     report_.mutable_arm_a()->set_tokens_per_s(stats::geometric_mean(a.tokens_per_s));
@@ -710,14 +723,16 @@ class JobExecution {
     report_.add_reasons("tok/s is prefill throughput of " + profile_.name + "'s linear layers at " +
                         std::to_string(tokens_) + " tokens (summed GEMM time, cold L2)");
     for (const auto& [type, tp] : type_pairs) {
-      if (tp.size() < 2) continue;
-      const auto e = stats::estimate_ratio(tp);
+      // The same interval as the headline, at the look the A/B stopped at (a type missing from some
+      // runs has fewer pairs and gets none).
+      if (tp.size() != pairs.size()) continue;
+      const auto e = stats::judge_look(tp, design, decision.look_index);
       auto* t = report_.add_per_type();
       t->set_weight_type(type);
       t->set_ratio(e.ratio);
       t->set_ci_low(e.lower);
       t->set_ci_high(e.upper);
-      t->set_comparison(to_proto(stats::compare(e)));
+      t->set_comparison(to_proto(e.comparison));
       t->set_gemm_us_a(stats::geometric_mean(type_times[type].first));
       t->set_gemm_us_b(stats::geometric_mean(type_times[type].second));
     }

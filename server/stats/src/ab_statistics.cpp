@@ -1,5 +1,5 @@
 // Paired A/B statistics: geometric-mean ratio, seeded bootstrap interval, Wilcoxon signed-rank
-// p-value, the SAME / DIFFERENT / UNKNOWN comparison, the gate verdict and the stopping rule.
+// p-value, the SAME / DIFFERENT / UNKNOWN comparison of a fixed set of pairs, and the verdict names.
 #include "qgate/stats/ab_statistics.h"
 
 #include <algorithm>
@@ -105,27 +105,6 @@ double sorted_quantile(const std::vector<double>& sorted, double p) {
   if (i + 1 >= sorted.size()) return sorted.back();
   const double f = pos - static_cast<double>(i);
   return sorted[i] + f * (sorted[i + 1] - sorted[i]);
-}
-
-std::string printf_string(const char* fmt, auto... args) {
-  char buf[256];
-  std::snprintf(buf, sizeof buf, fmt, args...);
-  return buf;
-}
-
-std::string describe_interval(const RatioEstimate& e) {
-  if (std::isinf(e.upper)) return printf_string("ratio %.3f [unbounded, one pair]", e.ratio);
-  return printf_string("ratio %.3f [%.3f, %.3f]", e.ratio, e.lower, e.upper);
-}
-
-void check_policy(const GatePolicy& p) {
-  if (!(p.slowdown_threshold >= 0 && p.slowdown_threshold < 1))
-    throw std::invalid_argument("gate policy: slowdown_threshold must be in [0, 1)");
-  if (p.min_pairs < 1 || p.max_pairs < p.min_pairs)
-    throw std::invalid_argument("gate policy: need 1 <= min_pairs <= max_pairs");
-  if (!(p.target_halfwidth > 0)) throw std::invalid_argument("gate policy: target_halfwidth must be positive");
-  if (!(p.bands.noise_band >= 0 && p.bands.same_scale >= 0))
-    throw std::invalid_argument("gate policy: comparison bands must be non-negative");
 }
 
 // The exact two-sided p of the signed-rank statistic: every one of the 2^n sign patterns of the
@@ -326,64 +305,6 @@ int exit_code(Verdict v) {
     case Verdict::inconclusive: return 2;
   }
   return 2;
-}
-
-GateDecision decide_gate(const RatioEstimate& e, const GatePolicy& policy) {
-  check_policy(policy);
-  GateDecision g;
-  g.comparison = compare(e, policy.bands);
-  const double floor = 1 - policy.slowdown_threshold;
-  const double pct = 100 * policy.slowdown_threshold;
-  const std::string interval = describe_interval(e);
-
-  if (e.pairs < static_cast<size_t>(policy.min_pairs)) {
-    g.verdict = Verdict::inconclusive;
-    g.reasons.push_back(printf_string("only %zu pairs; the policy decides on at least %d (%s so far)", e.pairs,
-                               policy.min_pairs, interval.c_str()));
-  } else if (e.upper < floor) {
-    g.verdict = Verdict::fail;
-    g.reasons.push_back(printf_string("%s is a slowdown beyond %.1f%%", interval.c_str(), pct));
-  } else if (e.lower > floor) {
-    g.verdict = Verdict::pass;
-    g.reasons.push_back(printf_string("%s rules out a slowdown beyond %.1f%%", interval.c_str(), pct));
-  } else {
-    g.verdict = Verdict::inconclusive;
-    g.reasons.push_back(printf_string("%s cannot rule out a slowdown beyond %.1f%% (the interval straddles %.3f)",
-                               interval.c_str(), pct, floor));
-  }
-
-  const double band = policy.bands.same_band(e.pairs);
-  switch (g.comparison) {
-    case Comparison::different:
-      g.reasons.push_back(printf_string("DIFFERENT: the interval excludes 1 by more than the %.1f%% noise band",
-                                 100 * policy.bands.noise_band));
-      break;
-    case Comparison::same:
-      g.reasons.push_back(printf_string("SAME: the interval lies within +-%.1f%%, the band for %zu pairs", 100 * band,
-                                 e.pairs));
-      break;
-    case Comparison::unknown:
-      g.reasons.push_back(printf_string("UNKNOWN: the interval is neither within +-%.1f%% (the band for %zu pairs) "
-                                 "nor clear of the %.1f%% noise band",
-                                 100 * band, e.pairs, 100 * policy.bands.noise_band));
-      break;
-  }
-  g.reasons.push_back(printf_string("Wilcoxon signed-rank p = %.3g over %zu pairs", e.wilcoxon_p, e.pairs));
-  if (e.contention_mismatches > 0) {
-    g.reasons.push_back(printf_string("%zu of %zu pairs had different co-tenant load on the two arms",
-                               e.contention_mismatches, e.pairs));
-  }
-  return g;
-}
-
-bool should_add_pairs(const RatioEstimate& e, const GatePolicy& policy) {
-  check_policy(policy);
-  if (e.pairs >= static_cast<size_t>(policy.max_pairs)) return false;
-  if (e.pairs < static_cast<size_t>(policy.min_pairs)) return true;
-  const GateDecision g = decide_gate(e, policy);
-  if (g.verdict != Verdict::inconclusive && g.comparison != Comparison::unknown) return false;
-  if (e.halfwidth() < policy.target_halfwidth) return false;
-  return true;
 }
 
 double geometric_mean(std::span<const double> values) {

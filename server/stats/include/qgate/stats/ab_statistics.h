@@ -1,6 +1,7 @@
 // Paired A/B statistics for interleaved ABBA runs: the per-pair ratio estimate with its bootstrap
 // interval and Wilcoxon p-value, the three-valued comparison (Chromium Pinpoint's SAME / DIFFERENT /
-// UNKNOWN), the gate verdict against a baseline and the rule that says when to stop adding pairs.
+// UNKNOWN) of a fixed set of pairs, and the gate's verdict values and policy. The gate itself, which
+// adds pairs and judges them at planned looks, is in sequential.h.
 //
 // The figure is higher-is-better (tok/s). Each pair holds one run of arm A and the adjacent run of
 // arm B, so drift and co-tenant phases hit both alike; the statistic is therefore computed per pair
@@ -100,28 +101,13 @@ std::string_view to_string(Verdict v);  // "PASS", "FAIL", "INCONCLUSIVE"
 std::optional<Verdict> verdict_from_string(std::string_view s);
 int exit_code(Verdict v);  // 0 PASS, 1 FAIL, 2 INCONCLUSIVE
 
+/// The gate's policy; SequentialDesign::from_policy (sequential.h) turns it into planned looks.
 struct GatePolicy {
   double slowdown_threshold = 0.02;  // a slowdown beyond 2% fails the gate
-  int min_pairs = 4;                 // never decide on fewer
-  int max_pairs = 40;                // the budget: stop adding pairs here whatever the answer
-  double target_halfwidth = 0.01;    // stop once the interval is this precise (+-1%)
-  ComparisonBands bands{};
+  int min_pairs = 4;                 // the first look is at no fewer pairs
+  int max_pairs = 40;                // the budget, and the last look
+  double target_halfwidth = 0.01;    // stop at a look once the interval is this precise (+-1%)
+  ComparisonBands bands{};           // the gate's SAME is equivalence within noise_band (same_scale unused)
 };
-
-struct GateDecision {
-  Verdict verdict = Verdict::inconclusive;
-  Comparison comparison = Comparison::unknown;
-  std::vector<std::string> reasons;  // human sentences, the first one says why the verdict is what it is
-};
-
-/// FAIL when the interval's upper end is below 1 - threshold (a significant slowdown beyond it),
-/// PASS when its lower end is above 1 - threshold, INCONCLUSIVE otherwise or with fewer than
-/// min_pairs pairs.
-GateDecision decide_gate(const RatioEstimate& estimate, const GatePolicy& policy = {});
-
-/// The stopping rule: true while more pairs should be run. False once pairs >= max_pairs, or once
-/// pairs >= min_pairs and either (the verdict is PASS/FAIL and the comparison is not UNKNOWN) or the
-/// halfwidth is below target_halfwidth.
-bool should_add_pairs(const RatioEstimate& estimate, const GatePolicy& policy = {});
 
 }  // namespace qgate::stats
