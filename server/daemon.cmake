@@ -8,6 +8,7 @@ add_library(qgate_server STATIC
   src/job_runner.cpp
   src/scheduler.cpp
   src/harness_service.cpp
+  src/compare_builds.cpp
   src/daemon.cpp)
 target_include_directories(qgate_server PUBLIC include)
 target_link_libraries(qgate_server

@@ -137,6 +137,10 @@ struct CompareOptions {
   std::string a;
   std::string b;
   bool include_contended = false;
+  std::string profile;
+  std::int64_t tokens = 0;
+  std::string type;
+  double margin_percent = 0;
 };
 
 class Cli {
@@ -323,9 +327,17 @@ void Cli::define() {
       ->check(whole_number(true));
   handlers_[trend] = [this] { return cmd_trend(); };
 
-  auto* compare = app_.add_subcommand("compare", "two builds side by side, per profile and path");
+  auto* compare = app_.add_subcommand(
+      "compare",
+      "two builds' history, per matched series (profile, tokens, backend, GPU, path): unpaired across "
+      "jobs, paired within a job that ran both; refuses (exit 3) when nothing is comparable");
   compare->add_option("a", compare_.a, "build A (name or id)")->required();
   compare->add_option("b", compare_.b, "build B (name or id)")->required();
+  compare->add_option("--profile", compare_.profile, "only this model profile");
+  compare->add_option("--tokens", compare_.tokens, "only runs of this many tokens")->check(whole_number(false));
+  compare->add_option("--type", compare_.type, "only runs that carry this weight type (e.g. q4_K)");
+  compare->add_option("--margin", compare_.margin_percent, "SAME band in percent (default 2)")
+      ->check(CLI::Range(0.01, 49.0));
   compare->add_flag("--include-contended", compare_.include_contended,
                     "also runs measured under co-tenant load");
   handlers_[compare] = [this] { return cmd_compare(); };
@@ -653,6 +665,10 @@ int Cli::cmd_compare() {
   request.set_build_a(compare_.a);
   request.set_build_b(compare_.b);
   request.set_include_contended(compare_.include_contended);
+  request.set_profile(compare_.profile);
+  request.set_tokens(compare_.tokens);
+  request.set_weight_type(compare_.type);
+  request.set_same_margin(compare_.margin_percent / 100);
   const auto response = connect().compare(request);
   if (global_.json)
     print_json(to_json(response));

@@ -620,24 +620,64 @@ std::string format_trend(const std::vector<v1::TrendPoint>& points) {
   return out;
 }
 
+namespace {
+
+std::string compare_side_line(const v1::CompareSide& side) {
+  std::string jobs;
+  for (int i = 0; i < side.job_ids_size() && i < 6; ++i) jobs += (i == 0 ? "" : ", ") + std::to_string(side.job_ids(i));
+  if (side.job_ids_size() > 6) jobs += fmt::format(", +{}", side.job_ids_size() - 6);
+  std::string line = fmt::format("{} run{} from {} job{}{}, {} tok/s", side.runs(), side.runs() == 1 ? "" : "s",
+                                 side.jobs(), side.jobs() == 1 ? "" : "s", jobs.empty() ? "" : " (" + jobs + ")",
+                                 format_tokens_per_s(side.tokens_per_s()));
+  if (side.sd_log() > 0) line += fmt::format(", run-to-run sd {:.2f}%", 100 * side.sd_log());
+  return line;
+}
+
+}  // namespace
+
 std::string format_compare(const v1::CompareResponse& response) {
   auto name = [](const v1::Build& b) {
     return fmt::format("{} (id {}, sha256 {})", b.metadata().name(), b.id(),
                        b.sha256().substr(0, 12));
   };
   std::string out = format_fields({{"A", name(response.a())}, {"B", name(response.b())}});
-  Table table{{"PROFILE", "PATH", "tok/s A", "tok/s B", "RATIO A/B", "95% INTERVAL", "COMPARISON",
-               "RUNS A/B"},
-              {false, false, true, true, true, true, false, true},
-              {}};
-  for (const auto& r : response.rows())
-    table.rows.push_back({r.profile(), r.path(), format_tokens_per_s(r.tokens_per_s_a()),
-                          format_tokens_per_s(r.tokens_per_s_b()), format_ratio(r.ratio()),
-                          format_interval(r.ci_low(), r.ci_high()),
-                          comparison_name(r.comparison()),
-                          fmt::format("{}/{}", r.runs_a(), r.runs_b())});
-  out += "\n";
-  out += response.rows_size() == 0 ? "no runs in common\n" : format_table(table);
+  for (const auto& r : response.rows()) {
+    out += "\nseries  " + r.series() + "\n";
+    std::string unpaired = format_ratio(r.ratio());
+    if (r.ci_low() != 0.0 || r.ci_high() != 0.0)
+      unpaired += fmt::format("  95% {}  Welch df {:.1f}  Mann-Whitney p {:.3g}{}", format_interval(r.ci_low(), r.ci_high()),
+                              r.welch_df(), r.mann_whitney_p(), r.mann_whitney_exact() ? " (exact)" : "");
+    unpaired += "  " + comparison_name(r.comparison());
+    out += "  across jobs, unpaired (Welch interval of mean log tok/s, rank test):\n";
+    std::string fields = format_fields({{"A", compare_side_line(r.a())}, {"B", compare_side_line(r.b())},
+                                        {"A/B", unpaired}});
+    // Indent the block under its heading.
+    for (std::size_t at = 0; at < fields.size();) {
+      const std::size_t end = fields.find('\n', at);
+      out += "    " + fields.substr(at, end - at + 1);
+      at = end + 1;
+    }
+    if (r.paired_jobs_size() > 0) {
+      out += "  within one job, paired (both builds were its arms):\n";
+      Table table{{"    JOB", "PAIRS", "RATIO A/B", "95% INTERVAL", "p", "COMPARISON"},
+                  {false, true, true, true, true, false},
+                  {}};
+      for (const auto& j : r.paired_jobs())
+        table.rows.push_back({fmt::format("    {}", j.job_id()), std::to_string(j.pairs()), format_ratio(j.ratio()),
+                              format_interval(j.ci_low(), j.ci_high()),
+                              j.ratio() == 0.0 ? "-" : fmt::format("{:.3g}", j.p_value()),
+                              comparison_name(j.comparison())});
+      out += format_table(table);
+    }
+    for (const auto& n : r.notes()) out += "  note: " + n + "\n";
+  }
+  if (response.notes_size() > 0) out += "\n";
+  for (const auto& n : response.notes()) out += "note: " + n + "\n";
+  out += fmt::format(
+      "\nSAME: the 95% interval lies within 1 +- {:.3g}%; DIFFERENT: it excludes 1 and the rank test agrees "
+      "(p < 0.05); else UNKNOWN.\nRuns pair only inside one job; across jobs they are compared as independent "
+      "samples of the same series.\n",
+      100 * (response.same_margin() > 0 ? response.same_margin() : 0.02));
   out += tokens_per_s_note() + "\n";
   return out;
 }

@@ -252,5 +252,57 @@ TEST(Device, FieldsAligned) {
   EXPECT_NE(text.find("uptime         1h 1m\n"), std::string::npos) << text;
 }
 
+TEST(Compare, ShowsTheSeriesNPerSideTheUnpairedIntervalAndThePairedJobs) {
+  v1::CompareResponse r;
+  r.mutable_a()->mutable_metadata()->set_name("tile64");
+  r.mutable_a()->set_id(1);
+  r.mutable_b()->mutable_metadata()->set_name("tile128");
+  r.mutable_b()->set_id(2);
+  r.set_same_margin(0.02);
+  auto* row = r.add_rows();
+  row->set_series("cuda on NVIDIA H200 (GPU-1111111) at 512 tokens, profile llama-7b-q4_K_M, path mmq, gemm timing");
+  row->set_ratio(1.0512);
+  row->set_ci_low(1.0431);
+  row->set_ci_high(1.0594);
+  row->set_welch_df(51.23);
+  row->set_mann_whitney_p(1.5e-9);
+  row->set_mann_whitney_exact(true);
+  row->set_comparison(v1::COMPARISON_DIFFERENT);
+  auto* a = row->mutable_a();
+  a->set_runs(30);
+  a->set_jobs(4);
+  for (int64_t id : {1, 2, 3, 6}) a->add_job_ids(id);
+  a->set_tokens_per_s(420.04);
+  a->set_sd_log(0.0151);
+  auto* b = row->mutable_b();
+  b->set_runs(1);
+  b->set_jobs(1);
+  b->add_job_ids(6);
+  b->set_tokens_per_s(399.96);
+  auto* job = row->add_paired_jobs();
+  job->set_job_id(6);
+  job->set_pairs(6);
+  job->set_ratio(1.049);
+  job->set_ci_low(1.031);
+  job->set_ci_high(1.068);
+  job->set_p_value(0.0313);
+  job->set_comparison(v1::COMPARISON_DIFFERENT);
+  row->add_notes("all of B's runs come from one job (6)");
+  r.add_notes("A also has runs on 2 series B has none of");
+  const std::string text = format_compare(r);
+  EXPECT_NE(text.find("\nseries  cuda on NVIDIA H200 (GPU-1111111) at 512 tokens"), std::string::npos) << text;
+  EXPECT_NE(text.find("    A    30 runs from 4 jobs (1, 2, 3, 6), 420.0 tok/s, run-to-run sd 1.51%\n"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("    B    1 run from 1 job (6), 400.0 tok/s\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("    A/B  1.051  95% [1.043, 1.059]  Welch df 51.2  Mann-Whitney p 1.5e-09 (exact)  DIFFERENT\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("within one job, paired"), std::string::npos) << text;
+  EXPECT_NE(text.find("6      1.049  [1.031, 1.068]  0.0313  DIFFERENT\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("  note: all of B's runs come from one job (6)\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("note: A also has runs on 2 series B has none of\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("within 1 +- 2%"), std::string::npos) << text;
+}
+
 }  // namespace
 }  // namespace qgate::client

@@ -704,27 +704,48 @@ class SqliteStore final : public Store {
     });
   }
 
-  std::vector<CompareGroup> compare_build(RowId build_id, bool include_contended) override {
-    return guarded("compare_build", [&] {
-      ScopedStatement select(prepared(fmt::format(
-          "SELECT profile, weight_type, path, tokens_per_s FROM runs "
-          "WHERE build_id = ? AND state = 'done' AND tokens_per_s IS NOT NULL{} "
-          "ORDER BY profile, weight_type, path, started_ms, id",
-          include_contended ? "" : " AND (contended = 0 OR contended IS NULL)")));
-      bind_all(*select, build_id);
-      std::vector<CompareGroup> groups;
+  std::vector<CompareRun> compare_runs(const CompareRunsQuery& query) override {
+    return guarded("compare_runs", [&] {
+      // runs_by_build finds the build's runs; the optional filters are added only when given, so
+      // each shape of the query is one cached statement.
+      std::string sql =
+          "SELECT r.id, r.job_id, r.arm, r.pair_index, r.path, r.profile, r.weight_type, r.tokens, "
+          "r.backend, r.gpu_name, r.gpu_uuid, r.started_ms, r.tokens_per_s, r.contended, "
+          "COALESCE(j.spec_json, '') "
+          "FROM runs r LEFT JOIN jobs j ON j.id = r.job_id "
+          "WHERE r.build_id = ? AND r.state = 'done' AND r.tokens_per_s IS NOT NULL";
+      if (query.profile) sql += " AND r.profile = ?";
+      if (query.tokens) sql += " AND r.tokens = ?";
+      if (query.weight_type) sql += " AND r.weight_type = ?";
+      sql += " ORDER BY r.started_ms, r.id";
+      ScopedStatement select(prepared(sql));
+      int index = 1;
+      detail::bind_value(*select, index++, query.build_id);
+      if (query.profile) detail::bind_value(*select, index++, *query.profile);
+      if (query.tokens) detail::bind_value(*select, index++, *query.tokens);
+      if (query.weight_type) detail::bind_value(*select, index++, *query.weight_type);
+      std::vector<CompareRun> runs;
       while (select->executeStep()) {
-        std::string profile = select->getColumn(0).getString();
-        std::optional<std::string> weight_type = optional_text(select->getColumn(1));
-        std::string path = select->getColumn(2).getString();
-        if (groups.empty() || groups.back().profile != profile ||
-            groups.back().weight_type != weight_type || groups.back().path != path) {
-          groups.push_back(CompareGroup{build_id, std::move(profile), std::move(weight_type),
-                                        std::move(path), {}});
-        }
-        groups.back().tokens_per_s.push_back(select->getColumn(3).getDouble());
+        CompareRun run;
+        run.run_id = select->getColumn(0).getInt64();
+        run.job_id = optional_int(select->getColumn(1));
+        run.build_id = query.build_id;
+        run.arm = optional_text(select->getColumn(2));
+        run.pair_index = select->getColumn(3).getInt();
+        run.path = select->getColumn(4).getString();
+        run.profile = select->getColumn(5).getString();
+        run.weight_type = optional_text(select->getColumn(6));
+        run.tokens = select->getColumn(7).getInt64();
+        run.backend = select->getColumn(8).getString();
+        run.gpu_name = select->getColumn(9).getString();
+        run.gpu_uuid = select->getColumn(10).getString();
+        run.started_ms = select->getColumn(11).getInt64();
+        run.tokens_per_s = select->getColumn(12).getDouble();
+        run.contended = optional_flag(select->getColumn(13));
+        run.job_spec_json = select->getColumn(14).getString();
+        runs.push_back(std::move(run));
       }
-      return groups;
+      return runs;
     });
   }
 

@@ -540,15 +540,58 @@ TEST_F(TrendTest, RowsCarryBuildNameAndSha) {
   EXPECT_EQ(rows[0].contended, false);
 }
 
-TEST_F(TrendTest, CompareGroupsByProfileTypeAndPath) {
-  const auto quiet = store_->compare_build(mmq_a_, false);
-  ASSERT_EQ(quiet.size(), 2u);  // (llama-7b, q4_K) and (llama-7b, q8_0)
-  EXPECT_EQ(quiet[0].weight_type, "q4_K");
-  EXPECT_EQ(quiet[0].tokens_per_s, std::vector<double>{400});
-  EXPECT_EQ(quiet[1].weight_type, "q8_0");
-  const auto all = store_->compare_build(mmq_a_, true);
-  ASSERT_EQ(all.size(), 2u);
-  EXPECT_EQ(all[0].tokens_per_s, (std::vector<double>{400, 155}));
+TEST_F(TrendTest, CompareRunsReturnsOneBuildsFinishedRunsWithTheirSeriesFields) {
+  CompareRunsQuery query;
+  query.build_id = mmq_a_;
+  const auto runs = store_->compare_runs(query);
+  // Contended runs come back flagged (the caller counts what it leaves out); running ones never do.
+  ASSERT_EQ(runs.size(), 3u);
+  EXPECT_EQ(runs[0].run_id, ids_[0]);
+  EXPECT_EQ(runs[1].run_id, ids_[1]);
+  EXPECT_EQ(runs[1].contended, true);
+  EXPECT_EQ(runs[2].weight_type, "q8_0");
+  EXPECT_EQ(runs[0].backend, "cuda");
+  EXPECT_EQ(runs[0].gpu_name, "NVIDIA H200");
+  EXPECT_EQ(runs[0].gpu_uuid, "GPU-00000000-0000-0000-0000-000000000000");
+  EXPECT_EQ(runs[0].tokens, 512);
+  EXPECT_EQ(runs[0].tokens_per_s, 400.0);
+  EXPECT_FALSE(runs[0].job_id.has_value());
+  EXPECT_EQ(runs[0].job_spec_json, "");
+
+  query.weight_type = "q4_K";
+  EXPECT_EQ(store_->compare_runs(query).size(), 2u);
+  query.tokens = 64;
+  EXPECT_TRUE(store_->compare_runs(query).empty());
+  query = CompareRunsQuery{};
+  query.build_id = mmq_b_;
+  query.profile = "llama-13b";
+  ASSERT_EQ(store_->compare_runs(query).size(), 1u);
+  EXPECT_EQ(store_->compare_runs(query)[0].run_id, ids_[4]);
+}
+
+TEST_F(TrendTest, CompareRunsCarryTheirJobAndItsSpec) {
+  Job job;
+  job.kind = "gate";
+  job.build_id = mmq_a_;
+  job.baseline_build_id = mmq_b_;
+  job.spec_json = R"({"timing":"pass"})";
+  const RowId job_id = store_->create_job(job);
+  db::Run run = make_done_run(mmq_a_, "llama-7b", "q4_K", 9000, 410, false);
+  run.job_id = job_id;
+  run.arm = "A";
+  run.pair_index = 3;
+  RunBundle bundle;
+  bundle.run = run;
+  const RowId id = store_->record_runs(std::vector<RunBundle>{bundle}).at(0);
+  CompareRunsQuery query;
+  query.build_id = mmq_a_;
+  const auto runs = store_->compare_runs(query);
+  ASSERT_EQ(runs.size(), 4u);
+  EXPECT_EQ(runs.back().run_id, id);
+  EXPECT_EQ(runs.back().job_id, job_id);
+  EXPECT_EQ(runs.back().arm, "A");
+  EXPECT_EQ(runs.back().pair_index, 3);
+  EXPECT_EQ(runs.back().job_spec_json, R"({"timing":"pass"})");
 }
 
 // --- Failure paths ---

@@ -13,6 +13,7 @@
 #include "qgate/profiles/model_profile.h"
 #include "qgate/quant/block_formats.h"
 #include "qgate/server/artifact_store.h"
+#include "qgate/server/compare_builds.h"
 #include "qgate/server/job_records.h"
 #include "qgate/stats/ab_statistics.h"
 
@@ -54,12 +55,6 @@ grpc::ServerUnaryReactor* finish(grpc::CallbackServerContext* context, const grp
 bool valid_build_name(const std::string& name) {
   static const std::regex pattern("[A-Za-z0-9_][A-Za-z0-9._-]{0,127}");
   return std::regex_match(name, pattern);
-}
-
-v1::Comparison comparison_to_proto(stats::Comparison c) {
-  return c == stats::Comparison::same        ? v1::COMPARISON_SAME
-         : c == stats::Comparison::different ? v1::COMPARISON_DIFFERENT
-                                             : v1::COMPARISON_UNKNOWN;
 }
 
 /// A place among a bounded number of concurrent streams (WatchJob, SubmitBuild), given back when
@@ -531,36 +526,20 @@ grpc::ServerUnaryReactor* HarnessService::Compare(grpc::CallbackServerContext* c
     auto b = resolve_build(request->build_b());
     if (!a) return {grpc::StatusCode::NOT_FOUND, "no build named or numbered '" + request->build_a() + "'"};
     if (!b) return {grpc::StatusCode::NOT_FOUND, "no build named or numbered '" + request->build_b() + "'"};
-    *response->mutable_a() = to_proto(*a);
-    *response->mutable_b() = to_proto(*b);
-    const auto ga = store_.compare_build(a->id, request->include_contended());
-    const auto gb = store_.compare_build(b->id, request->include_contended());
-    for (const auto& x : ga) {
-      for (const auto& y : gb) {
-        if (x.profile != y.profile || x.path != y.path || x.weight_type != y.weight_type) continue;
-        auto* row = response->add_rows();
-        row->set_profile(x.profile);
-        row->set_path(x.path);
-        row->set_tokens_per_s_a(stats::geometric_mean(x.tokens_per_s));
-        row->set_tokens_per_s_b(stats::geometric_mean(y.tokens_per_s));
-        row->set_ratio(row->tokens_per_s_a() / row->tokens_per_s_b());
-        row->set_runs_a(int32_t(x.tokens_per_s.size()));
-        row->set_runs_b(int32_t(y.tokens_per_s.size()));
-        // Runs of two builds are paired in start order; A/B jobs interleave them, so neighbours
-        // in that order are the pairs the job measured.
-        const size_t n = std::min(x.tokens_per_s.size(), y.tokens_per_s.size());
-        if (n >= 2) {
-          std::vector<stats::AbPair> pairs;
-          for (size_t i = 0; i < n; ++i) pairs.push_back({x.tokens_per_s[i], y.tokens_per_s[i], false});
-          const auto e = stats::estimate_ratio(pairs);
-          row->set_ratio(e.ratio);
-          row->set_ci_low(e.lower);
-          row->set_ci_high(e.upper);
-          row->set_comparison(comparison_to_proto(stats::compare(e)));
-        } else {
-          row->set_comparison(v1::COMPARISON_UNKNOWN);
-        }
-      }
+    if (request->tokens() < 0) return invalid("tokens must not be negative");
+    if (request->same_margin() < 0) return invalid("same_margin must not be negative");
+    CompareOptions options;
+    options.include_contended = request->include_contended();
+    if (!request->profile().empty()) options.profile = request->profile();
+    if (request->tokens() > 0) options.tokens = request->tokens();
+    if (!request->weight_type().empty()) options.weight_type = request->weight_type();
+    if (request->same_margin() > 0) options.same_margin = request->same_margin();
+    try {
+      *response = to_proto(CompareBuilds(store_).compare(*a, *b, options));
+    } catch (const NothingComparable& e) {
+      return {grpc::StatusCode::FAILED_PRECONDITION, e.what()};
+    } catch (const std::invalid_argument& e) {
+      return invalid(e.what());
     }
     return grpc::Status::OK;
   }));

@@ -132,7 +132,8 @@ std::vector<TrendGroup> group_trend(const std::vector<v1::TrendPoint>& points);
 /// counted with a '*' and a legend under the table.
 std::string format_trend(const std::vector<v1::TrendPoint>& points);
 
-/// `qgate compare`: per profile and path, tok/s of both, ratio, interval, comparison, runs.
+/// `qgate compare`: per matched series, each side's runs and jobs, the unpaired ratio with its Welch
+/// interval and Mann-Whitney p across jobs, and the paired result of jobs that ran both builds.
 std::string format_compare(const v1::CompareResponse& response);
 
 /// `qgate export --format csv`: a header row and one row per point.

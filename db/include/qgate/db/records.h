@@ -228,13 +228,37 @@ struct TrendRow {
   std::string series_key;
 };
 
-/// The tokens_per_s of one build's finished runs for one profile / weight type / path.
-struct CompareGroup {
+/// Which of one build's runs `qgate compare` reads: finished runs with a tokens_per_s, optionally
+/// narrowed to one profile, token count or weight type. Contended runs are returned too, flagged, so
+/// the caller can say how many it left out.
+struct CompareRunsQuery {
   RowId build_id = 0;
+  std::optional<std::string> profile;
+  std::optional<std::int64_t> tokens;
+  std::optional<std::string> weight_type;
+};
+
+/// One finished run of a build with what places it in a series (profile, tokens, backend, GPU, path,
+/// weight type) and in its job (arm, pair index), for `qgate compare`.
+struct CompareRun {
+  RowId run_id = 0;
+  std::optional<RowId> job_id;  // none for imported results
+  RowId build_id = 0;
+  std::optional<std::string> arm;
+  int pair_index = 0;
+  std::string path;
   std::string profile;
   std::optional<std::string> weight_type;
-  std::string path;
-  std::vector<double> tokens_per_s;  // in start order
+  std::int64_t tokens = 0;
+  std::string backend;
+  std::string gpu_name;
+  std::string gpu_uuid;
+  std::int64_t started_ms = 0;
+  double tokens_per_s = 0.0;
+  std::optional<bool> contended;  // none = co-tenant load unknown
+  /// The job's spec as submitted ("" for imported runs): options that change what tok/s measures
+  /// (the timing mode) are read from it until the spec has columns of its own.
+  std::string job_spec_json;
 };
 
 /// The stable fingerprint of a run's series: build name, kernel path, profile, weight type, GPU model

@@ -101,9 +101,9 @@ class Store {
 
   /// Finished runs with a tokens_per_s, oldest first.
   virtual std::vector<TrendRow> query_trend(const TrendQuery& query) = 0;
-  /// One build's finished runs' tokens_per_s grouped by profile / weight type / path. Without
-  /// include_contended, runs known to be contended are left out (unknown ones stay).
-  virtual std::vector<CompareGroup> compare_build(RowId build_id, bool include_contended) = 0;
+  /// One build's finished runs with a tokens_per_s that match the query, contended ones included,
+  /// each with its series fields and its job's spec; oldest first. One query, no lookups per run.
+  virtual std::vector<CompareRun> compare_runs(const CompareRunsQuery& query) = 0;
 
   /// The backend's own consistency check; "ok" when healthy.
   virtual std::string integrity_check() = 0;
