@@ -367,16 +367,16 @@ void explain_look(LookResult& r, const SequentialDesign& design) {
   }
   r.reasons.push_back(printf_string(
       "look %zu of %zu at %zu pairs: %.0f%% repeated confidence interval of the %.0f%%-trimmed mean log-ratio "
-      "(%d pairs trimmed from each end), |t| >= %.3g on %.0f df, O'Brien-Fleming-type spending",
+      "(%d %s trimmed from each end), |t| >= %.3g on %.0f df, O'Brien-Fleming-type spending",
       r.look_index + 1, design.looks.size(), r.pairs, 100 * (1 - 2 * design.alpha), 100 * design.trim,
-      r.interval.trimmed, r.interval.t_bound, r.interval.df));
+      r.interval.trimmed, r.interval.trimmed == 1 ? "pair" : "pairs", r.interval.t_bound, r.interval.df));
   if (r.decision == LookDecision::continue_adding) {
     r.reasons.push_back(printf_string("continuing to look %zu at %d pairs", r.look_index + 2,
                                       design.looks[r.look_index + 1]));
-  } else if (r.look_index == design.last_look()) {
-    r.reasons.push_back(printf_string("stopped: the budget of %d pairs is spent", design.looks.back()));
   } else if (r.verdict != Verdict::inconclusive && r.comparison != Comparison::unknown) {
     r.reasons.push_back("stopped: the verdict and the comparison are both decided");
+  } else if (r.look_index == design.last_look()) {
+    r.reasons.push_back(printf_string("stopped: the budget of %d pairs is spent", design.looks.back()));
   } else {
     r.reasons.push_back(printf_string("stopped: the interval is within +-%.1f%%, the precision target",
                                       100 * design.target_halfwidth));
