@@ -203,3 +203,25 @@ TEST(SequentialSimulation, TrimmingKeepsThePowerThatSpikesWouldTake) {
     EXPECT_EQ(t.contradictions + u.contradictions, 0);
   }
 }
+
+TEST(SequentialSimulation, LookingWithoutSpendingIsCaughtByTheSameBounds) {
+  // A negative control: the same looks, each judged with its fixed-sample 95% boundary (no alpha
+  // spending), which is what looking repeatedly without a design does. The bounds above must catch it.
+  const GatePolicy policy;
+  SequentialDesign naive = SequentialDesign::from_policy(policy);
+  for (size_t k = 0; k < naive.looks.size(); ++k) {
+    GatePolicy one = policy;
+    one.min_pairs = one.max_pairs = naive.looks[k];
+    naive.t_bound[k] = SequentialDesign::from_policy(one).t_bound[0];
+  }
+  naive.target_halfwidth = 1e-9;  // no precision stop: stop at the first decided verdict or the budget
+  constexpr int kControl = 4000;
+  const Tally t = simulate(Cell{0.98, 0.03, 0}, naive, 0xc0de, kControl);
+  const double false_pass = static_cast<double>(t.pass) / kControl, false_fail = static_cast<double>(t.fail) / kControl;
+  std::printf("no spending, 4 looks, 3%% noise, ratio 0.98: P(PASS) %.4f P(FAIL) %.4f\n", false_pass, false_fail);
+  const double bound = kDefaultSideAlpha + 3 * std::sqrt(kDefaultSideAlpha * (1 - kDefaultSideAlpha) / kControl);
+  // FAIL always stops at once (FAIL is DIFFERENT); a PASS that is not yet SAME runs on to later looks,
+  // where some fall back to INCONCLUSIVE, so the inflation shows most on the FAIL side.
+  EXPECT_GT(false_fail, bound);
+  EXPECT_GT(false_pass + false_fail, 2 * bound);
+}
