@@ -658,15 +658,15 @@ std::string format_compare(const v1::CompareResponse& response) {
       at = end + 1;
     }
     if (r.paired_jobs_size() > 0) {
-      out += "  within one job, paired (both builds were its arms):\n";
-      Table table{{"    JOB", "PAIRS", "RATIO A/B", "95% INTERVAL", "p", "COMPARISON"},
+      out += "  within one job, paired (both builds were its arms; the job's own verdict):\n";
+      Table table{{"    JOB", "PAIRS", "CONTENDED", "RATIO A/B", "INTERVAL", "COMPARISON"},
                   {false, true, true, true, true, false},
                   {}};
       for (const auto& j : r.paired_jobs())
-        table.rows.push_back({fmt::format("    {}", j.job_id()), std::to_string(j.pairs()), format_ratio(j.ratio()),
+        table.rows.push_back({fmt::format("    {}", j.job_id()), j.ratio() == 0.0 ? "-" : std::to_string(j.pairs()),
+                              j.ratio() == 0.0 ? "-" : std::to_string(j.contended_pairs()), format_ratio(j.ratio()),
                               format_interval(j.ci_low(), j.ci_high()),
-                              j.ratio() == 0.0 ? "-" : fmt::format("{:.3g}", j.p_value()),
-                              comparison_name(j.comparison())});
+                              j.ratio() == 0.0 ? "no verdict" : comparison_name(j.comparison())});
       out += format_table(table);
     }
     for (const auto& n : r.notes()) out += "  note: " + n + "\n";

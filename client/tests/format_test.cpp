@@ -285,7 +285,7 @@ TEST(Compare, ShowsTheSeriesNPerSideTheUnpairedIntervalAndThePairedJobs) {
   job->set_ratio(1.049);
   job->set_ci_low(1.031);
   job->set_ci_high(1.068);
-  job->set_p_value(0.0313);
+  job->set_contended_pairs(1);
   job->set_comparison(v1::COMPARISON_DIFFERENT);
   row->add_notes("all of B's runs come from one job (6)");
   r.add_notes("A also has runs on 2 series B has none of");
@@ -298,7 +298,7 @@ TEST(Compare, ShowsTheSeriesNPerSideTheUnpairedIntervalAndThePairedJobs) {
             std::string::npos)
       << text;
   EXPECT_NE(text.find("within one job, paired"), std::string::npos) << text;
-  EXPECT_NE(text.find("6      1.049  [1.031, 1.068]  0.0313  DIFFERENT\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("6          1      1.049  [1.031, 1.068]  DIFFERENT\n"), std::string::npos) << text;
   EXPECT_NE(text.find("  note: all of B's runs come from one job (6)\n"), std::string::npos) << text;
   EXPECT_NE(text.find("note: A also has runs on 2 series B has none of\n"), std::string::npos) << text;
   EXPECT_NE(text.find("within 1 +- 2%"), std::string::npos) << text;

@@ -30,6 +30,7 @@ std::string short_uuid(const std::string& uuid) { return uuid.size() > 12 ? uuid
 /// One run as the comparison sees it.
 struct RunPoint {
   std::optional<std::int64_t> job_id;
+  std::string arm;  // "A" | "B" in the job; "" outside an A/B
   int pair_index = 0;
   double tokens_per_s = 0;
   std::optional<bool> contended;
@@ -67,7 +68,7 @@ SeriesMap collect(db::Store& store, const db::Build& build, const CompareOptions
       ++c.contended_left_out;
       continue;
     }
-    c.included.push_back({run.job_id, run.pair_index, run.tokens_per_s, run.contended});
+    c.included.push_back({run.job_id, run.arm.value_or(""), run.pair_index, run.tokens_per_s, run.contended});
   }
   return series;
 }
@@ -185,35 +186,40 @@ SeriesSide summarize(const Collected& c) {
   return s;
 }
 
-Answer from_stats(stats::Comparison c) {
-  return c == stats::Comparison::same ? Answer::same : c == stats::Comparison::different ? Answer::different : Answer::unknown;
+Answer from_db(db::Comparison c) {
+  return c == db::Comparison::Same ? Answer::same : c == db::Comparison::Different ? Answer::different : Answer::unknown;
 }
 
-/// The jobs whose arms were these two builds on this series: their pairs, by pair index.
-std::vector<PairedJob> paired_jobs(const Collected& a, const Collected& b) {
+/// The jobs whose arms were these two builds on this series, with the verdict each job reached on its
+/// pairs: recomputing it here with another procedure could contradict what `qgate show JOB` says.
+/// Read once per such job (there are few), oriented so that the ratio is always A / B.
+std::vector<PairedJob> paired_jobs(db::Store& store, const Collected& a, const Collected& b) {
   std::map<std::int64_t, std::map<int, double>> by_job_a, by_job_b;
+  std::map<std::int64_t, std::string> arm_of_a;
   for (const RunPoint& p : a.included)
-    if (p.job_id) by_job_a[*p.job_id][p.pair_index] = p.tokens_per_s;
+    if (p.job_id) {
+      by_job_a[*p.job_id][p.pair_index] = p.tokens_per_s;
+      arm_of_a[*p.job_id] = p.arm;
+    }
   for (const RunPoint& p : b.included)
     if (p.job_id) by_job_b[*p.job_id][p.pair_index] = p.tokens_per_s;
   std::vector<PairedJob> out;
   for (const auto& [job, runs_a] : by_job_a) {
     auto it = by_job_b.find(job);
     if (it == by_job_b.end()) continue;
-    std::vector<stats::AbPair> pairs;
-    for (const auto& [index, tps_a] : runs_a)
-      if (auto jt = it->second.find(index); jt != it->second.end()) pairs.push_back({tps_a, jt->second, false});
-    if (pairs.empty()) continue;
     PairedJob j;
     j.job_id = job;
-    j.pairs = int(pairs.size());
-    if (pairs.size() >= 2) {
-      const stats::RatioEstimate e = stats::estimate_ratio(pairs);
-      j.ratio = e.ratio;
-      j.lower = e.lower;
-      j.upper = e.upper;
-      j.p_value = e.wilcoxon_p;
-      j.answer = from_stats(stats::compare(e));
+    for (const auto& [index, tps_a] : runs_a) j.quiet_pairs += it->second.count(index) ? 1 : 0;
+    if (std::optional<db::Verdict> v = store.find_verdict(job); v && v->ratio && *v->ratio > 0) {
+      const bool a_is_arm_b = arm_of_a[job] == "B";  // the job's ratio is arm A / arm B
+      auto flip = [&](double x) { return a_is_arm_b && x > 0 ? 1 / x : x; };
+      j.pairs = v->pairs;
+      j.contended_pairs = v->contended_pairs;
+      j.ratio = flip(*v->ratio);
+      const double lo = flip(v->ci_low.value_or(0)), hi = flip(v->ci_high.value_or(0));
+      j.lower = std::min(lo, hi);
+      j.upper = std::max(lo, hi);
+      j.answer = from_db(v->comparison);
     }
     out.push_back(j);
   }
@@ -301,7 +307,7 @@ BuildComparison CompareBuilds::compare(const db::Build& a, const db::Build& b, c
         s.notes.push_back(std::to_string(side->contended_runs) + " of " + name +
                           "'s runs were measured under co-tenant load (included on request)");
     }
-    s.paired_jobs = paired_jobs(ca, cb);
+    s.paired_jobs = paired_jobs(store_, ca, cb);
     result.series.push_back(std::move(s));
   }
   for (const auto& [key, cb] : mb)
@@ -362,7 +368,8 @@ v1::CompareResponse to_proto(const BuildComparison& c) {
       p->set_ratio(j.ratio);
       p->set_ci_low(j.lower);
       p->set_ci_high(j.upper);
-      p->set_p_value(j.p_value);
+      p->set_contended_pairs(j.contended_pairs);
+      p->set_quiet_pairs(j.quiet_pairs);
       p->set_comparison(to_proto(j.answer));
     }
     for (const auto& n : s.notes) row->add_notes(n);

@@ -94,15 +94,22 @@ TEST_F(CompareBuildsTest, EstimatesTheKnownFivePercentWithinItsInterval) {
   EXPECT_NEAR(r.unpaired->ratio * s.unpaired->ratio, 1.0, 1e-12);
 }
 
-TEST_F(CompareBuildsTest, TheJobThatRanBothBuildsGivesItsPairs) {
+TEST_F(CompareBuildsTest, TheJobThatRanBothBuildsGivesItsOwnVerdictAsAOverB) {
   const SeriesComparison s = compare(history_.tile64, history_.tile128).series.at(0);
   ASSERT_EQ(s.paired_jobs.size(), 1u);
   const PairedJob& j = s.paired_jobs[0];
   EXPECT_EQ(j.job_id, history_.gate_job);
+  EXPECT_EQ(j.quiet_pairs, 6);
   EXPECT_EQ(j.pairs, 6);
-  EXPECT_LT(j.lower, 1.05);
-  EXPECT_GT(j.upper, 1.05);
-  EXPECT_GT(j.lower, 1.0);
+  EXPECT_EQ(j.ratio, testing::kGateRatio);
+  EXPECT_EQ(j.lower, testing::kGateLow);
+  EXPECT_EQ(j.upper, testing::kGateHigh);
+  EXPECT_EQ(j.answer, Answer::different);
+  // tile128 was the job's arm B: as A here, the job's ratio is read the other way round.
+  const PairedJob r = compare(history_.tile128, history_.tile64).series.at(0).paired_jobs.at(0);
+  EXPECT_DOUBLE_EQ(r.ratio, 1 / testing::kGateRatio);
+  EXPECT_DOUBLE_EQ(r.lower, 1 / testing::kGateHigh);
+  EXPECT_DOUBLE_EQ(r.upper, 1 / testing::kGateLow);
 }
 
 TEST_F(CompareBuildsTest, ContendedRunsOnlyOnRequest) {

@@ -19,6 +19,8 @@ inline constexpr const char* kH200 = "NVIDIA H200";
 inline constexpr const char* kUuid1 = "GPU-11111111-aaaa-bbbb-cccc-000000000001";
 inline constexpr const char* kUuid2 = "GPU-22222222-aaaa-bbbb-cccc-000000000002";
 inline constexpr const char* kProfile = "llama-7b-q4_K_M";
+// The gate job's stored verdict.
+inline constexpr double kGateRatio = 1.052, kGateLow = 1.031, kGateHigh = 1.068;
 
 struct SeededHistory {
   db::RowId tile64 = 0;   // A: 420 tok/s on the shared series
@@ -137,6 +139,15 @@ inline SeededHistory seed_history(db::Store& store, std::uint64_t seed = 2026113
   h.gate_job = w.job(h.tile64, h.tile128);
   w.runs(h.tile64, h.gate_job, shared, 6, 420.0, 0.015, false, "A");
   w.runs(h.tile128, h.gate_job, shared, 6, 400.0, 0.015, false, "B");
+  db::Verdict verdict;  // what the job itself concluded on its pairs (tile64 / tile128)
+  verdict.job_id = h.gate_job;
+  verdict.verdict = db::VerdictValue::Pass;
+  verdict.comparison = db::Comparison::Different;
+  verdict.ratio = kGateRatio;
+  verdict.ci_low = kGateLow;
+  verdict.ci_high = kGateHigh;
+  verdict.pairs = 6;
+  store.put_verdict(verdict);
   h.tile64_jobs.push_back(h.gate_job);
   h.tile128_jobs.push_back(h.gate_job);
   h.tile64_runs += 6;

@@ -55,14 +55,15 @@ struct SeriesSide {
   double geomean = 0;
 };
 
-/// A job in which both builds were the arms: its pairs, judged as the job judges them.
+/// A job in which both builds were the arms: the verdict the job reached on its pairs, as A / B.
 struct PairedJob {
   std::int64_t job_id = 0;
-  int pairs = 0;
-  double ratio = 0;  // 0 when fewer than 2 pairs
+  int quiet_pairs = 0;      // pairs of this series with both runs in the comparison
+  int pairs = 0;            // the pairs the job judged (its verdict's)
+  int contended_pairs = 0;
+  double ratio = 0;         // 0 when the job has no verdict with a ratio (failed, cancelled)
   double lower = 0;
   double upper = 0;
-  double p_value = 1;
   Answer answer = Answer::unknown;
 };
 
