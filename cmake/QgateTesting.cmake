@@ -1,11 +1,21 @@
-# Test helpers. Labels: `unit` runs everywhere; `gpu` needs a CUDA device and exits with
-# kQgateSkipCode (77) without one, which ctest reports as skipped, never as passed.
+# Test helpers. Each gtest case is its own ctest entry, named <binary>.<Suite>.<Case> (e.g.
+# qgate_ab_statistics_test.AbStatistics.ExactWilcoxon), so a case that calls GTEST_SKIP reads as
+# skipped: gtest prints "[  SKIPPED ]" for it, and CMake's GoogleTest module gives every discovered
+# case SKIP_REGULAR_EXPRESSION "\[  SKIPPED \]". A case that fails never prints that line.
+# The cases are listed when ctest starts (DISCOVERY_MODE PRE_TEST), not when building: building
+# never runs a test binary, and the GPU tests are listed on a machine without a GPU too.
+# Labels: `unit` runs everywhere; `gpu` needs a CUDA device, and without one every case is skipped
+# (gpu_test_main.cpp), never passed.
 include(GoogleTest)
+# A binary or non-gtest test that exits with this code reads as skipped.
 set(QGATE_SKIP_RETURN_CODE 77)
 
-# qgate_add_gtest(NAME SOURCES... LIBS... [LABEL unit|gpu] [TIMEOUT s])
+# qgate_add_gtest(NAME SOURCES... LIBS... [LABEL unit|gpu] [TIMEOUT s] [RUN_SERIAL] [OWN_MAIN])
+#   TIMEOUT     seconds per case (default 600).
+#   RUN_SERIAL  no other test runs beside any of its cases (the daemon tests time runs on the CPU).
+#   OWN_MAIN    the sources bring main() (the GPU tests); otherwise gtest_main is linked.
 function(qgate_add_gtest name)
-  cmake_parse_arguments(ARG "" "LABEL;TIMEOUT" "SOURCES;LIBS" ${ARGN})
+  cmake_parse_arguments(ARG "RUN_SERIAL;OWN_MAIN" "LABEL;TIMEOUT" "SOURCES;LIBS" ${ARGN})
   if(NOT ARG_LABEL)
     set(ARG_LABEL unit)
   endif()
@@ -13,8 +23,20 @@ function(qgate_add_gtest name)
     set(ARG_TIMEOUT 600)
   endif()
   add_executable(${name} ${ARG_SOURCES})
-  target_link_libraries(${name} PRIVATE ${ARG_LIBS} GTest::gtest GTest::gtest_main)
-  add_test(NAME ${name} COMMAND ${name} --gtest_brief=1)
-  set_tests_properties(${name} PROPERTIES LABELS ${ARG_LABEL} TIMEOUT ${ARG_TIMEOUT}
-                                          SKIP_RETURN_CODE ${QGATE_SKIP_RETURN_CODE})
+  target_link_libraries(${name} PRIVATE ${ARG_LIBS} GTest::gtest)
+  if(NOT ARG_OWN_MAIN)
+    target_link_libraries(${name} PRIVATE GTest::gtest_main)
+  endif()
+  set(properties LABELS ${ARG_LABEL} TIMEOUT ${ARG_TIMEOUT} SKIP_RETURN_CODE ${QGATE_SKIP_RETURN_CODE})
+  if(ARG_RUN_SERIAL)
+    list(APPEND properties RUN_SERIAL TRUE)
+  endif()
+  # NO_PRETTY_VALUES: ids are gtest's own names (Suite.Case/param_name), as --gtest_filter takes
+  # them; CMake 3.25's "pretty" values would append the GetParam() dump to named parameters.
+  gtest_discover_tests(${name}
+    TEST_PREFIX "${name}."
+    DISCOVERY_MODE PRE_TEST
+    DISCOVERY_TIMEOUT 60
+    NO_PRETTY_TYPES NO_PRETTY_VALUES
+    PROPERTIES ${properties})
 endfunction()
