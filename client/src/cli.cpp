@@ -65,13 +65,15 @@ struct SubmitOptions {
   std::string kind;
   std::string baseline;
   std::string profile;
-  std::string gguf;  // read the profile from this GGUF file's header instead
+  std::string gguf;  // read the profile from this GGUF file's header instead (parity jobs: its tensors)
+  std::string tensors;  // parity on these tensors of the GGUF file
   std::string path;
   std::int64_t tokens = 0;
   int max_pairs = 0;
   int min_pairs = 0;
   double threshold = 0;  // policy.slowdown_threshold; 0 = the daemon's default (2%)
   std::string parity_shapes;
+  std::string numerics;
   std::string order;
   std::string timing;
   int repetitions = 0;
@@ -212,7 +214,10 @@ void add_submit_options(CLI::App* sub, SubmitOptions& o, bool ab_command) {
   sub->add_option("--build", o.build_file, "kernel build (.so) to upload")->required();
   sub->add_option("--name", o.name, "build name: letters, digits, '.', '_', '-'")->required();
   sub->add_option("--profile", o.profile, "model profile (default: the backend's default)");
-  sub->add_option("--gguf", o.gguf, "take the profile from this GGUF file's header (tensor names, types, shapes)");
+  sub->add_option("--gguf", o.gguf,
+                  "take the profile from this GGUF file's header (tensor names, types, shapes); with --kind "
+                  "parity or --tensors, run parity on the file's own blocks (the daemon reads the same path)");
+  sub->add_option("--tensors", o.tensors, "parity on these tensors of the --gguf file: globs, e.g. 'blk.0.*'");
   sub->add_option("--tokens", o.tokens, "tokens per run (default: the profile's)")
       ->check(whole_number(false));
   sub->add_option("--max-pairs", o.max_pairs, "pair budget (default 40)")
@@ -224,6 +229,10 @@ void add_submit_options(CLI::App* sub, SubmitOptions& o, bool ab_command) {
   sub->add_option("--parity-shapes", o.parity_shapes,
                   "parity sweep: standard (default), quick (without the 7B shape) or none")
       ->check(CLI::IsMember({"standard", "quick", "none"}));
+  sub->add_option("--numerics", o.numerics,
+                  "the numerics the build's MMQ path is judged in: qgate or ggml (default: what the build "
+                  "declares through qgate_build_numerics, else qgate)")
+      ->check(CLI::IsMember({"qgate", "ggml"}));
   sub->add_option("--order", o.order, "A/B run order: abba (default) or sequential (for experiments)")
       ->check(CLI::IsMember({"abba", "sequential"}));
   sub->add_option("--timing", o.timing,
@@ -407,7 +416,12 @@ int Cli::cmd_submit(bool ab_command) {
   auto* spec = header.mutable_job();
   spec->set_kind(kind);
   spec->set_profile(o.profile);
-  if (!o.gguf.empty()) {
+  if (!o.tensors.empty() && o.gguf.empty()) throw CommandError("--tensors needs --gguf FILE");
+  if (!o.gguf.empty() && (kind == v1::JOB_KIND_PARITY || !o.tensors.empty())) {
+    spec->set_parity_gguf(std::filesystem::absolute(o.gguf).string());
+    spec->set_parity_tensors(o.tensors);
+  }
+  if (!o.gguf.empty() && kind != v1::JOB_KIND_PARITY) {
     if (!o.profile.empty()) throw CommandError("give --profile or --gguf, not both");
     *spec->mutable_custom_profile() = profile_from_gguf(o.gguf);
   }
@@ -423,6 +437,8 @@ int Cli::cmd_submit(bool ab_command) {
   if (o.threshold > 0) spec->mutable_policy()->set_slowdown_threshold(o.threshold);
   if (o.min_pairs > 0) spec->mutable_policy()->set_min_pairs(o.min_pairs);
   if (!o.parity_shapes.empty()) spec->set_parity_shapes(o.parity_shapes);
+  if (!o.numerics.empty())
+    spec->set_numerics(o.numerics == "ggml" ? v1::NUMERICS_PROFILE_GGML : v1::NUMERICS_PROFILE_QGATE);
   spec->set_order(o.order);
   spec->set_timing(o.timing);
 

@@ -169,7 +169,9 @@ Run read_run(SQLite::Statement& row) {
 
 constexpr const char* kParityColumns =
     "id, job_id, build_id, path, weight_type, nt, od, k, seed, outcome, reference, tolerance, "
-    "max_abs_diff, nmse, nan_count, inf_count, unwritten_count, message, created_ms";
+    "max_abs_diff, nmse, nan_count, inf_count, unwritten_count, message, created_ms, numerics, "
+    "activation, atol, rtol, worst_tolerance_fraction, max_rel_diff, exact_nmse, exact_nmse_limit, "
+    "weights_source";
 
 constexpr const char* kCotenantColumns =
     "run_id, available, sample_period_ms, max_foreign_sm, mean_foreign_sm, device_util_mean, "
@@ -488,14 +490,17 @@ class SqliteStore final : public Store {
         ScopedStatement insert(prepared(
             "INSERT INTO parity_cases (job_id, build_id, path, weight_type, nt, od, k, seed, "
             "outcome, reference, tolerance, max_abs_diff, nmse, nan_count, inf_count, "
-            "unwritten_count, message, created_ms) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+            "unwritten_count, message, created_ms, numerics, activation, atol, rtol, "
+            "worst_tolerance_fraction, max_rel_diff, exact_nmse, exact_nmse_limit, weights_source) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
         // The seed is a uint64; SQL integers are signed 64-bit, so it is stored bit for bit.
         bind_all(*insert, parity.job_id, parity.build_id, parity.path, parity.weight_type,
                  parity.nt, parity.od, parity.k, static_cast<std::int64_t>(parity.seed),
                  parity.outcome, parity.reference, parity.tolerance, parity.max_abs_diff,
                  parity.nmse, parity.nan_count, parity.inf_count, parity.unwritten_count,
-                 parity.message, parity.created_ms != 0 ? parity.created_ms : now);
+                 parity.message, parity.created_ms != 0 ? parity.created_ms : now, parity.numerics,
+                 parity.activation, parity.atol, parity.rtol, parity.worst_tolerance_fraction,
+                 parity.max_rel_diff, parity.exact_nmse, parity.exact_nmse_limit, parity.weights_source);
         insert->exec();
       }
       transaction.commit();
@@ -529,6 +534,15 @@ class SqliteStore final : public Store {
         parity.unwritten_count = select->getColumn(16).getInt64();
         parity.message = select->getColumn(17).getString();
         parity.created_ms = select->getColumn(18).getInt64();
+        parity.numerics = select->getColumn(19).getString();
+        parity.activation = select->getColumn(20).getString();
+        parity.atol = optional_real(select->getColumn(21));
+        parity.rtol = optional_real(select->getColumn(22));
+        parity.worst_tolerance_fraction = optional_real(select->getColumn(23));
+        parity.max_rel_diff = optional_real(select->getColumn(24));
+        parity.exact_nmse = optional_real(select->getColumn(25));
+        parity.exact_nmse_limit = optional_real(select->getColumn(26));
+        parity.weights_source = select->getColumn(27).getString();
         cases.push_back(std::move(parity));
       }
       return cases;

@@ -1,10 +1,13 @@
 // The Harness RPCs. Every request is validated here; every store error becomes a status here.
 #include "qgate/server/harness_service.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <deque>
+#include <filesystem>
 #include <mutex>
 #include <regex>
 #include <set>
@@ -337,6 +340,18 @@ grpc::Status HarnessService::validate_header(const v1::SubmitHeader& header, std
   if (!job.parity_shapes().empty() && job.parity_shapes() != "standard" && job.parity_shapes() != "quick" &&
       job.parity_shapes() != "none")
     return invalid("parity_shapes must be standard, quick or none");
+  if (!job.parity_gguf().empty()) {
+    // The worker opens it as the daemon's user; refuse now what it could not read.
+    const std::filesystem::path model(job.parity_gguf());
+    std::error_code ec;
+    if (!model.is_absolute()) return invalid("parity_gguf must be an absolute path on the daemon's host");
+    if (!std::filesystem::is_regular_file(model, ec) || ::access(model.c_str(), R_OK) != 0)
+      return invalid("parity_gguf '" + job.parity_gguf() + "' is not a readable file on the daemon's host");
+  }
+  if (!job.parity_tensors().empty() && job.parity_gguf().empty())
+    return invalid("parity_tensors needs parity_gguf");
+  if (job.kind() == v1::JOB_KIND_PARITY && job.parity_shapes() == "none" && job.parity_gguf().empty())
+    return invalid("a parity job with parity_shapes none has nothing to run (give a shape set or a GGUF file)");
   const auto& p = job.policy();
   if (p.slowdown_threshold() < 0 || p.slowdown_threshold() >= 1 || !std::isfinite(p.slowdown_threshold()))
     return invalid("slowdown_threshold must be in [0, 1)");

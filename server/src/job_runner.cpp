@@ -71,6 +71,19 @@ std::string path_text(v1::GemmPath p) {
   }
 }
 
+std::string numerics_text(v1::NumericsProfile n) { return n == v1::NUMERICS_PROFILE_GGML ? "ggml" : "qgate"; }
+
+std::string activation_text(v1::ActivationKind a) {
+  switch (a) {
+    case v1::ACTIVATION_KIND_ZERO: return "zero";
+    case v1::ACTIVATION_KIND_OUTLIER: return "outlier";
+    case v1::ACTIVATION_KIND_TINY: return "tiny";
+    case v1::ACTIVATION_KIND_TIES: return "ties";
+    case v1::ACTIVATION_KIND_LARGE: return "large";
+    default: return "random";
+  }
+}
+
 v1::Comparison to_proto(stats::Comparison c) {
   switch (c) {
     case stats::Comparison::same: return v1::COMPARISON_SAME;
@@ -176,7 +189,10 @@ class JobExecution {
     if (!std::filesystem::exists(candidate_.artifact_path))
       throw JobFailure("the build's file is missing: " + candidate_.artifact_path);
     report_.set_backend(options_.backend);
-    if (spec_.kind() == v1::JOB_KIND_GATE || spec_.kind() == v1::JOB_KIND_PARITY) run_parity();
+    // A gate with parity_shapes "none" and no model file skips the parity phase (the service
+    // refuses a parity job that would have nothing to run).
+    const bool parity_phase = spec_.parity_shapes() != "none" || !spec_.parity_gguf().empty();
+    if ((spec_.kind() == v1::JOB_KIND_GATE || spec_.kind() == v1::JOB_KIND_PARITY) && parity_phase) run_parity();
     if (spec_.kind() == v1::JOB_KIND_PARITY) {
       finish_parity_only();
       return;
@@ -249,14 +265,26 @@ class JobExecution {
   void run_parity() {
     progress_.set_phase("parity");
     const std::string shapes = spec_.parity_shapes().empty() ? "standard" : spec_.parity_shapes();
-    progress_.set_parity_total(shapes == "standard" ? 8 * 8 * 2 : shapes == "quick" ? 8 * 7 * 2 : 0);
     publish("parity sweep started");
     WorkerLaunch launch;
     launch.binary = options_.worker_binary;
     launch.args = {"parity"};
     for (auto& a : worker_common_args(candidate_.artifact_path)) launch.args.push_back(a);
-    for (const char* a : {"--types", "all", "--path", "both", "--format", "proto", "--shapes"}) launch.args.push_back(a);
-    launch.args.push_back(shapes);
+    for (const char* a : {"--types", "all", "--path", "both", "--format", "proto"}) launch.args.push_back(a);
+    // A model file's tensors are the sweep on their own unless a shape set was asked for too.
+    if (spec_.parity_gguf().empty() || !spec_.parity_shapes().empty()) {
+      launch.args.push_back("--shapes");
+      launch.args.push_back(shapes);
+    }
+    if (!spec_.parity_gguf().empty()) {
+      for (const std::string& a : {std::string("--gguf"), spec_.parity_gguf(), std::string("--tensors"),
+                                   spec_.parity_tensors().empty() ? std::string("blk.0.*") : spec_.parity_tensors()})
+        launch.args.push_back(a);
+    }
+    if (spec_.numerics() != v1::NUMERICS_PROFILE_UNSPECIFIED) {
+      launch.args.push_back("--numerics");
+      launch.args.push_back(spec_.numerics() == v1::NUMERICS_PROFILE_GGML ? "ggml" : "qgate");
+    }
     launch.env = clean_worker_environment({});
     launch.stderr_path = log_path("parity");
     WorkerProcess worker(launch);
@@ -288,6 +316,11 @@ class JobExecution {
         throw JobFailure("parity worker: " + rec.error().kind() + ": " + rec.error().message(), f.disposition, f.detail);
       }
       if (rec.has_summary()) summary = true;
+      if (rec.has_plan()) {
+        progress_.set_parity_total(rec.plan().cases());
+        publish("parity: " + std::to_string(rec.plan().cases()) + " cases, MMQ judged in " +
+                numerics_text(rec.plan().numerics()) + " numerics (" + rec.plan().numerics_source() + ")");
+      }
       if (!rec.has_parity()) continue;
       const auto& p = rec.parity();
       db::ParityCaseRecord c;
@@ -308,13 +341,23 @@ class JobExecution {
       c.inf_count = p.inf_count();
       c.unwritten_count = p.unwritten_count();
       c.message = p.message();
+      c.numerics = numerics_text(p.numerics());
+      c.activation = activation_text(p.activation());
+      c.atol = p.atol();
+      c.rtol = p.rtol();
+      c.worst_tolerance_fraction = p.worst_tolerance_fraction();
+      c.max_rel_diff = p.max_rel_diff();
+      c.exact_nmse = p.exact_nmse();
+      c.exact_nmse_limit = p.exact_nmse_limit();
+      c.weights_source = p.weights_source();
       cases.push_back(c);
       const bool ok = p.outcome() == v1::CASE_OUTCOME_PASSED || p.outcome() == v1::CASE_OUTCOME_NOT_SUPPORTED;
       if (ok) report_.set_parity_passed(report_.parity_passed() + (p.outcome() == v1::CASE_OUTCOME_PASSED));
       else report_.set_parity_failed(report_.parity_failed() + 1);
       progress_.set_parity_done(int32_t(cases.size()));
       const std::string case_name = p.type() + " " + c.path + " " + std::to_string(c.nt) + "x" + std::to_string(c.od) +
-                                    "x" + std::to_string(c.k);
+                                    "x" + std::to_string(c.k) +
+                                    (c.activation == "random" ? std::string() : " (" + c.activation + " rows)");
       if (!ok && first_parity_failure_.empty()) first_parity_failure_ = case_name + ": " + p.message();
       if (const std::string lost = lost_cuda_context(p.message()); !lost.empty()) {
         // Every later case would fail the same way: the build's kernel took the context down.
@@ -323,8 +366,7 @@ class JobExecution {
         const Fault f = lost_context_fault(p.message(), lost, "parity");
         throw JobFailure("parity " + case_name + ": " + p.message(), f.disposition, f.detail);
       }
-      if (!ok) publish("parity FAILED: " + p.type() + " " + c.path + " " + std::to_string(c.nt) + "x" +
-                       std::to_string(c.od) + "x" + std::to_string(c.k) + ": " + p.message());
+      if (!ok) publish("parity FAILED: " + case_name + ": " + p.message());
       else if (cases.size() % 8 == 0) publish();
     }
     worker.wait_exit(std::chrono::seconds(10));

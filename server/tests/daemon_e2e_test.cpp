@@ -94,7 +94,7 @@ TEST(DaemonEndToEnd, AnAaGateComesOutPassOrSame) {
   auto w = d.cli("watch " + std::to_string(first));
   ASSERT_EQ(w.code, 0) << "the reference build passes its parity sweep: " << w.err << w.out;
   json pj = show(d, first);
-  EXPECT_EQ(pj["verdict"]["parity_passed"].get<int>(), 128) << pj.dump();
+  EXPECT_EQ(pj["verdict"]["parity_passed"].get<int>(), 208) << "8 types x (8 shapes + 5 edge rows) x 2 paths" << pj.dump();
 
   // Gate the same bytes against themselves: an A/A run must not read as a slowdown. A shared
   // 2-core CPU swings runs of a few milliseconds by 10-20%, so this gate's policy allows a 25%
@@ -329,7 +329,7 @@ TEST(DaemonEndToEnd, OnTcpSubmitAndCancelNeedTheToken) {
   ASSERT_TRUE(d.try_start({"--auth-token-file", token_file}, "127.0.0.1:0", &why)) << why;
   const std::string server = d.address();
   ASSERT_NE(server.find("127.0.0.1:"), std::string::npos) << server;
-  const std::string submit = "submit --build " + std::string(QGATE_REF_LIBRARY) + " --name ref --kind parity --parity-shapes none";
+  const std::string submit = "submit --build " + std::string(QGATE_REF_LIBRARY) + " --name ref --kind parity --parity-shapes quick";
 
   auto r = d.cli_at(server, submit);
   EXPECT_EQ(r.code, 3);

@@ -82,6 +82,14 @@ typedef struct qgate_context_options {
 typedef struct qgate_context qgate_context;
 typedef struct qgate_gemm qgate_gemm;
 
+/* Optional: the numerics the build's MMQ path follows, so the parity gate judges it against the
+ * reference it was written to: "qgate" (per 32: d = f16(amax/127), round-half-even, sum = d*sum(q))
+ * or "ggml" (ggml's CUDA MMQ: roundf(x*127/amax), d = 1/(127/amax), sums of the f32 activations).
+ * A build that does not export it is judged as "qgate"; ABI version 1 stays valid either way.
+ * Returns a static string. */
+typedef const char* (*qgate_build_numerics_fn)(void);
+#define QGATE_BUILD_NUMERICS_SYMBOL "qgate_build_numerics"
+
 /* Always safe to call first; the worker checks it before anything else. */
 QGATE_EXPORT uint32_t qgate_abi_version(void);
 QGATE_EXPORT const qgate_build_info* qgate_get_build_info(void);

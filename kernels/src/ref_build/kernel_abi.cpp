@@ -79,6 +79,9 @@ QGATE_EXPORT const qgate_build_info* qgate_get_build_info(void) {
   return &info;
 }
 
+// qgate's own MMQ follows qgate's numerics (f16-rounded activation scale, round-half-even).
+QGATE_EXPORT const char* qgate_build_numerics(void) { return "qgate"; }
+
 QGATE_EXPORT qgate_status qgate_context_create(const qgate_context_options* options,
                                                qgate_context** out, char* error_buf,
                                                size_t error_buf_size) {

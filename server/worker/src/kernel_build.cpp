@@ -216,6 +216,8 @@ std::unique_ptr<KernelBuild> KernelBuild::load(const std::string& path, BuildLoa
   resolve(handle, "qgate_gemm_run", &abi.gemm_run, &missing);
   resolve(handle, "qgate_gemm_resident_bytes", &abi.gemm_resident_bytes, &missing);
   resolve(handle, "qgate_gemm_release", &abi.gemm_release, &missing);
+  // Optional: absent means the build follows qgate's numerics.
+  abi.build_numerics = reinterpret_cast<qgate_build_numerics_fn>(dlsym(handle, QGATE_BUILD_NUMERICS_SYMBOL));
   if (!missing.empty()) {
     *error = BuildLoadError::missing_symbol;
     *message = "kernel build '" + path + "' does not export: " + missing;
@@ -247,7 +249,15 @@ v1::BuildInfo KernelBuild::info() const {
     out.set_backends(str(info->backends));
     out.set_cuda_archs(str(info->cuda_archs));
   }
+  out.set_numerics(declared_numerics());
   return out;
+}
+
+std::string KernelBuild::declared_numerics() const {
+  if (!abi_.build_numerics) return "";
+  BuildCall call(QGATE_BUILD_NUMERICS_SYMBOL);
+  const char* declared = abi_.build_numerics();
+  return declared ? declared : "";
 }
 
 BuildContext::BuildContext(const KernelBuild& build, qgate_backend backend, int device, int path,

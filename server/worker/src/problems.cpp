@@ -1,6 +1,7 @@
 // Shapes, type lists and seeded inputs for parity and timing.
 #include "qgate/worker/problems.h"
 
+#include <algorithm>
 #include <charconv>
 #include <random>
 #include <thread>
@@ -118,6 +119,62 @@ std::vector<float> make_activations(int64_t nt, int64_t k, uint64_t seed) {
   for (auto& v : x) {
     v = dist(rng);
     if (v == 0.0f) v = 0.5f;
+  }
+  return x;
+}
+
+}  // namespace qgate::worker
+
+namespace qgate::worker {
+
+std::string_view to_string(ActivationKind kind) {
+  switch (kind) {
+    case ActivationKind::random: return "random";
+    case ActivationKind::zero: return "zero";
+    case ActivationKind::outlier: return "outlier";
+    case ActivationKind::tiny: return "tiny";
+    case ActivationKind::ties: return "ties";
+    case ActivationKind::large: return "large";
+  }
+  return "random";
+}
+
+const std::vector<ActivationKind>& edge_activation_kinds() {
+  static const std::vector<ActivationKind> kinds = {ActivationKind::zero, ActivationKind::outlier,
+                                                    ActivationKind::tiny, ActivationKind::ties,
+                                                    ActivationKind::large};
+  return kinds;
+}
+
+GemmShape edge_case_shape() { return GemmShape{8, 96, 512}; }
+
+std::vector<float> make_activations(ActivationKind kind, int64_t nt, int64_t k, uint64_t seed) {
+  std::vector<float> x = make_activations(nt, k, seed);
+  switch (kind) {
+    case ActivationKind::random:
+      break;
+    case ActivationKind::zero:
+      std::fill(x.begin(), x.end(), 0.0f);
+      break;
+    case ActivationKind::outlier:
+      // A different position in the first block for each row.
+      for (int64_t t = 0; t < nt; ++t) x[size_t(t * k + (5 + t) % std::min<int64_t>(k, 32))] = 1e4f;
+      break;
+    case ActivationKind::tiny:
+      for (float& v : x) v *= 1e-6f;
+      break;
+    case ActivationKind::large:
+      for (float& v : x) v *= 10.0f;
+      break;
+    case ActivationKind::ties: {
+      std::mt19937_64 rng(seed ^ 0x7469657375ull);
+      std::uniform_int_distribution<int> n(-127, 126);
+      for (size_t g = 0; g + 32 <= x.size(); g += 32) {
+        x[g] = (g / 32) % 2 ? -127.0f / 64.0f : 127.0f / 64.0f;
+        for (size_t j = 1; j < 32; ++j) x[g + j] = (float(n(rng)) + 0.5f) / 64.0f;
+      }
+      break;
+    }
   }
   return x;
 }

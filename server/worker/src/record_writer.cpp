@@ -48,6 +48,17 @@ const char* path_name(v1::GemmPath path) {
   }
 }
 
+const char* activation_name(v1::ActivationKind kind) {
+  switch (kind) {
+    case v1::ACTIVATION_KIND_ZERO: return "zero";
+    case v1::ACTIVATION_KIND_OUTLIER: return "outlier";
+    case v1::ACTIVATION_KIND_TINY: return "tiny";
+    case v1::ACTIVATION_KIND_TIES: return "ties";
+    case v1::ACTIVATION_KIND_LARGE: return "large";
+    default: return "random";
+  }
+}
+
 std::string describe_record(const v1::WorkerRecord& record) {
   char buf[512];
   switch (record.record_case()) {
@@ -60,11 +71,13 @@ std::string describe_record(const v1::WorkerRecord& record) {
     }
     case v1::WorkerRecord::kParity: {
       const auto& p = record.parity();
-      std::snprintf(buf, sizeof buf, "%-15s %-5s %-4s %-16s max|diff| %.3e  nmse %.3e  %s",
+      std::snprintf(buf, sizeof buf,
+                    "%-15s %-5s %-4s %-16s %-7s max|diff| %.3e  of bound %5.3f  rel %.2e  nmse(exact) %.2e  %s",
                     outcome_name(p.outcome()), p.type().c_str(), path_name(p.path()),
                     (std::to_string(p.shape().nt()) + "x" + std::to_string(p.shape().od()) + "x" +
                      std::to_string(p.shape().k())).c_str(),
-                    p.max_abs_diff(), p.nmse(), p.message().c_str());
+                    activation_name(p.activation()), p.max_abs_diff(), p.worst_tolerance_fraction(),
+                    p.max_rel_diff(), p.exact_nmse(), p.message().c_str());
       return buf;
     }
     case v1::WorkerRecord::kTiming: {
@@ -75,6 +88,11 @@ std::string describe_record(const v1::WorkerRecord& record) {
                      std::to_string(t.shape().k())).c_str(),
                     t.median_us(), t.tmac_per_s(), t.message().c_str());
       return buf;
+    }
+    case v1::WorkerRecord::kPlan: {
+      const auto& p = record.plan();
+      return "# " + std::to_string(p.cases()) + " cases; MMQ judged in " +
+             (p.numerics() == v1::NUMERICS_PROFILE_GGML ? "ggml" : "qgate") + " numerics (" + p.numerics_source() + ")";
     }
     case v1::WorkerRecord::kError:
       return "error (" + record.error().kind() + "): " + record.error().message();

@@ -10,10 +10,14 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <functional>
 #include <map>
+#include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <tuple>
 
+#include "qgate/profiles/gguf_tensors.h"
 #include "qgate/quant/block_formats.h"
 #include "qgate/worker/bench.h"
 #include "qgate/worker/device_api.h"
@@ -163,24 +167,96 @@ int cmd_info(const CommonOptions& o) {
 }
 
 // ---------------------------------------------------------------------------------------------
-int cmd_parity(const CommonOptions& o, const std::string& types_text, const std::string& shapes_set,
-               const std::vector<std::string>& extra_shapes, const std::string& path_text,
-               double mmq_tol, double f16_tol) {
+// What `qgate-worker parity` was asked for, as parsed from its command line.
+struct ParityCommand {
+  std::string types = "all";
+  std::string shapes = "standard";
+  bool shapes_given = false;
+  std::vector<std::string> extra_shapes;
+  std::string path = "env";
+  std::string numerics = "auto";   // auto: what the build declares, else qgate
+  std::optional<bool> edge_cases;  // default: on with a shape set, off with --shapes none
+  double atol = reference::kAbsoluteTolerance;
+  std::string gguf;                // a model file whose tensors become cases
+  std::string tensors = "blk.0.*";  // globs over its tensor names
+  int64_t gguf_tokens = 64;         // activation rows per tensor case
+};
+
+// One case per gated tensor of a model file: its own blocks, `tokens` random activation rows.
+// Tensors qgate does not gate are listed on stderr with the reason.
+bool plan_gguf_cases(const ParityCommand& cmd, uint64_t seed, std::vector<ParityCaseSpec>* cases, std::string* error) {
+  auto source = profiles::GgufTensorSource::open(cmd.gguf, error);
+  if (!source) return false;
+  auto selection = source->select(cmd.tensors, error);
+  if (!selection) return false;
+  for (const auto& skipped : selection->skipped)
+    std::cerr << "qgate-worker: skipping " << skipped.name << ": " << skipped.reason << "\n";
+  if (selection->gemms.empty()) {
+    *error = "no tensor matching '" + cmd.tensors + "' in " + cmd.gguf + " is of a type qgate gates";
+    return false;
+  }
+  const std::string file = std::filesystem::path(cmd.gguf).filename().string();
+  auto shared = std::make_shared<profiles::GgufTensorSource>(std::move(*source));
+  for (const profiles::GgufTensorEntry* t : selection->gemms) {
+    const GemmShape shape{cmd.gguf_tokens, t->od, t->k};
+    ParityCaseSpec spec{*t->weight_type, shape, ActivationKind::random,
+                        case_seed(seed ^ std::hash<std::string>{}(t->name), *t->weight_type, shape), {}};
+    spec.weights.name = "gguf:" + file + ":" + t->name;
+    spec.weights.load = [shared, t] {
+      std::string why;
+      auto bytes = shared->read(*t, &why);
+      if (!bytes) throw std::runtime_error(why);
+      return std::move(*bytes);
+    };
+    cases->push_back(std::move(spec));
+  }
+  return true;
+}
+
+// Resolves the profile the MMQ path is judged in: an explicit --numerics wins, then the build's
+// own declaration, then qgate. A declaration qgate does not know is an error, not a silent default.
+bool resolve_numerics(const std::string& requested, const KernelBuild& build, reference::Numerics* out,
+                      std::string* source, std::string* error) {
+  if (requested != "auto") {
+    *out = *reference::parse_numerics(requested);
+    *source = "requested";
+    return true;
+  }
+  const std::string declared = build.declared_numerics();
+  if (declared.empty()) {
+    *out = reference::Numerics::qgate;
+    *source = "default (the build does not export qgate_build_numerics)";
+    return true;
+  }
+  const auto parsed = reference::parse_numerics(declared);
+  if (!parsed) {
+    *error = "kernel build '" + build.path() + "' declares numerics '" + declared +
+             "', which qgate does not know (known: qgate, ggml); pass --numerics to judge it anyway";
+    return false;
+  }
+  *out = *parsed;
+  *source = "declared by the build";
+  return true;
+}
+
+int cmd_parity(const CommonOptions& o, const ParityCommand& cmd) {
   std::string error;
   ParityOptions po;
   po.seed = o.seed;
   po.threads = o.threads;
-  po.mmq_tolerance = mmq_tol;
-  po.f16_tolerance = f16_tol;
-  auto types = parse_types(types_text, &error);
+  po.atol = cmd.atol;
+  auto types = parse_types(cmd.types, &error);
   if (!types) {
     std::cerr << "qgate-worker: " << error << "\n";
     return kExitUsage;
   }
   po.types = *types;
-  if (shapes_set == "standard") po.shapes = standard_shapes();
-  if (shapes_set == "quick") po.shapes = quick_shapes();
-  for (const auto& text : extra_shapes) {
+  // With a model file, its tensors are the sweep unless a shape set is asked for too.
+  const std::string shape_set = !cmd.gguf.empty() && !cmd.shapes_given ? "none" : cmd.shapes;
+  if (shape_set == "standard") po.shapes = standard_shapes();
+  if (shape_set == "quick") po.shapes = quick_shapes();
+  po.edge_cases = cmd.edge_cases.value_or(shape_set != "none");
+  for (const auto& text : cmd.extra_shapes) {
     auto shape = parse_shape(text, &error);
     if (!shape) {
       std::cerr << "qgate-worker: " << error << "\n";
@@ -188,28 +264,57 @@ int cmd_parity(const CommonOptions& o, const std::string& types_text, const std:
     }
     po.shapes.push_back(*shape);
   }
-  if (po.shapes.empty()) {
-    std::cerr << "qgate-worker: no shapes to run (use --shapes standard or --shape NTxODxK)\n";
+  if (po.shapes.empty() && !po.edge_cases && cmd.gguf.empty()) {
+    std::cerr << "qgate-worker: no shapes to run (use --shapes standard, --shape NTxODxK or --edge-cases)\n";
     return kExitUsage;
   }
-  if (!parse_paths(path_text, &po.paths, &error)) {
+  if (!parse_paths(cmd.path, &po.paths, &error)) {
     std::cerr << "qgate-worker: " << error << "\n";
     return kExitUsage;
   }
 
   RecordWriter writer(resolve_format(o), std::cout);
   Session s;
-  std::map<std::string, std::string> opts = {{"command", "parity"}, {"types", types_text},
-                                             {"shapes", shapes_set}, {"path", path_text},
-                                             {"mmq_tolerance", std::to_string(mmq_tol)},
-                                             {"f16_tolerance", std::to_string(f16_tol)}};
+  std::map<std::string, std::string> opts = {{"command", "parity"}, {"types", cmd.types},
+                                             {"shapes", cmd.shapes}, {"path", cmd.path},
+                                             {"numerics", cmd.numerics},
+                                             {"edge_cases", po.edge_cases ? "on" : "off"},
+                                             {"atol", std::to_string(cmd.atol)},
+                                             {"gguf", cmd.gguf},
+                                             {"tensors", cmd.gguf.empty() ? "" : cmd.tensors}};
   if (int rc = open_session(o, opts, writer, &s); rc != kExitOk) return rc;
+  std::string numerics_source;
+  if (!resolve_numerics(cmd.numerics, *s.build, &po.numerics, &numerics_source, &error)) {
+    v1::WorkerRecord r;
+    r.mutable_error()->set_kind("unknown_numerics");
+    r.mutable_error()->set_message(error);
+    writer.write(r);
+    std::cerr << "qgate-worker: " << error << "\n";
+    return kExitBuild;
+  }
 
+  std::vector<ParityCaseSpec> cases = plan_cases(po);
+  if (!cmd.gguf.empty() && !plan_gguf_cases(cmd, po.seed, &cases, &error)) {
+    v1::WorkerRecord r;
+    r.mutable_error()->set_kind("invalid_argument");
+    r.mutable_error()->set_message(error);
+    writer.write(r);
+    std::cerr << "qgate-worker: " << error << "\n";
+    return kExitUsage;
+  }
+  const bool records_to_terminal = resolve_format(o) == OutputFormat::table;
+  {
+    v1::WorkerRecord r;
+    r.mutable_plan()->set_cases(int32_t(cases.size() * po.paths.size()));
+    r.mutable_plan()->set_numerics(to_proto(po.numerics));
+    r.mutable_plan()->set_numerics_source(numerics_source);
+    writer.write(r);
+    if (!records_to_terminal) std::cerr << describe_record(r) << "\n";
+  }
   const auto t0 = std::chrono::steady_clock::now();
   v1::WorkerSummary summary;
-  const bool records_to_terminal = resolve_format(o) == OutputFormat::table;
   ParityRunner runner(*s.build, *s.device, o.threads);
-  runner.run(po, [&](const v1::ParityCase& c) {
+  runner.run(po, cases, [&](const v1::ParityCase& c) {
     v1::WorkerRecord r;
     *r.mutable_parity() = c;
     writer.write(r);
@@ -461,17 +566,31 @@ int run_worker_cli(int argc, char** argv) {
 
   auto* parity = app.add_subcommand("parity", "run parity cases against the CPU reference");
   add_common(parity, parity_o);
-  std::string types = "all", shapes = "standard", path = "env";
-  std::vector<std::string> extra_shapes;
-  double mmq_tol = 1e-3, f16_tol = 1e-3;
-  parity->add_option("--types", types, "all, or a comma-separated list (q4_0,q6_K,...)")->capture_default_str();
-  parity->add_option("--shapes", shapes, "standard, quick (standard without the 7B shape) or none")
+  ParityCommand parity_cmd;
+  parity->add_option("--types", parity_cmd.types, "all, or a comma-separated list (q4_0,q6_K,...)")->capture_default_str();
+  parity->add_option("--shapes", parity_cmd.shapes, "standard, quick (standard without the 7B shape) or none")
       ->check(CLI::IsMember({"standard", "quick", "none"}))
       ->capture_default_str();
-  parity->add_option("--shape", extra_shapes, "extra case NTxODxK (repeatable)");
-  parity->add_option("--path", path, "env (MINFER_MMQ), f16, mmq or both")->capture_default_str();
-  parity->add_option("--mmq-tolerance", mmq_tol, "max |diff| for MMQ")->capture_default_str();
-  parity->add_option("--f16-tolerance", f16_tol, "max |diff| for f16")->capture_default_str();
+  parity->add_option("--shape", parity_cmd.extra_shapes, "extra case NTxODxK (repeatable)");
+  parity->add_option("--gguf", parity_cmd.gguf, "run parity on the blocks of this model file's tensors")
+      ->check(CLI::ExistingFile);
+  parity->add_option("--tensors", parity_cmd.tensors, "comma-separated globs over the model's tensor names")
+      ->capture_default_str();
+  parity->add_option("--gguf-tokens", parity_cmd.gguf_tokens, "activation rows per tensor case")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  parity->add_option("--path", parity_cmd.path, "env (MINFER_MMQ), f16, mmq or both")->capture_default_str();
+  parity->add_option("--numerics", parity_cmd.numerics,
+                     "the MMQ path's numerics: auto (what the build declares, else qgate), qgate or ggml")
+      ->check(CLI::IsMember({"auto", "qgate", "ggml"}))
+      ->capture_default_str();
+  bool edge_cases = false, no_edge_cases = false;
+  parity->add_flag("--edge-cases", edge_cases,
+                   "run the edge activation rows (zero, outlier, tiny, ties, large) per type (default with a shape set)");
+  parity->add_flag("--no-edge-cases", no_edge_cases, "skip the edge activation rows")->excludes("--edge-cases");
+  parity->add_option("--atol", parity_cmd.atol, "every element's absolute floor; the bound adds rtol*sum|terms|")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
 
   auto* bench = app.add_subcommand("bench", "time the build's paths (and cuBLASLt f16) per type");
   add_common(bench, bench_o);
@@ -517,7 +636,11 @@ int run_worker_cli(int argc, char** argv) {
   }
   try {
     if (*info) return cmd_info(info_o);
-    if (*parity) return cmd_parity(parity_o, types, shapes, extra_shapes, path, mmq_tol, f16_tol);
+    if (*parity) {
+      if (edge_cases || no_edge_cases) parity_cmd.edge_cases = edge_cases;
+      parity_cmd.shapes_given = parity->count("--shapes") > 0;
+      return cmd_parity(parity_o, parity_cmd);
+    }
     if (*bench) return cmd_bench(bench_o, bench_types, nts, odk, bench_path, warmup, reps, no_cublaslt, warm_cache, json_out);
     if (*serve) return cmd_serve(serve_o);
     if (*describe) {

@@ -1,4 +1,5 @@
-// The whole standard sweep, 8 types x 8 shapes on both paths, through the real worker binary on
+// The whole standard sweep, 8 types x 8 shapes and the 5 edge activation rows, on both paths,
+// judged in the numerics the build declares, through the real worker binary on
 // the backend this test was built for (CPU in CI; CUDA in the gpu-labelled binary).
 #include <gtest/gtest.h>
 
@@ -20,11 +21,12 @@ TEST(ParitySweep, AllTypesAllShapesBothPathsPass) {
     const auto& c = rec.parity();
     EXPECT_EQ(c.outcome(), qgate::v1::CASE_OUTCOME_PASSED)
         << c.type() << " " << c.shape().nt() << "x" << c.shape().od() << "x" << c.shape().k() << " "
-        << (c.path() == qgate::v1::GEMM_PATH_MMQ ? "mmq" : "f16") << ": " << c.message();
+        << (c.path() == qgate::v1::GEMM_PATH_MMQ ? "mmq" : "f16") << " activation " << c.activation() << ": "
+        << c.message();
     EXPECT_EQ(c.unwritten_count() + c.nan_count() + c.inf_count(), 0);
     passed += c.outcome() == qgate::v1::CASE_OUTCOME_PASSED;
   }
-  EXPECT_EQ(passed, 128) << "8 types x 8 shapes x 2 paths";
+  EXPECT_EQ(passed, 208) << "8 types x (8 shapes + 5 edge rows) x 2 paths";
   EXPECT_EQ(r.exit_code, kExitOk) << r.err;
   std::cerr << records.back().summary().DebugString();
 }

@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <set>
 #include <nlohmann/json.hpp>
 
+#include "qgate/profiles/gguf_test_model.h"
 #include "qgate/worker/device_api.h"
 #include "qgate/worker/worker_cli.h"
 #include "worker_process.h"
@@ -22,12 +24,14 @@ TEST(WorkerCli, ParityWritesContextCasesAndSummary) {
                       "--path both --format proto" + kBuild);
   ASSERT_EQ(r.exit_code, kExitOk) << r.err;
   auto records = parse_records(r.out);
-  ASSERT_EQ(records.size(), 1u + 8u + 1u);
+  ASSERT_EQ(records.size(), 1u + 1u + 8u + 1u);
   ASSERT_TRUE(records.front().has_context());
+  ASSERT_TRUE(records[1].has_plan());
+  EXPECT_EQ(records[1].plan().cases(), 8);
   EXPECT_EQ(records.front().context().build().name(), "qgate-ref");
   EXPECT_EQ(records.front().context().options().at("seed"), "20260831");
   int mmq = 0, f16 = 0;
-  for (size_t i = 1; i + 1 < records.size(); ++i) {
+  for (size_t i = 2; i + 1 < records.size(); ++i) {
     ASSERT_TRUE(records[i].has_parity());
     const auto& c = records[i].parity();
     EXPECT_EQ(c.outcome(), qgate::v1::CASE_OUTCOME_PASSED) << c.message();
@@ -43,16 +47,100 @@ TEST(WorkerCli, ParityWritesContextCasesAndSummary) {
   EXPECT_EQ(records.back().summary().passed(), 8);
 }
 
+TEST(WorkerCli, EdgeRowsRunPerTypeAndScaleTheirBound) {
+  auto r = run_worker("parity --backend cpu --types q4_0,q5_K --shapes none --edge-cases --path mmq --format proto" +
+                      kBuild);
+  ASSERT_EQ(r.exit_code, kExitOk) << r.err;
+  auto records = parse_records(r.out);
+  ASSERT_EQ(records.size(), 1u + 1u + 10u + 1u);
+  std::vector<qgate::v1::ActivationKind> kinds;
+  for (size_t i = 2; i + 1 < records.size(); ++i) {
+    const auto& c = records[i].parity();
+    EXPECT_EQ(c.outcome(), qgate::v1::CASE_OUTCOME_PASSED) << c.type() << " " << c.activation() << ": " << c.message();
+    EXPECT_LE(c.worst_tolerance_fraction(), 1.0);
+    EXPECT_EQ(c.exact_nmse_limit(), 0.0) << "edge rows report NMSE against the exact product, ungated";
+    kinds.push_back(c.activation());
+    if (c.activation() == qgate::v1::ACTIVATION_KIND_OUTLIER) {
+      EXPECT_GT(c.ref_max_abs(), 1e3) << "a 1e4 outlier makes |y| large";
+      EXPECT_GT(c.tolerance(), 10 * c.atol()) << "the bound grows with sum|terms|";
+    }
+    if (c.activation() == qgate::v1::ACTIVATION_KIND_ZERO) EXPECT_EQ(c.max_abs_diff(), 0.0);
+  }
+  const std::vector<qgate::v1::ActivationKind> expected = {
+      qgate::v1::ACTIVATION_KIND_ZERO, qgate::v1::ACTIVATION_KIND_OUTLIER, qgate::v1::ACTIVATION_KIND_TINY,
+      qgate::v1::ACTIVATION_KIND_TIES, qgate::v1::ACTIVATION_KIND_LARGE};
+  EXPECT_EQ(std::vector(kinds.begin(), kinds.begin() + 5), expected);
+}
+
+TEST(WorkerCli, NumericsComeFromTheBuildUnlessAsked) {
+  auto r = run_worker("parity --backend cpu --types q4_1 --shapes none --shape 4x32x256 --path mmq --format proto" +
+                      kBuild);
+  ASSERT_EQ(r.exit_code, kExitOk) << r.err;
+  auto records = parse_records(r.out);
+  ASSERT_EQ(records.size(), 4u);
+  EXPECT_EQ(records[0].context().build().numerics(), "qgate");
+  EXPECT_EQ(records[1].plan().numerics(), qgate::v1::NUMERICS_PROFILE_QGATE);
+  EXPECT_EQ(records[1].plan().numerics_source(), "declared by the build");
+  EXPECT_EQ(records[2].parity().numerics(), qgate::v1::NUMERICS_PROFILE_QGATE);
+  EXPECT_EQ(records[2].parity().reference(), "mmq-qgate");
+}
+
+TEST(WorkerCli, QgatesOwnMmqJudgedInGgmlNumericsFailsOnItsBoundButNotOnTheExactProduct) {
+  // qgate's activation sums (d * sum(q)) are not ggml's (sum of x): the ggml profile must tell.
+  auto r = run_worker("parity --backend cpu --types q4_1 --shapes none --shape 4x32x256 --path mmq --numerics ggml "
+                      "--format proto" + kBuild);
+  EXPECT_EQ(r.exit_code, kExitCaseFailed) << r.err;
+  auto records = parse_records(r.out);
+  ASSERT_EQ(records.size(), 4u);
+  EXPECT_EQ(records[1].plan().numerics_source(), "requested");
+  const auto& c = records[2].parity();
+  EXPECT_EQ(c.outcome(), qgate::v1::CASE_OUTCOME_INCORRECT);
+  EXPECT_EQ(c.numerics(), qgate::v1::NUMERICS_PROFILE_GGML);
+  EXPECT_GT(c.worst_tolerance_fraction(), 1.0);
+  EXPECT_LT(c.exact_nmse(), c.exact_nmse_limit()) << "the maths is right; only the profile is wrong";
+  EXPECT_NE(c.message().find("ggml numerics"), std::string::npos) << c.message();
+}
+
+TEST(WorkerCli, ParityRunsOnTheBlocksOfAModelFile) {
+  namespace t = qgate::profiles::testing;
+  const std::string path = ::testing::TempDir() + "/model.gguf";
+  const auto tensors = t::llama_test_tensors();
+  const t::GgufTestFile file = t::make_test_gguf(tensors);
+  std::string error;
+  ASSERT_TRUE(t::write_file(path, file.bytes, &error)) << error;
+  auto r = run_worker("parity --backend cpu --gguf " + path + " --tensors 'blk.0.*' --path both --format proto" + kBuild);
+  ASSERT_EQ(r.exit_code, kExitOk) << r.err;
+  auto records = parse_records(r.out);
+  // blk.0 gates 7 matrices (q4_K, q8_0, q5_1, q4_0, q5_K, q5_0, q6_K); its two norms are skipped.
+  ASSERT_EQ(records.size(), 1u + 1u + 14u + 1u) << r.err;
+  std::set<std::string> types;
+  for (size_t i = 2; i + 1 < records.size(); ++i) {
+    const auto& c = records[i].parity();
+    EXPECT_EQ(c.outcome(), qgate::v1::CASE_OUTCOME_PASSED) << c.weights_source() << ": " << c.message();
+    EXPECT_EQ(c.weights_source().rfind("gguf:model.gguf:blk.0.", 0), 0u) << c.weights_source();
+    EXPECT_EQ(c.shape().nt(), 64);
+    EXPECT_LT(c.exact_nmse(), c.exact_nmse_limit());
+    types.insert(c.type());
+  }
+  EXPECT_EQ(types.size(), 7u);
+  EXPECT_NE(r.err.find("skipping blk.0.attn_norm.weight"), std::string::npos) << r.err;
+
+  // A glob that matches nothing is a usage error that names it.
+  r = run_worker("parity --backend cpu --gguf " + path + " --tensors 'blk.9.*' --format proto" + kBuild);
+  EXPECT_EQ(r.exit_code, kExitUsage);
+  EXPECT_NE(r.err.find("blk.9.*"), std::string::npos) << r.err;
+}
+
 TEST(WorkerCli, PathFollowsMinferMmq) {
   auto r = run_worker("parity --backend cpu --types q8_0 --shapes none --shape 3x5x64 --format proto" + kBuild,
                       "MINFER_MMQ=1");
   ASSERT_EQ(r.exit_code, kExitOk) << r.err;
   auto records = parse_records(r.out);
-  ASSERT_EQ(records.size(), 3u);
-  EXPECT_EQ(records[1].parity().path(), qgate::v1::GEMM_PATH_MMQ);
+  ASSERT_EQ(records.size(), 4u);
+  EXPECT_EQ(records[2].parity().path(), qgate::v1::GEMM_PATH_MMQ);
   EXPECT_EQ(records[0].context().options().at("MINFER_MMQ"), "1");
   r = run_worker("parity --backend cpu --types q8_0 --shapes none --shape 3x5x64 --format proto" + kBuild);
-  EXPECT_EQ(parse_records(r.out)[1].parity().path(), qgate::v1::GEMM_PATH_F16);
+  EXPECT_EQ(parse_records(r.out)[2].parity().path(), qgate::v1::GEMM_PATH_F16);
 }
 
 TEST(WorkerCli, JsonLinesForPeople) {
@@ -66,7 +154,7 @@ TEST(WorkerCli, JsonLinesForPeople) {
     if (j.contains("parity")) EXPECT_EQ(j["parity"]["outcome"], "CASE_OUTCOME_PASSED");
     ++n;
   }
-  EXPECT_EQ(n, 3);
+  EXPECT_EQ(n, 4);  // context, plan, case, summary
 }
 
 TEST(WorkerCli, UnknownTypeIsAUsageError) {
@@ -88,11 +176,11 @@ TEST(WorkerCli, KNotAMultipleOfTheBlockIsAnInvalidProblemNotACrash) {
   auto r = run_worker("parity --backend cpu --types q4_0,q4_K --shapes none --shape 4x8x96 --path mmq --format proto" + kBuild);
   EXPECT_EQ(r.exit_code, kExitCaseFailed) << r.err;
   auto records = parse_records(r.out);
-  ASSERT_EQ(records.size(), 4u);
-  EXPECT_EQ(records[1].parity().outcome(), qgate::v1::CASE_OUTCOME_PASSED) << "k=96 is fine for q4_0";
-  EXPECT_EQ(records[2].parity().outcome(), qgate::v1::CASE_OUTCOME_INVALID_PROBLEM);
-  EXPECT_NE(records[2].parity().message().find("not a multiple"), std::string::npos);
-  EXPECT_EQ(records[3].summary().failed(), 1);
+  ASSERT_EQ(records.size(), 5u);
+  EXPECT_EQ(records[2].parity().outcome(), qgate::v1::CASE_OUTCOME_PASSED) << "k=96 is fine for q4_0";
+  EXPECT_EQ(records[3].parity().outcome(), qgate::v1::CASE_OUTCOME_INVALID_PROBLEM);
+  EXPECT_NE(records[3].parity().message().find("not a multiple"), std::string::npos);
+  EXPECT_EQ(records[4].summary().failed(), 1);
 }
 
 TEST(WorkerCli, AnAllocationLargerThanTheDeviceIsRefusedCleanly) {
@@ -100,9 +188,9 @@ TEST(WorkerCli, AnAllocationLargerThanTheDeviceIsRefusedCleanly) {
   auto r = run_worker("parity --backend cpu --types q8_0 --shapes none --shape 1x1000000x1000000 --format proto" + kBuild);
   EXPECT_EQ(r.exit_code, kExitCaseFailed) << r.err;
   auto records = parse_records(r.out);
-  ASSERT_EQ(records.size(), 3u);
-  EXPECT_EQ(records[1].parity().outcome(), qgate::v1::CASE_OUTCOME_ERROR);
-  EXPECT_NE(records[1].parity().message().find("OUT_OF_MEMORY"), std::string::npos) << records[1].parity().message();
+  ASSERT_EQ(records.size(), 4u);
+  EXPECT_EQ(records[2].parity().outcome(), qgate::v1::CASE_OUTCOME_ERROR);
+  EXPECT_NE(records[2].parity().message().find("OUT_OF_MEMORY"), std::string::npos) << records[2].parity().message();
 }
 
 TEST(WorkerCli, ABuildThatIsNotElfIsRefused) {

@@ -135,14 +135,23 @@ struct ParityCaseRecord {
   std::int64_t k = 0;
   std::uint64_t seed = 0;
   std::string outcome;           // passed | incorrect | error | not_supported | invalid_problem
-  std::string reference;         // "cpu-q8-dot" | "cpu-f64-f16"
-  std::optional<double> tolerance;
+  std::string reference;         // "mmq-qgate" | "mmq-ggml" | "f16"
+  std::optional<double> tolerance;  // the loosest element's bound
   std::optional<double> max_abs_diff;
   std::optional<double> nmse;
   std::int64_t nan_count = 0;
   std::int64_t inf_count = 0;
   std::int64_t unwritten_count = 0;
   std::string message;
+  std::string numerics = "qgate";   // the profile the MMQ path was judged in
+  std::string activation = "random";  // random | zero | outlier | tiny | ties | large
+  std::optional<double> atol;
+  std::optional<double> rtol;
+  std::optional<double> worst_tolerance_fraction;
+  std::optional<double> max_rel_diff;
+  std::optional<double> exact_nmse;
+  std::optional<double> exact_nmse_limit;  // 0: reported, not gated
+  std::string weights_source = "seeded";
   std::int64_t created_ms = 0;   // 0 = now
 };
 

@@ -46,7 +46,7 @@ std::vector<float> weights(std::mt19937_64& rng, uint64_t rows, uint64_t k) {
   return x;
 }
 
-std::vector<uint8_t> tensor_data(const GgufTensorInfo& info, std::mt19937_64& rng) {
+std::vector<uint8_t> tensor_data(const GgufTensorInfo& info, std::mt19937_64& rng, quant::QuantRecipe recipe) {
   const uint64_t k = info.ne[0];
   const uint64_t rows = info.ne[1] * info.ne[2] * info.ne[3];
   if (quant::is_valid_type_id(static_cast<int32_t>(info.type))) {
@@ -59,7 +59,7 @@ std::vector<uint8_t> tensor_data(const GgufTensorInfo& info, std::mt19937_64& rn
     const size_t row = quant::row_bytes(type, static_cast<int64_t>(k));
     std::vector<uint8_t> out(row * static_cast<size_t>(rows));
     for (uint64_t r = 0; r < rows; ++r) {
-      quant::quantize_row(type, x.data() + r * k, out.data() + r * row, static_cast<int64_t>(k));
+      quant::quantize_row(type, x.data() + r * k, out.data() + r * row, static_cast<int64_t>(k), recipe);
     }
     return out;
   }
@@ -140,7 +140,7 @@ GgufTestFile make_test_gguf(std::span<const GgufTestTensor> tensors, const GgufT
   uint32_t blocks = 0;
   for (const GgufTestTensor& t : tensors) {
     f.tensors.push_back(info_of(t));
-    f.data.push_back(tensor_data(f.tensors.back(), rng));
+    f.data.push_back(tensor_data(f.tensors.back(), rng, options.recipe));
     if (t.name.starts_with("blk.")) {
       const uint32_t n = static_cast<uint32_t>(std::strtoul(t.name.c_str() + 4, nullptr, 10));
       blocks = std::max(blocks, n + 1);

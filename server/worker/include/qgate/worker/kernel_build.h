@@ -28,6 +28,7 @@ struct KernelAbi {
   qgate_status (*gemm_run)(qgate_gemm*, const float*, int64_t, float*, void*) = nullptr;
   int64_t (*gemm_resident_bytes)(const qgate_gemm*) = nullptr;
   void (*gemm_release)(qgate_gemm*) = nullptr;
+  qgate_build_numerics_fn build_numerics = nullptr;  // optional: null when not exported
 };
 
 class KernelBuild {
@@ -42,6 +43,8 @@ class KernelBuild {
   const KernelAbi& abi() const { return abi_; }
   const std::string& path() const { return path_; }
   v1::BuildInfo info() const;
+  /// What the build declares through qgate_build_numerics(), or "" when it does not export it.
+  std::string declared_numerics() const;
 
  private:
   KernelBuild() = default;

@@ -1,13 +1,16 @@
-// The parity phase: every (type, shape, path) case run through a kernel build and compared with
-// the CPU reference of its path. Outputs are poisoned first; NaN, Inf and unwritten elements fail.
+// The parity phase: every (type, shape, activation rows, path) case run through a kernel build
+// and judged against the parity reference (kernels/include/qgate/reference) in the numerics the
+// build declares. Outputs are poisoned first; NaN, Inf and unwritten elements fail.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "qgate/reference/parity_reference.h"
 #include "qgate/worker/device_api.h"
 #include "qgate/worker/kernel_build.h"
 #include "qgate/worker/problems.h"
@@ -18,17 +21,43 @@ struct ParityOptions {
   std::vector<quant::WeightType> types;
   std::vector<GemmShape> shapes;
   std::vector<int> paths;          // QGATE_PATH_F16 / QGATE_PATH_MMQ / QGATE_PATH_FROM_ENV
+  bool edge_cases = true;          // the edge activation rows, once per type (edge_case_shape())
   uint64_t seed = 20260831;        // recorded in every case
-  double mmq_tolerance = 1e-3;     // max |diff| against the q8-dot reference
-  double f16_tolerance = 1e-3;     // max |diff| against the f64 reference of f16 operands
+  reference::Numerics numerics = reference::Numerics::qgate;  // the MMQ path's profile
+  double atol = reference::kAbsoluteTolerance;                 // every element's floor
   int threads = 0;                 // CPU backend threads, 0 = all
 };
 
-/// Statistics of one output against its reference.
+/// Where a case's weights come from: seeded random weights quantized by qgate, or the blocks of a
+/// tensor in a user's model file.
+struct WeightsSource {
+  std::string name = "seeded";                                  // recorded in the case
+  std::function<std::vector<uint8_t>()> load;                   // empty: make_weights(seed)
+};
+
+/// One case of a sweep, before any path runs it.
+struct ParityCaseSpec {
+  quant::WeightType type;
+  GemmShape shape;
+  ActivationKind activation = ActivationKind::random;
+  uint64_t seed = 0;
+  WeightsSource weights;
+};
+
+/// The sweep's cases in run order: every type x shape with random rows, then, when edge_cases,
+/// every type x edge row kind at edge_case_shape(). Each runs once per requested path.
+std::vector<ParityCaseSpec> plan_cases(const ParityOptions& options);
+
+/// One output judged against its reference.
 struct OutputComparison {
   double max_abs_diff = 0;
-  double nmse = 0;
+  double nmse = 0;               // against the expectation of the case's path and profile
   double ref_max_abs = 0;
+  double loosest_bound = 0;      // the largest per-element bound, atol + slack
+  double worst_tolerance_fraction = 0;
+  int64_t worst_index = -1;      // the element that came closest to (or past) its bound
+  double max_rel_diff = 0;
+  double exact_nmse = 0;         // against the exact f64 product
   int64_t nan_count = 0;
   int64_t inf_count = 0;
   int64_t unwritten_count = 0;
@@ -36,17 +65,23 @@ struct OutputComparison {
 
 /// The bit pattern outputs are filled with before a run (every byte 0xFF, a NaN).
 inline constexpr uint8_t kPoisonByte = 0xFF;
-OutputComparison compare_output(const float* y, const double* ref, size_t n);
+/// Compares n outputs with their expectation and the exact product; `atol` is every element's
+/// floor, added to expected.slack[i].
+OutputComparison compare_output(const float* y, const reference::Expectation& expected,
+                                const std::vector<double>& exact, double atol, size_t n);
 
 class ParityRunner {
  public:
   ParityRunner(const KernelBuild& build, DeviceApi& device, int threads);
   ~ParityRunner();
-  /// Runs every case and hands each result to `on_case` as soon as it is known.
-  void run(const ParityOptions& options, const std::function<void(const v1::ParityCase&)>& on_case);
+  /// Runs the cases and hands each result to `on_case` as soon as it is known.
+  void run(const ParityOptions& options, const std::vector<ParityCaseSpec>& cases,
+           const std::function<void(const v1::ParityCase&)>& on_case);
 
  private:
   BuildContext* context_for(int path, std::string* error);
+  void run_case(const ParityOptions& options, const ParityCaseSpec& spec,
+                const std::function<void(const v1::ParityCase&)>& on_case);
 
   const KernelBuild& build_;
   DeviceApi& device_;
@@ -54,5 +89,8 @@ class ParityRunner {
   std::map<int, std::unique_ptr<BuildContext>> contexts_;
   std::map<int, std::string> context_errors_;
 };
+
+v1::NumericsProfile to_proto(reference::Numerics numerics);
+v1::ActivationKind to_proto(ActivationKind kind);
 
 }  // namespace qgate::worker

@@ -41,4 +41,22 @@ std::vector<uint8_t> make_weights(quant::WeightType type, int64_t od, int64_t k,
 /// Activations uniform in [-1, 1), never zero blocks (zeros hide unwritten outputs).
 std::vector<float> make_activations(int64_t nt, int64_t k, uint64_t seed);
 
+/// The activation rows of a parity case (proto ActivationKind): random rows, or one of the edge
+/// rows every sweep includes.
+enum class ActivationKind { random, zero, outlier, tiny, ties, large };
+std::string_view to_string(ActivationKind kind);
+/// zero, outlier, tiny, ties, large: the edge rows, in sweep order.
+const std::vector<ActivationKind>& edge_activation_kinds();
+/// The shape the edge rows run at, for every type: 8 rows of one kind, 96 outputs, k = 512.
+GemmShape edge_case_shape();
+/// nt rows of `kind`:
+/// - random: as make_activations;
+/// - zero: all 0;
+/// - outlier: random, with one value of 1e4 in the first block (hidden states have such channels);
+/// - tiny: random times 1e-6;
+/// - ties: per 32, amax = 127/64 and the other values (n + 1/2)/64, so x * 127/amax = n + 1/2
+///   exactly: round-half-even and roundf give different integers;
+/// - large: random times 10.
+std::vector<float> make_activations(ActivationKind kind, int64_t nt, int64_t k, uint64_t seed);
+
 }  // namespace qgate::worker

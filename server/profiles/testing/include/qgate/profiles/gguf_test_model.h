@@ -1,6 +1,7 @@
 // Test support: writes small, valid GGUF v3 files with real tensor data, named and shaped like a
 // llama model's, so tests can exercise GgufTensorSource (and a parity run on "real" weights) without
-// a multi-gigabyte download. The quantized tensors are made by qgate's own quantizer (quantize_row).
+// a multi-gigabyte download. The quantized tensors are made as llama.cpp's quantize tool makes them
+// (quantize_row with the ggml recipe, byte for byte), or with qgate's own recipe on request.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "qgate/profiles/gguf.h"
+#include "qgate/quant/quantize.h"
 
 namespace qgate::profiles::testing {
 
@@ -42,6 +44,8 @@ struct GgufTestOptions {
   /// Seeds the weights, so two files made with the same seed are byte-identical.
   uint64_t seed = 1;
   std::string name = "qgate-test-llama";
+  /// How the gated types are quantized: ggml's reference quantizer (what real model files hold) by default.
+  quant::QuantRecipe recipe = quant::QuantRecipe::ggml;
 };
 
 /// A file made by make_test_gguf, with what was put into it.
@@ -60,7 +64,7 @@ struct GgufTestFile {
 
 /// Builds a GGUF file holding `tensors`. Their data:
 ///   - the eight gated types: seeded Gaussian weights (a different scale per row) quantized row by row
-///     with quant::quantize_row, i.e. od rows of row_bytes(type, k) bytes;
+///     with quant::quantize_row in options.recipe, i.e. od rows of row_bytes(type, k) bytes;
 ///   - f32 and f16: the same kind of weights, stored as floats or IEEE halves;
 ///   - other types of known size (q2_K, q3_K, bf16, ...): seeded random bytes of the right length
 ///     (qgate has no quantizer for them; any bytes are valid blocks);
