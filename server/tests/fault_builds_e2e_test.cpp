@@ -220,7 +220,7 @@ TEST(FaultBuilds, EveryFaultEndsWithItsDispositionAndTheDaemonKeepsServing) {
     EXPECT_EQ(e.watch_code, 0);
     EXPECT_EQ(state_of(e.job), "JOB_STATE_DONE") << e.job.dump();
     EXPECT_EQ(e.job["verdict"]["verdict"], "VERDICT_PASS") << e.job.dump();
-    EXPECT_EQ(e.job["verdict"].value("parity_passed", 0), 8 * 7 * 2) << e.job.dump();
+    EXPECT_EQ(e.job["verdict"].value("parity_passed", 0), 8 * (7 + 5) * 2) << e.job.dump();
     EXPECT_EQ(disposition_of(e.job), "DISPOSITION_OK") << e.job.dump();
     EXPECT_EQ(detail_of(e.job), "");
   }

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "daemon_under_test.h"
+#include "qgate/profiles/gguf_test_model.h"
 
 using namespace qgate::testing;
 using nlohmann::json;
@@ -21,8 +22,8 @@ struct Ended {
 
 Ended parity_job(const DaemonUnderTest& d, const std::string& build, const std::string& name, const std::string& args) {
   Ended out;
-  auto submitted = d.cli("--json submit --build " + build + " --name " + name +
-                         " --kind parity --parity-shapes quick " + args);
+  const std::string shapes = args.find("--parity-shapes") == std::string::npos ? " --parity-shapes quick " : " ";
+  auto submitted = d.cli("--json submit --build " + build + " --name " + name + " --kind parity" + shapes + args);
   EXPECT_EQ(submitted.code, 0) << submitted.err;
   if (submitted.code != 0) return out;
   const int64_t id = json::parse(submitted.out)["job_id"].get<int64_t>();
@@ -54,4 +55,33 @@ TEST(NumericsEndToEnd, AGgmlBuildPassesAndItsBuggyTwinFails) {
     EXPECT_EQ(bad.job.value("disposition", ""), "DISPOSITION_INCORRECT") << bad.job.dump();
     EXPECT_GT(bad.job["verdict"]["parity_failed"].get<int>(), 8 * 7) << numerics << ": every type fails";
   }
+}
+
+TEST(NumericsEndToEnd, AParityJobRunsOnTheBlocksOfAModelFile) {
+  namespace t = qgate::profiles::testing;
+  DaemonUnderTest d;
+  d.start();
+  const std::string model = d.dir() + "/model.gguf";
+  std::string error;
+  ASSERT_TRUE(t::write_file(model, t::make_test_gguf(t::llama_test_tensors()).bytes, &error)) << error;
+
+  const Ended job = parity_job(d, QGATE_REF_LIBRARY, "ref", "--parity-shapes quick --gguf " + model +
+                                                             " --tensors 'blk.0.*,output.weight'");
+  // --parity-shapes names a set, so the sweep is the quick shapes and edge rows plus the model's 8 matrices.
+  EXPECT_EQ(job.watch_code, 0) << job.job.dump();
+  EXPECT_EQ(job.job["verdict"]["parity_passed"].get<int>(), 2 * (8 * (7 + 5) + 8)) << job.job.dump();
+
+  // Without a shape set the model's tensors are the whole sweep; a glob that matches nothing fails
+  // the job with the worker's message rather than passing an empty sweep.
+  auto submitted = d.cli("--json submit --build " + std::string(QGATE_REF_LIBRARY) +
+                         " --name ref --kind parity --gguf " + model + " --tensors 'blk.0.*'");
+  ASSERT_EQ(submitted.code, 0) << submitted.err;
+  const int64_t only_model = json::parse(submitted.out)["job_id"].get<int64_t>();
+  EXPECT_EQ(d.cli("watch " + std::to_string(only_model)).code, 0);
+  EXPECT_EQ(show(d, only_model)["verdict"]["parity_passed"].get<int>(), 2 * 7);
+
+  auto typo = d.cli("submit --build " + std::string(QGATE_REF_LIBRARY) + " --name ref --kind parity --gguf " +
+                    model + " --tensors 'blk.9.*' --wait");
+  EXPECT_NE(typo.code, 0);
+  EXPECT_NE((typo.out + typo.err).find("blk.9.*"), std::string::npos) << typo.out << typo.err;
 }

@@ -27,6 +27,13 @@ TEST(ParitySweep, AllTypesAllShapesBothPathsPass) {
     passed += c.outcome() == qgate::v1::CASE_OUTCOME_PASSED;
   }
   EXPECT_EQ(passed, 208) << "8 types x (8 shapes + 5 edge rows) x 2 paths";
+  // The 1e4-outlier rows pass at the scaled bound, where the old absolute 1e-3 rule would not.
+  int beyond_absolute = 0;
+  for (const auto& rec : records)
+    if (rec.has_parity() && rec.parity().activation() == qgate::v1::ACTIVATION_KIND_OUTLIER &&
+        rec.parity().path() == qgate::v1::GEMM_PATH_MMQ && rec.parity().outcome() == qgate::v1::CASE_OUTCOME_PASSED)
+      beyond_absolute += rec.parity().max_abs_diff() >= 1e-3;
+  EXPECT_GE(beyond_absolute, 1) << "no MMQ outlier case needed more than the old absolute 1e-3";
   EXPECT_EQ(r.exit_code, kExitOk) << r.err;
   std::cerr << records.back().summary().DebugString();
 }
