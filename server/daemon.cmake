@@ -12,7 +12,7 @@ add_library(qgate_server STATIC
   src/daemon.cpp)
 target_include_directories(qgate_server PUBLIC include)
 target_link_libraries(qgate_server
-  PUBLIC qgate_grpc qgate_store qgate_profiles qgate_ab_stats qgate_paths qgate_worker qgate_cotenant
+  PUBLIC qgate_grpc qgate_store qgate_profiles qgate_ab_stats qgate_common qgate_cotenant
   PRIVATE gRPC::grpc++_reflection nlohmann_json::nlohmann_json)
 target_compile_definitions(qgate_server PRIVATE QGATE_VERSION="${PROJECT_VERSION}")
 
@@ -32,7 +32,7 @@ add_custom_target(bench-service
   DEPENDS qgated qgate qgate-worker qgate_ref qgate-service-bench qgate-store-bench
   USES_TERMINAL)
 add_executable(qgate-service-bench bench/service_bench.cpp)
-target_link_libraries(qgate-service-bench PRIVATE qgate_grpc qgate_paths nlohmann_json::nlohmann_json)
+target_link_libraries(qgate-service-bench PRIVATE qgate_grpc qgate_common nlohmann_json::nlohmann_json)
 set_target_properties(qgate-service-bench PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)
 
 # Load test: N concurrent clients against a real qgated for S seconds (scripts/load-test.sh runs the

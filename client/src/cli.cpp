@@ -18,7 +18,7 @@
 #include <CLI/CLI.hpp>
 
 #include "qgate/profiles/gguf.h"
-#include "qgate/quant/block_formats.h"
+#include "qgate/common/weight_types.h"
 #include <fmt/format.h>
 
 #include "qgate/client/exit_codes.h"

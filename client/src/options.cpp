@@ -4,7 +4,7 @@
 #include <cctype>
 #include <limits>
 
-#include "qgate/paths/default_paths.h"
+#include "qgate/common/default_paths.h"
 
 namespace qgate::client {
 

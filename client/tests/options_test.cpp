@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-#include "qgate/paths/default_paths.h"
+#include "qgate/common/default_paths.h"
 
 namespace qgate::client {
 namespace {

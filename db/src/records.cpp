@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "qgate/common/fnv1a.h"
 #include "qgate/db/store_error.h"
 
 namespace qgate::db {
@@ -49,17 +50,6 @@ Enum value_of(const NameTable<Enum, N>& table, std::string_view text, std::strin
                    fmt::format("unknown {} '{}' in the database", what, text));
 }
 
-// FNV-1a 64: tiny, fixed by its definition (so the key is the same on every platform and release),
-// and good enough to tell a few thousand series apart.
-std::uint64_t fnv1a64(std::string_view text) {
-  std::uint64_t hash = 0xcbf29ce484222325ULL;
-  for (unsigned char byte : text) {
-    hash ^= byte;
-    hash *= 0x100000001b3ULL;
-  }
-  return hash;
-}
-
 }  // namespace
 
 std::string_view to_string(JobState state) { return name_of(kJobStateNames, state); }
@@ -95,7 +85,9 @@ std::string make_series_key(std::string_view build_name, const Run& run) {
       "v1\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}", build_name, run.path, run.profile,
       run.weight_type.value_or(""), run.gpu_name, run.gpu_uuid, run.driver_version,
       run.cuda_version, run.backend);
-  return fmt::format("{:016x}", fnv1a64(canonical));
+  // FNV-1a 64: fixed by its definition, so the key is the same on every platform and release, and
+  // good enough to tell a few thousand series apart.
+  return fmt::format("{:016x}", common::fnv1a64(canonical));
 }
 
 }  // namespace qgate::db

@@ -15,7 +15,7 @@
 #include <tuple>
 #include <vector>
 
-#include "cuda/cublaslt_baseline.h"
+#include "qgate/cuda/cublaslt_baseline.h"
 #include "cuda/launchers.h"
 #include "detail/gemm_backend.h"
 #include "qgate/quant/block_formats.h"

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "qgate/common/fnv1a.h"
 #include "qgate/quant/block_formats.h"
 #include "qgate/quant/quantize.h"
 
@@ -293,14 +294,7 @@ TEST_P(QuantizeGgmlTypes, RejectsRowLengthsThatAreNotWholeBlocks) {
 
 // ---- the qgate recipe is unchanged ----
 
-uint64_t fnv1a(const Bytes& b) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (uint8_t c : b) {
-    h ^= c;
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
+uint64_t fnv1a(const Bytes& b) { return common::fnv1a64(b.data(), b.size()); }
 
 // FNV-1a of the qgate quantizer's bytes for ties_then_random(20261130), recorded from the
 // quantizer as it was before recipes existed (its ties round half to even).

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "qgate/paths/default_paths.h"
+#include "qgate/common/default_paths.h"
 #include "qgate/v1/harness.grpc.pb.h"
 
 namespace {

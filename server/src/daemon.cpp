@@ -18,7 +18,7 @@
 #include "qgate/cotenant/nvml_sampler.h"
 #include "qgate/cotenant/replay.h"
 #include "qgate/db/sqlite_store.h"
-#include "qgate/paths/default_paths.h"
+#include "qgate/common/default_paths.h"
 #include "qgate/server/event_hub.h"
 #include "qgate/server/harness_service.h"
 #include "qgate/server/job_runner.h"

@@ -14,7 +14,7 @@
 #include <utility>
 
 #include "qgate/profiles/model_profile.h"
-#include "qgate/quant/block_formats.h"
+#include "qgate/common/weight_types.h"
 #include "qgate/server/artifact_store.h"
 #include "qgate/server/compare_builds.h"
 #include "qgate/server/job_records.h"

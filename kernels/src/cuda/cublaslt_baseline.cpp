@@ -4,7 +4,7 @@
 // Layout: cuBLASLt is column-major, so the row-major y[nt][od] is computed as its transpose
 //   Y^T (od x nt, ld od) = op_T(A) * B,  A = W seen as k x od (ld k), B = X seen as k x nt (ld k)
 // i.e. the "TN" GEMM every cuBLASLt release serves best.
-#include "cuda/cublaslt_baseline.h"
+#include "qgate/cuda/cublaslt_baseline.h"
 
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>

@@ -4,7 +4,7 @@
 
 #include <stdexcept>
 
-#include "cuda/cublaslt_baseline.h"
+#include "qgate/cuda/cublaslt_baseline.h"
 #include "qgate/quant/half.h"
 #include "qgate/worker/bench.h"
 

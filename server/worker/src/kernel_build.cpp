@@ -12,7 +12,7 @@
 #include <fstream>
 #include <stdexcept>
 
-#include "qgate/worker/sha256.h"
+#include "qgate/common/sha256.h"
 
 namespace qgate::worker {
 
@@ -234,7 +234,7 @@ KernelBuild::~KernelBuild() {
 v1::BuildInfo KernelBuild::info() const {
   v1::BuildInfo out;
   out.set_path(path_);
-  out.set_sha256(sha256_file_hex(path_));
+  out.set_sha256(common::sha256_file_hex(path_));
   const qgate_build_info* info = nullptr;
   {
     BuildCall call("qgate_get_build_info");

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 #include <tuple>
 
+#include "qgate/common/fnv1a.h"
 #include "qgate/profiles/gguf_tensors.h"
 #include "qgate/quant/block_formats.h"
 #include "qgate/worker/bench.h"
@@ -182,13 +183,6 @@ struct ParityCommand {
   int64_t gguf_tokens = 64;         // activation rows per tensor case
 };
 
-// FNV-1a of a tensor's name: a case's seed must not depend on the standard library's std::hash.
-uint64_t name_hash(const std::string& name) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : name) h = (h ^ c) * 0x100000001b3ull;
-  return h;
-}
-
 // One case per gated tensor of a model file: its own blocks, `tokens` random activation rows.
 // Tensors qgate does not gate are listed on stderr with the reason.
 bool plan_gguf_cases(const ParityCommand& cmd, uint64_t seed, std::vector<ParityCaseSpec>* cases, std::string* error) {
@@ -207,7 +201,8 @@ bool plan_gguf_cases(const ParityCommand& cmd, uint64_t seed, std::vector<Parity
   for (const profiles::GgufTensorEntry* t : selection->gemms) {
     const GemmShape shape{cmd.gguf_tokens, t->od, t->k};
     ParityCaseSpec spec{*t->weight_type, shape, ActivationKind::random,
-                        case_seed(seed ^ name_hash(t->name), *t->weight_type, shape), {}};
+                        // FNV-1a, not std::hash: a case's seed must not depend on the standard library.
+                        case_seed(seed ^ common::fnv1a64(t->name), *t->weight_type, shape), {}};
     spec.weights.name = "gguf:" + file + ":" + t->name;
     spec.weights.load = [shared, t] {
       std::string why;

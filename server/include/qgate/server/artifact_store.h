@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "qgate/worker/sha256.h"
+#include "qgate/common/sha256.h"
 
 namespace qgate::server {
 
@@ -30,7 +30,7 @@ class ArtifactUpload {
   int64_t max_bytes_;
   int64_t size_ = 0;
   std::string head_;
-  worker::Sha256 hash_;
+  common::Sha256 hash_;
   bool committed_ = false;
 };
 

@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "qgate/profiles/gguf.h"
-#include "qgate/quant/block_formats.h"
+#include "qgate/common/weight_types.h"
 
 namespace qgate::profiles {
 

@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "qgate/quant/block_formats.h"
+#include "qgate/common/weight_types.h"
 
 namespace qgate::profiles {
 

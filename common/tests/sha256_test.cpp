@@ -1,12 +1,12 @@
 // SHA-256 against the FIPS 180-4 examples, and across block boundaries.
-#include "qgate/worker/sha256.h"
+#include "qgate/common/sha256.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 
-using qgate::worker::Sha256;
-using qgate::worker::sha256_hex;
+using qgate::common::Sha256;
+using qgate::common::sha256_hex;
 
 TEST(Sha256, KnownVectors) {
   EXPECT_EQ(sha256_hex("", 0), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");

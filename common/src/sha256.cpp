@@ -1,11 +1,11 @@
 // SHA-256 written from FIPS 180-4; small and dependency-free so the bundle needs no crypto library.
-#include "qgate/worker/sha256.h"
+#include "qgate/common/sha256.h"
 
 #include <cstring>
 #include <fstream>
 #include <vector>
 
-namespace qgate::worker {
+namespace qgate::common {
 namespace {
 
 constexpr uint32_t kRound[64] = {
@@ -97,4 +97,4 @@ std::string sha256_file_hex(const std::string& path) {
   return h.hex_digest();
 }
 
-}  // namespace qgate::worker
+}  // namespace qgate::common

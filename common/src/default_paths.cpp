@@ -1,5 +1,5 @@
 // Default locations of qgated's data dir and socket.
-#include "qgate/paths/default_paths.h"
+#include "qgate/common/default_paths.h"
 
 #include <cstdlib>
 

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-namespace qgate::worker {
+namespace qgate::common {
 
 class Sha256 {
  public:
@@ -26,4 +26,4 @@ std::string sha256_hex(const void* data, size_t size);
 /// Empty string when the file cannot be read.
 std::string sha256_file_hex(const std::string& path);
 
-}  // namespace qgate::worker
+}  // namespace qgate::common
