@@ -33,6 +33,23 @@ constexpr NameTable<Comparison, 3> kComparisonNames{{{Comparison::Same, "SAME"},
                                                      {Comparison::Different, "DIFFERENT"},
                                                      {Comparison::Unknown, "UNKNOWN"}}};
 
+constexpr NameTable<Disposition, 8> kDispositionNames{{{Disposition::Unspecified, "unspecified"},
+                                                      {Disposition::Ok, "ok"},
+                                                      {Disposition::Crashed, "crashed"},
+                                                      {Disposition::Timeout, "timeout"},
+                                                      {Disposition::Incorrect, "incorrect"},
+                                                      {Disposition::Rejected, "rejected"},
+                                                      {Disposition::Error, "error"},
+                                                      {Disposition::Leaked, "leaked"}}};
+constexpr NameTable<RunOrder, 2> kRunOrderNames{{{RunOrder::Abba, "abba"},
+                                                 {RunOrder::Sequential, "sequential"}}};
+constexpr NameTable<TimingMode, 2> kTimingModeNames{{{TimingMode::Gemm, "gemm"},
+                                                     {TimingMode::Pass, "pass"}}};
+constexpr NameTable<ShapeSet, 4> kShapeSetNames{{{ShapeSet::Unspecified, "unspecified"},
+                                                 {ShapeSet::Standard, "standard"},
+                                                 {ShapeSet::Quick, "quick"},
+                                                 {ShapeSet::None, "none"}}};
+
 template <class Enum, std::size_t N>
 std::string_view name_of(const NameTable<Enum, N>& table, Enum value) {
   for (const auto& [candidate, name] : table) {
@@ -76,6 +93,28 @@ std::string_view to_string(Comparison comparison) {
 }
 Comparison comparison_from_string(std::string_view text) {
   return value_of(kComparisonNames, text, "comparison");
+}
+
+std::string_view to_string(Disposition disposition) {
+  return name_of(kDispositionNames, disposition);
+}
+Disposition disposition_from_string(std::string_view text) {
+  return value_of(kDispositionNames, text, "disposition");
+}
+
+std::string_view to_string(RunOrder order) { return name_of(kRunOrderNames, order); }
+RunOrder run_order_from_string(std::string_view text) {
+  return value_of(kRunOrderNames, text, "run order");
+}
+
+std::string_view to_string(TimingMode timing) { return name_of(kTimingModeNames, timing); }
+TimingMode timing_mode_from_string(std::string_view text) {
+  return value_of(kTimingModeNames, text, "timing mode");
+}
+
+std::string_view to_string(ShapeSet shapes) { return name_of(kShapeSetNames, shapes); }
+ShapeSet shape_set_from_string(std::string_view text) {
+  return value_of(kShapeSetNames, text, "parity shape set");
 }
 
 std::string make_series_key(std::string_view build_name, const Run& run) {

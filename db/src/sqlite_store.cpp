@@ -88,48 +88,151 @@ constexpr const char* kBuildColumns =
     "id, sha256, name, commit_sha, branch, flags, size_bytes, artifact_path, abi_version, "
     "build_name, build_version, external, created_ms";
 
-Build read_build(SQLite::Statement& row) {
+/// Reads a build from the row's columns first, first + 1, ... (kBuildColumns order), so joined
+/// queries can read one after another.
+Build read_build(SQLite::Statement& row, int first = 0) {
+  auto column = [&](int index) { return row.getColumn(first + index); };
   Build build;
-  build.id = row.getColumn(0).getInt64();
-  build.sha256 = row.getColumn(1).getString();
-  build.name = row.getColumn(2).getString();
-  build.commit_sha = row.getColumn(3).getString();
-  build.branch = row.getColumn(4).getString();
-  build.flags = row.getColumn(5).getString();
-  build.size_bytes = row.getColumn(6).getInt64();
-  build.artifact_path = row.getColumn(7).getString();
-  build.abi_version = row.getColumn(8).getInt64();
-  build.build_name = row.getColumn(9).getString();
-  build.build_version = row.getColumn(10).getString();
-  build.external = row.getColumn(11).getInt64() != 0;
-  build.created_ms = row.getColumn(12).getInt64();
+  build.id = column(0).getInt64();
+  build.sha256 = column(1).getString();
+  build.name = column(2).getString();
+  build.commit_sha = column(3).getString();
+  build.branch = column(4).getString();
+  build.flags = column(5).getString();
+  build.size_bytes = column(6).getInt64();
+  build.artifact_path = column(7).getString();
+  build.abi_version = column(8).getInt64();
+  build.build_name = column(9).getString();
+  build.build_version = column(10).getString();
+  build.external = column(11).getInt64() != 0;
+  build.created_ms = column(12).getInt64();
   return build;
 }
+constexpr int kBuildColumnCount = 13;
 
 constexpr const char* kJobColumns =
     "id, kind, state, build_id, baseline_build_id, profile, spec_json, backend, device, quiet_only, "
-    "deadline_ms, attempts, error, created_ms, started_ms, finished_ms, progress_json";
+    "deadline_ms, attempts, error, created_ms, started_ms, finished_ms, progress_json, disposition, "
+    "disposition_detail, tokens, run_order, timing, parity_shapes, path, numerics, wait_for_quiet, "
+    "run_contended_on_expiry, remeasure_of, timeout_s";
+constexpr int kJobColumnCount = 29;
 
-Job read_job(SQLite::Statement& row) {
+/// Reads a job from the row's columns first, first + 1, ... (kJobColumns order). Stored enum text
+/// that this library does not know throws StoreError(InvalidValue) naming the job.
+Job read_job(SQLite::Statement& row, int first = 0) {
+  auto column = [&](int index) { return row.getColumn(first + index); };
   Job job;
-  job.id = row.getColumn(0).getInt64();
-  job.kind = row.getColumn(1).getString();
-  job.state = job_state_from_string(row.getColumn(2).getString());
-  job.build_id = row.getColumn(3).getInt64();
-  job.baseline_build_id = optional_int(row.getColumn(4));
-  job.profile = row.getColumn(5).getString();
-  job.spec_json = row.getColumn(6).getString();
-  job.backend = row.getColumn(7).getString();
-  job.device = row.getColumn(8).getInt();
-  job.quiet_only = row.getColumn(9).getInt64() != 0;
-  job.deadline_ms = optional_int(row.getColumn(10));
-  job.attempts = row.getColumn(11).getInt();
-  job.error = optional_text(row.getColumn(12));
-  job.created_ms = row.getColumn(13).getInt64();
-  job.started_ms = optional_int(row.getColumn(14));
-  job.finished_ms = optional_int(row.getColumn(15));
-  job.progress_json = row.getColumn(16).getString();
+  job.id = column(0).getInt64();
+  try {
+    job.kind = column(1).getString();
+    job.state = job_state_from_string(column(2).getString());
+    job.build_id = column(3).getInt64();
+    job.baseline_build_id = optional_int(column(4));
+    job.profile = column(5).getString();
+    job.spec_json = column(6).getString();
+    job.backend = column(7).getString();
+    job.device = column(8).getInt();
+    job.quiet_only = column(9).getInt64() != 0;
+    job.deadline_ms = optional_int(column(10));
+    job.attempts = column(11).getInt();
+    job.error = optional_text(column(12));
+    job.created_ms = column(13).getInt64();
+    job.started_ms = optional_int(column(14));
+    job.finished_ms = optional_int(column(15));
+    job.progress_json = column(16).getString();
+    job.disposition = disposition_from_string(column(17).getString());
+    job.disposition_detail = column(18).getString();
+    job.tokens = column(19).getInt64();
+    job.order = run_order_from_string(column(20).getString());
+    job.timing = timing_mode_from_string(column(21).getString());
+    job.parity_shapes = shape_set_from_string(column(22).getString());
+    job.path = column(23).getString();
+    job.numerics = column(24).getString();
+    job.wait_for_quiet = column(25).getInt64() != 0;
+    job.run_contended_on_expiry = column(26).getInt64() != 0;
+    job.remeasure_of = optional_int(column(27));
+    job.timeout_s = column(28).getInt64();
+  } catch (const StoreError& error) {
+    throw StoreError(error.kind(), fmt::format("job {}: {}", job.id, error.what()));
+  }
   return job;
+}
+
+constexpr const char* kVerdictColumns =
+    "job_id, verdict, comparison, ratio, ci_low, ci_high, pairs, contended_pairs, mismatched_pairs, "
+    "tokens_per_s_a, tokens_per_s_b, reasons, created_ms, p_value, profile, tokens, backend, "
+    "parity_passed, parity_failed, arm_a_label, arm_a_runs, arm_b_label, arm_b_runs";
+
+/// Reads a verdict (without its type ratios and leaks) from columns first, ... (kVerdictColumns).
+Verdict read_verdict(SQLite::Statement& row, int first = 0) {
+  auto column = [&](int index) { return row.getColumn(first + index); };
+  Verdict verdict;
+  verdict.job_id = column(0).getInt64();
+  try {
+    verdict.verdict = verdict_from_string(column(1).getString());
+    verdict.comparison = comparison_from_string(column(2).getString());
+  } catch (const StoreError& error) {
+    throw StoreError(error.kind(), fmt::format("verdict of job {}: {}", verdict.job_id, error.what()));
+  }
+  verdict.ratio = optional_real(column(3));
+  verdict.ci_low = optional_real(column(4));
+  verdict.ci_high = optional_real(column(5));
+  verdict.pairs = column(6).getInt();
+  verdict.contended_pairs = column(7).getInt();
+  verdict.mismatched_pairs = column(8).getInt();
+  verdict.tokens_per_s_a = optional_real(column(9));
+  verdict.tokens_per_s_b = optional_real(column(10));
+  verdict.reasons = nlohmann::json::parse(column(11).getString()).get<std::vector<std::string>>();
+  verdict.created_ms = column(12).getInt64();
+  verdict.p_value = optional_real(column(13));
+  verdict.profile = column(14).getString();
+  verdict.tokens = column(15).getInt64();
+  verdict.backend = column(16).getString();
+  verdict.parity_passed = column(17).getInt();
+  verdict.parity_failed = column(18).getInt();
+  verdict.arm_a_label = column(19).getString();
+  verdict.arm_a_runs = column(20).getInt();
+  verdict.arm_b_label = column(21).getString();
+  verdict.arm_b_runs = column(22).getInt();
+  return verdict;
+}
+
+/// Prefixes every name of a column list ("a, b") with a table alias ("v.a, v.b").
+std::string qualified(std::string_view alias, std::string_view columns) {
+  std::string out;
+  std::size_t start = 0;
+  while (start < columns.size()) {
+    std::size_t comma = columns.find(',', start);
+    if (comma == std::string_view::npos) comma = columns.size();
+    std::string_view name = columns.substr(start, comma - start);
+    while (!name.empty() && name.front() == ' ') name.remove_prefix(1);
+    if (!out.empty()) out += ", ";
+    out += fmt::format("{}.{}", alias, name);
+    start = comma + 1;
+  }
+  return out;
+}
+
+/// The WHERE clause of a JobFilter over the jobs table aliased `alias`, with its parameters bound
+/// from index 1 by bind_job_filter in the same order.
+std::string job_filter_sql(const JobFilter& filter, std::string_view alias) {
+  std::string sql;
+  auto add = [&](std::string_view condition) {
+    sql += sql.empty() ? " WHERE " : " AND ";
+    sql += fmt::format("{}.{}", alias, condition);
+  };
+  if (filter.state) add("state = ?");
+  if (filter.quiet_only) add("quiet_only = ?");
+  if (filter.remeasure_of) add("remeasure_of = ?");
+  return sql;
+}
+
+/// Binds a JobFilter's parameters from `index` on; returns the next free index.
+int bind_job_filter(SQLite::Statement& statement, const JobFilter& filter, int index) {
+  if (filter.state) detail::bind_value(statement, index++, to_string(*filter.state));
+  if (filter.quiet_only) detail::bind_value(statement, index++, *filter.quiet_only);
+  if (filter.remeasure_of) detail::bind_value(statement, index++, *filter.remeasure_of);
+  return index;
 }
 
 constexpr const char* kRunColumns =
@@ -251,12 +354,17 @@ class SqliteStore final : public Store {
       SQLite::Transaction transaction(database_, SQLite::TransactionBehavior::IMMEDIATE);
       ScopedStatement insert(prepared(
           "INSERT INTO jobs (kind, state, build_id, baseline_build_id, profile, spec_json, backend, "
-          "device, quiet_only, deadline_ms, attempts, error, created_ms, progress_json) "
-          "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+          "device, quiet_only, deadline_ms, attempts, error, created_ms, progress_json, disposition, "
+          "disposition_detail, tokens, run_order, timing, parity_shapes, path, numerics, "
+          "wait_for_quiet, run_contended_on_expiry, remeasure_of, timeout_s) "
+          "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
       bind_all(*insert, job.kind, to_string(JobState::Queued), job.build_id,
                job.baseline_build_id, job.profile, job.spec_json, job.backend, job.device,
                job.quiet_only, job.deadline_ms, job.attempts, job.error, or_now(job.created_ms),
-               job.progress_json);
+               job.progress_json, to_string(job.disposition), job.disposition_detail, job.tokens,
+               to_string(job.order), to_string(job.timing), to_string(job.parity_shapes), job.path,
+               job.numerics, job.wait_for_quiet, job.run_contended_on_expiry, job.remeasure_of,
+               job.timeout_s);
       insert->exec();
       const RowId id = database_.getLastInsertRowid();
       transaction.commit();
@@ -303,20 +411,86 @@ class SqliteStore final : public Store {
     });
   }
 
+  bool end_job(RowId id, JobState state, const std::string& error, const JobEnding& ending,
+               std::optional<JobState> only_if) override {
+    return guarded("end_job", [&] {
+      if (!is_terminal(state)) {
+        throw StoreError(StoreErrorKind::InvalidValue,
+                         fmt::format("end_job: {} is not an end state", to_string(state)));
+      }
+      SQLite::Transaction transaction(database_, SQLite::TransactionBehavior::IMMEDIATE);
+      const std::string sql = fmt::format(
+          "UPDATE jobs SET state = ?, error = ?, finished_ms = ?, disposition = ?, "
+          "disposition_detail = ? WHERE id = ?{}",
+          only_if ? " AND state = ?" : "");
+      ScopedStatement update(prepared(sql));
+      bind_all(*update, to_string(state), error, now_ms(), to_string(ending.disposition),
+               ending.detail, id);
+      if (only_if) bind_all_from(*update, 7, to_string(*only_if));
+      const int changed = update->exec();
+      if (changed == 0 && !job_exists(id)) {
+        throw StoreError(StoreErrorKind::NotFound, fmt::format("end_job: no job {}", id));
+      }
+      transaction.commit();
+      return changed > 0;
+    });
+  }
+
   std::vector<Job> list_jobs(const JobFilter& filter) override {
     return guarded("list_jobs", [&] {
-      const std::string sql = fmt::format(
-          "SELECT {} FROM jobs {} ORDER BY created_ms DESC, id DESC LIMIT ?", kJobColumns,
-          filter.state ? "WHERE state = ?" : "");
+      const std::string sql =
+          fmt::format("SELECT {} FROM jobs j{} ORDER BY j.created_ms DESC, j.id DESC LIMIT ?",
+                      qualified("j", kJobColumns), job_filter_sql(filter, "j"));
       ScopedStatement select(prepared(sql));
-      if (filter.state) {
-        bind_all(*select, to_string(*filter.state), filter.limit);
-      } else {
-        bind_all(*select, filter.limit);
-      }
+      const int next = bind_job_filter(*select, filter, 1);
+      detail::bind_value(*select, next, filter.limit);
       std::vector<Job> jobs;
       while (select->executeStep()) jobs.push_back(read_job(*select));
       return jobs;
+    });
+  }
+
+  std::int64_t count_jobs(const JobFilter& filter) override {
+    return guarded("count_jobs", [&] {
+      ScopedStatement select(
+          prepared(fmt::format("SELECT COUNT(*) FROM jobs j{}", job_filter_sql(filter, "j"))));
+      bind_job_filter(*select, filter, 1);
+      select->executeStep();
+      return select->getColumn(0).getInt64();
+    });
+  }
+
+  std::vector<JobListing> list_job_listings(const JobFilter& filter) override {
+    return guarded("list_job_listings", [&] {
+      // One read transaction, so the three queries see one snapshot.
+      SQLite::Transaction transaction(database_, SQLite::TransactionBehavior::DEFERRED);
+      const std::string matching =
+          fmt::format("SELECT j.id FROM jobs j{} ORDER BY j.created_ms DESC, j.id DESC LIMIT ?",
+                      job_filter_sql(filter, "j"));
+      std::vector<JobListing> listings = select_listings(
+          fmt::format("j.id IN ({}) ORDER BY j.created_ms DESC, j.id DESC", matching),
+          [&](SQLite::Statement& statement) {
+            const int next = bind_job_filter(statement, filter, 1);
+            detail::bind_value(statement, next, filter.limit);
+          });
+      attach_verdict_children(listings, matching, [&](SQLite::Statement& statement) {
+        const int next = bind_job_filter(statement, filter, 1);
+        detail::bind_value(statement, next, filter.limit);
+      });
+      transaction.commit();
+      return listings;
+    });
+  }
+
+  std::optional<JobListing> find_job_listing(RowId id) override {
+    return guarded("find_job_listing", [&]() -> std::optional<JobListing> {
+      SQLite::Transaction transaction(database_, SQLite::TransactionBehavior::DEFERRED);
+      auto bind_id = [&](SQLite::Statement& statement) { detail::bind_value(statement, 1, id); };
+      std::vector<JobListing> listings = select_listings("j.id = ?", bind_id);
+      attach_verdict_children(listings, "SELECT ?", bind_id);
+      transaction.commit();
+      if (listings.empty()) return std::nullopt;
+      return std::move(listings.front());
     });
   }
 
@@ -557,14 +731,17 @@ class SqliteStore final : public Store {
     });
   }
 
-  bool finish_job_with_verdict(const Verdict& verdict, std::string_view progress_json) override {
+  bool finish_job_with_verdict(const Verdict& verdict, const JobEnding& ending,
+                               std::string_view progress_json) override {
     return guarded("finish_job_with_verdict", [&] {
       // One transaction: a crash leaves either a running job without a verdict (re-run at the next
       // start) or a done job with its verdict, never a verdict on a job that will run again.
       SQLite::Transaction transaction(database_, SQLite::TransactionBehavior::IMMEDIATE);
       ScopedStatement update(prepared(
-          "UPDATE jobs SET state = 'done', progress_json = ?, finished_ms = ? WHERE id = ? AND state = 'running'"));
-      bind_all(*update, progress_json, now_ms(), verdict.job_id);
+          "UPDATE jobs SET state = 'done', progress_json = ?, finished_ms = ?, disposition = ?, "
+          "disposition_detail = ? WHERE id = ? AND state = 'running'"));
+      bind_all(*update, progress_json, now_ms(), to_string(ending.disposition), ending.detail,
+               verdict.job_id);
       if (update->exec() == 0) {
         if (!job_exists(verdict.job_id))
           throw StoreError(StoreErrorKind::NotFound, fmt::format("finish_job_with_verdict: no job {}", verdict.job_id));
@@ -578,28 +755,22 @@ class SqliteStore final : public Store {
 
   std::optional<Verdict> find_verdict(RowId job_id) override {
     return guarded("find_verdict", [&]() -> std::optional<Verdict> {
-      ScopedStatement select(prepared(
-          "SELECT job_id, verdict, comparison, ratio, ci_low, ci_high, pairs, contended_pairs, "
-          "mismatched_pairs, tokens_per_s_a, tokens_per_s_b, reasons, created_ms "
-          "FROM verdicts WHERE job_id = ?"));
-      bind_all(*select, job_id);
-      if (!select->executeStep()) return std::nullopt;
-      Verdict verdict;
-      verdict.job_id = select->getColumn(0).getInt64();
-      verdict.verdict = verdict_from_string(select->getColumn(1).getString());
-      verdict.comparison = comparison_from_string(select->getColumn(2).getString());
-      verdict.ratio = optional_real(select->getColumn(3));
-      verdict.ci_low = optional_real(select->getColumn(4));
-      verdict.ci_high = optional_real(select->getColumn(5));
-      verdict.pairs = select->getColumn(6).getInt();
-      verdict.contended_pairs = select->getColumn(7).getInt();
-      verdict.mismatched_pairs = select->getColumn(8).getInt();
-      verdict.tokens_per_s_a = optional_real(select->getColumn(9));
-      verdict.tokens_per_s_b = optional_real(select->getColumn(10));
-      verdict.reasons =
-          nlohmann::json::parse(select->getColumn(11).getString()).get<std::vector<std::string>>();
-      verdict.created_ms = select->getColumn(12).getInt64();
-      return verdict;
+      SQLite::Transaction transaction(database_, SQLite::TransactionBehavior::DEFERRED);
+      std::optional<Verdict> verdict;
+      {
+        ScopedStatement select(
+            prepared(fmt::format("SELECT {} FROM verdicts WHERE job_id = ?", kVerdictColumns)));
+        bind_all(*select, job_id);
+        if (!select->executeStep()) return std::nullopt;
+        verdict = read_verdict(*select);
+      }
+      std::vector<JobListing> one(1);
+      one.front().verdict = std::move(verdict);
+      attach_verdict_children(one, "SELECT ?", [&](SQLite::Statement& statement) {
+        detail::bind_value(statement, 1, job_id);
+      });
+      transaction.commit();
+      return std::move(one.front().verdict);
     });
   }
 
@@ -724,8 +895,7 @@ class SqliteStore final : public Store {
       // each shape of the query is one cached statement.
       std::string sql =
           "SELECT r.id, r.job_id, r.arm, r.pair_index, r.path, r.profile, r.weight_type, r.tokens, "
-          "r.backend, r.gpu_name, r.gpu_uuid, r.started_ms, r.tokens_per_s, r.contended, "
-          "COALESCE(j.spec_json, '') "
+          "r.backend, r.gpu_name, r.gpu_uuid, r.started_ms, r.tokens_per_s, r.contended, j.timing "
           "FROM runs r LEFT JOIN jobs j ON j.id = r.job_id "
           "WHERE r.build_id = ? AND r.state = 'done' AND r.tokens_per_s IS NOT NULL";
       if (query.profile) sql += " AND r.profile = ?";
@@ -756,7 +926,9 @@ class SqliteStore final : public Store {
         run.started_ms = select->getColumn(11).getInt64();
         run.tokens_per_s = select->getColumn(12).getDouble();
         run.contended = optional_flag(select->getColumn(13));
-        run.job_spec_json = select->getColumn(14).getString();
+        if (auto timing = optional_text(select->getColumn(14))) {
+          run.job_timing = timing_mode_from_string(*timing);
+        }
         runs.push_back(std::move(run));
       }
       return runs;
@@ -890,31 +1062,135 @@ class SqliteStore final : public Store {
   }
 
   std::optional<Job> select_job(RowId id) {
-    ScopedStatement select(prepared(fmt::format("SELECT {} FROM jobs WHERE id = ?", kJobColumns)));
+    ScopedStatement select(prepared(fmt::format("SELECT {} FROM jobs j WHERE j.id = ?", qualified("j", kJobColumns))));
     bind_all(*select, id);
     if (!select->executeStep()) return std::nullopt;
     return read_job(*select);
   }
 
-  // The verdict upsert, inside the caller's transaction.
+  // The verdict upsert with its child rows (replaced), inside the caller's transaction.
   void upsert_verdict(const Verdict& verdict) {
     // INSERT ... ON CONFLICT DO UPDATE is spelled the same in PostgreSQL.
-    ScopedStatement upsert(prepared(
-        "INSERT INTO verdicts (job_id, verdict, comparison, ratio, ci_low, ci_high, pairs, "
-        "contended_pairs, mismatched_pairs, tokens_per_s_a, tokens_per_s_b, reasons, created_ms) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-        "ON CONFLICT (job_id) DO UPDATE SET verdict = excluded.verdict, "
-        "comparison = excluded.comparison, ratio = excluded.ratio, ci_low = excluded.ci_low, "
-        "ci_high = excluded.ci_high, pairs = excluded.pairs, "
-        "contended_pairs = excluded.contended_pairs, mismatched_pairs = excluded.mismatched_pairs, "
-        "tokens_per_s_a = excluded.tokens_per_s_a, tokens_per_s_b = excluded.tokens_per_s_b, "
-        "reasons = excluded.reasons, created_ms = excluded.created_ms"));
-    bind_all(*upsert, verdict.job_id, to_string(verdict.verdict), to_string(verdict.comparison),
-             verdict.ratio, verdict.ci_low, verdict.ci_high, verdict.pairs,
-             verdict.contended_pairs, verdict.mismatched_pairs, verdict.tokens_per_s_a,
-             verdict.tokens_per_s_b, nlohmann::json(verdict.reasons).dump(),
-             or_now(verdict.created_ms));
-    upsert->exec();
+    {
+      ScopedStatement upsert(prepared(fmt::format(
+          "INSERT INTO verdicts ({}) "
+          "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+          "ON CONFLICT (job_id) DO UPDATE SET verdict = excluded.verdict, "
+          "comparison = excluded.comparison, ratio = excluded.ratio, ci_low = excluded.ci_low, "
+          "ci_high = excluded.ci_high, pairs = excluded.pairs, "
+          "contended_pairs = excluded.contended_pairs, mismatched_pairs = excluded.mismatched_pairs, "
+          "tokens_per_s_a = excluded.tokens_per_s_a, tokens_per_s_b = excluded.tokens_per_s_b, "
+          "reasons = excluded.reasons, created_ms = excluded.created_ms, p_value = excluded.p_value, "
+          "profile = excluded.profile, tokens = excluded.tokens, backend = excluded.backend, "
+          "parity_passed = excluded.parity_passed, parity_failed = excluded.parity_failed, "
+          "arm_a_label = excluded.arm_a_label, arm_a_runs = excluded.arm_a_runs, "
+          "arm_b_label = excluded.arm_b_label, arm_b_runs = excluded.arm_b_runs",
+          kVerdictColumns)));
+      bind_all(*upsert, verdict.job_id, to_string(verdict.verdict), to_string(verdict.comparison),
+               verdict.ratio, verdict.ci_low, verdict.ci_high, verdict.pairs,
+               verdict.contended_pairs, verdict.mismatched_pairs, verdict.tokens_per_s_a,
+               verdict.tokens_per_s_b, nlohmann::json(verdict.reasons).dump(),
+               or_now(verdict.created_ms), verdict.p_value, verdict.profile, verdict.tokens,
+               verdict.backend, verdict.parity_passed, verdict.parity_failed, verdict.arm_a_label,
+               verdict.arm_a_runs, verdict.arm_b_label, verdict.arm_b_runs);
+      upsert->exec();
+    }
+    for (const char* table : {"verdict_type_ratios", "verdict_leaks"}) {
+      ScopedStatement clear(prepared(fmt::format("DELETE FROM {} WHERE job_id = ?", table)));
+      bind_all(*clear, verdict.job_id);
+      clear->exec();
+    }
+    for (std::size_t position = 0; position < verdict.per_type.size(); ++position) {
+      const TypeRatioRow& type = verdict.per_type[position];
+      ScopedStatement insert(prepared(
+          "INSERT INTO verdict_type_ratios (job_id, position, weight_type, ratio, ci_low, ci_high, "
+          "comparison, gemm_us_a, gemm_us_b) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+      bind_all(*insert, verdict.job_id, position, type.weight_type, type.ratio, type.ci_low,
+               type.ci_high, to_string(type.comparison), type.gemm_us_a, type.gemm_us_b);
+      insert->exec();
+    }
+    for (std::size_t position = 0; position < verdict.leaks.size(); ++position) {
+      const MemoryLeakRow& leak = verdict.leaks[position];
+      ScopedStatement insert(prepared(
+          "INSERT INTO verdict_leaks (job_id, position, location, device_bytes, host_bytes, detail) "
+          "VALUES (?, ?, ?, ?, ?, ?)"));
+      bind_all(*insert, verdict.job_id, position, leak.where, leak.device_bytes, leak.host_bytes,
+               leak.detail);
+      insert->exec();
+    }
+  }
+
+  // Jobs joined with their build, baseline and verdict: one query. `where` is over jobs j; `bind`
+  // binds its parameters.
+  template <class Bind>
+  std::vector<JobListing> select_listings(const std::string& where, Bind&& bind) {
+    const std::string sql = fmt::format(
+        "SELECT {}, {}, {}, {} FROM jobs j JOIN builds b ON b.id = j.build_id "
+        "LEFT JOIN builds bb ON bb.id = j.baseline_build_id "
+        "LEFT JOIN verdicts v ON v.job_id = j.id WHERE {}",
+        qualified("j", kJobColumns), qualified("b", kBuildColumns), qualified("bb", kBuildColumns),
+        qualified("v", kVerdictColumns), where);
+    ScopedStatement select(prepared(sql));
+    bind(*select);
+    std::vector<JobListing> listings;
+    const int baseline_first = kJobColumnCount + kBuildColumnCount;
+    const int verdict_first = baseline_first + kBuildColumnCount;
+    while (select->executeStep()) {
+      JobListing listing;
+      listing.job = read_job(*select);
+      listing.build = read_build(*select, kJobColumnCount);
+      if (!select->getColumn(baseline_first).isNull()) listing.baseline = read_build(*select, baseline_first);
+      if (!select->getColumn(verdict_first).isNull()) listing.verdict = read_verdict(*select, verdict_first);
+      listings.push_back(std::move(listing));
+    }
+    return listings;
+  }
+
+  // Fills in the type ratios and leaks of the listings' verdicts: one query per child table over
+  // the jobs that `job_ids_sql` (a SELECT of job ids; `bind` binds it) names.
+  template <class Bind>
+  void attach_verdict_children(std::vector<JobListing>& listings, const std::string& job_ids_sql,
+                               Bind&& bind) {
+    std::unordered_map<RowId, Verdict*> by_job;
+    for (JobListing& listing : listings) {
+      if (listing.verdict) by_job[listing.verdict->job_id] = &*listing.verdict;
+    }
+    if (by_job.empty()) return;
+    {
+      ScopedStatement select(prepared(fmt::format(
+          "SELECT job_id, weight_type, ratio, ci_low, ci_high, comparison, gemm_us_a, gemm_us_b "
+          "FROM verdict_type_ratios WHERE job_id IN ({}) ORDER BY job_id, position",
+          job_ids_sql)));
+      bind(*select);
+      while (select->executeStep()) {
+        const auto found = by_job.find(select->getColumn(0).getInt64());
+        if (found == by_job.end()) continue;
+        TypeRatioRow type;
+        type.weight_type = select->getColumn(1).getString();
+        type.ratio = optional_real(select->getColumn(2));
+        type.ci_low = optional_real(select->getColumn(3));
+        type.ci_high = optional_real(select->getColumn(4));
+        type.comparison = comparison_from_string(select->getColumn(5).getString());
+        type.gemm_us_a = optional_real(select->getColumn(6));
+        type.gemm_us_b = optional_real(select->getColumn(7));
+        found->second->per_type.push_back(std::move(type));
+      }
+    }
+    ScopedStatement select(prepared(fmt::format(
+        "SELECT job_id, location, device_bytes, host_bytes, detail FROM verdict_leaks "
+        "WHERE job_id IN ({}) ORDER BY job_id, position",
+        job_ids_sql)));
+    bind(*select);
+    while (select->executeStep()) {
+      const auto found = by_job.find(select->getColumn(0).getInt64());
+      if (found == by_job.end()) continue;
+      MemoryLeakRow leak;
+      leak.where = select->getColumn(1).getString();
+      leak.device_bytes = select->getColumn(2).getInt64();
+      leak.host_bytes = select->getColumn(3).getInt64();
+      leak.detail = select->getColumn(4).getString();
+      found->second->leaks.push_back(std::move(leak));
+    }
   }
 
   bool job_exists(RowId id) {

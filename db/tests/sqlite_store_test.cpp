@@ -404,18 +404,20 @@ TEST_F(SqliteStoreTest, FinishingAJobWritesItsVerdictAndStateTogether) {
   verdict.comparison = Comparison::Same;
   verdict.pairs = 8;
   // Not running yet: nothing is written.
-  EXPECT_FALSE(store_->finish_job_with_verdict(verdict, R"({"done":true})"));
+  const JobEnding ok{Disposition::Ok, ""};
+  EXPECT_FALSE(store_->finish_job_with_verdict(verdict, ok, R"({"done":true})"));
   EXPECT_FALSE(store_->find_verdict(job).has_value());
   EXPECT_EQ(store_->find_job(job)->state, JobState::Queued);
 
   ASSERT_EQ(store_->claim_next_job(std::nullopt)->id, job);
-  EXPECT_TRUE(store_->finish_job_with_verdict(verdict, R"({"done":true})"));
+  EXPECT_TRUE(store_->finish_job_with_verdict(verdict, ok, R"({"done":true})"));
   const auto done = store_->find_job(job);
   EXPECT_EQ(done->state, JobState::Done);
   EXPECT_TRUE(done->finished_ms.has_value());
   EXPECT_EQ(done->progress_json, R"({"done":true})");
   EXPECT_EQ(store_->find_verdict(job)->pairs, 8);
-  EXPECT_THROW(store_->finish_job_with_verdict(Verdict{.job_id = 777}, "{}"), StoreError);
+  EXPECT_EQ(done->disposition, Disposition::Ok);
+  EXPECT_THROW(store_->finish_job_with_verdict(Verdict{.job_id = 777}, ok, "{}"), StoreError);
 }
 
 TEST_F(SqliteStoreTest, CotenantSummaryMarksTheRunAndKeepsSamples) {
@@ -556,7 +558,7 @@ TEST_F(TrendTest, CompareRunsReturnsOneBuildsFinishedRunsWithTheirSeriesFields) 
   EXPECT_EQ(runs[0].tokens, 512);
   EXPECT_EQ(runs[0].tokens_per_s, 400.0);
   EXPECT_FALSE(runs[0].job_id.has_value());
-  EXPECT_EQ(runs[0].job_spec_json, "");
+  EXPECT_FALSE(runs[0].job_timing.has_value());
 
   query.weight_type = "q4_K";
   EXPECT_EQ(store_->compare_runs(query).size(), 2u);
@@ -569,12 +571,12 @@ TEST_F(TrendTest, CompareRunsReturnsOneBuildsFinishedRunsWithTheirSeriesFields) 
   EXPECT_EQ(store_->compare_runs(query)[0].run_id, ids_[4]);
 }
 
-TEST_F(TrendTest, CompareRunsCarryTheirJobAndItsSpec) {
+TEST_F(TrendTest, CompareRunsCarryTheirJobAndItsTiming) {
   Job job;
   job.kind = "gate";
   job.build_id = mmq_a_;
   job.baseline_build_id = mmq_b_;
-  job.spec_json = R"({"timing":"pass"})";
+  job.timing = TimingMode::Pass;
   const RowId job_id = store_->create_job(job);
   db::Run run = make_done_run(mmq_a_, "llama-7b", "q4_K", 9000, 410, false);
   run.job_id = job_id;
@@ -591,7 +593,7 @@ TEST_F(TrendTest, CompareRunsCarryTheirJobAndItsSpec) {
   EXPECT_EQ(runs.back().job_id, job_id);
   EXPECT_EQ(runs.back().arm, "A");
   EXPECT_EQ(runs.back().pair_index, 3);
-  EXPECT_EQ(runs.back().job_spec_json, R"({"timing":"pass"})");
+  EXPECT_EQ(runs.back().job_timing, TimingMode::Pass);
 }
 
 // --- Failure paths ---

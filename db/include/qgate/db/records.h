@@ -31,6 +31,27 @@ enum class Comparison { Same, Different, Unknown };
 std::string_view to_string(Comparison comparison);
 Comparison comparison_from_string(std::string_view text);
 
+/// How a job's build behaved (v1::Disposition): every ended job has one; Unspecified until then.
+enum class Disposition { Unspecified, Ok, Crashed, Timeout, Incorrect, Rejected, Error, Leaked };
+std::string_view to_string(Disposition disposition);
+Disposition disposition_from_string(std::string_view text);
+
+/// The order of an A/B's timed runs (v1::RunOrder; unspecified is stored as Abba).
+enum class RunOrder { Abba, Sequential };
+std::string_view to_string(RunOrder order);
+RunOrder run_order_from_string(std::string_view text);
+
+/// What a run's tok/s is timed over (v1::TimingMode; unspecified is stored as Gemm).
+enum class TimingMode { Gemm, Pass };
+std::string_view to_string(TimingMode timing);
+TimingMode timing_mode_from_string(std::string_view text);
+
+/// The parity sweep's shapes (v1::ShapeSet). Unspecified differs from Standard: with a model file
+/// it means that file's tensors only.
+enum class ShapeSet { Unspecified, Standard, Quick, None };
+std::string_view to_string(ShapeSet shapes);
+ShapeSet shape_set_from_string(std::string_view text);
+
 // --- Rows ---
 
 struct Build {
@@ -71,12 +92,34 @@ struct Job {
   std::int64_t created_ms = 0;   // 0 = now
   std::optional<std::int64_t> started_ms;
   std::optional<std::int64_t> finished_ms;
-  std::string progress_json = "{}";
+  std::string progress_json = "{}";  // live progress only
+  // How the build behaved; set when the job ends (finish_job_with_verdict, end_job).
+  Disposition disposition = Disposition::Unspecified;
+  std::string disposition_detail;
+  // Facts of the spec that code outside the job runner reads, so nobody parses spec_json for them.
+  std::int64_t tokens = 0;        // 0 = the daemon's default
+  RunOrder order = RunOrder::Abba;
+  TimingMode timing = TimingMode::Gemm;
+  ShapeSet parity_shapes = ShapeSet::Unspecified;
+  std::string path = "mmq";       // "mmq" | "f16"
+  std::string numerics;           // "" = what the build declares, else "qgate" | "ggml"
+  bool wait_for_quiet = false;    // as submitted; quiet_only is the live flag the scheduler clears
+  bool run_contended_on_expiry = false;  // at the quiet deadline (deadline_ms): run, not expire
+  std::optional<RowId> remeasure_of;     // the job this one measures again
+  std::int64_t timeout_s = 0;     // 0 = the daemon's default
+};
+
+/// How a job ended: its disposition and the detail for people ("SIGSEGV in gemm_prepare").
+struct JobEnding {
+  Disposition disposition = Disposition::Unspecified;
+  std::string detail;
 };
 
 struct JobFilter {
   std::optional<JobState> state;  // none = every state
-  int limit = 100;
+  int limit = 100;                // list calls only; count_jobs counts every match
+  std::optional<bool> quiet_only;       // none = either
+  std::optional<RowId> remeasure_of;    // only the re-measures of this job
 };
 
 struct Run {
@@ -155,11 +198,31 @@ struct ParityCaseRecord {
   std::int64_t created_ms = 0;   // 0 = now
 };
 
+/// One weight type's share of an A/B (v1::TypeRatio).
+struct TypeRatioRow {
+  std::string weight_type;
+  std::optional<double> ratio;
+  std::optional<double> ci_low;
+  std::optional<double> ci_high;
+  Comparison comparison = Comparison::Unknown;
+  std::optional<double> gemm_us_a;
+  std::optional<double> gemm_us_b;
+};
+
+/// Memory a build kept (v1::MemoryLeak).
+struct MemoryLeakRow {
+  std::string where;             // "arm A across runs", "arm B at release", "parity sweep"
+  std::int64_t device_bytes = 0;
+  std::int64_t host_bytes = 0;
+  std::string detail;
+};
+
+/// A job's verdict: everything in v1::VerdictReport, as rows.
 struct Verdict {
   RowId job_id = 0;
   VerdictValue verdict = VerdictValue::Inconclusive;
   Comparison comparison = Comparison::Unknown;
-  std::optional<double> ratio;   // geometric-mean tA/tB
+  std::optional<double> ratio;   // tok/s A / tok/s B
   std::optional<double> ci_low;
   std::optional<double> ci_high;
   int pairs = 0;
@@ -168,7 +231,27 @@ struct Verdict {
   std::optional<double> tokens_per_s_a;
   std::optional<double> tokens_per_s_b;
   std::vector<std::string> reasons;
+  std::optional<double> p_value;
+  std::string profile;
+  std::int64_t tokens = 0;
+  std::string backend;
+  int parity_passed = 0;
+  int parity_failed = 0;
+  std::string arm_a_label;
+  int arm_a_runs = 0;
+  std::string arm_b_label;
+  int arm_b_runs = 0;
+  std::vector<TypeRatioRow> per_type;  // in the report's order
+  std::vector<MemoryLeakRow> leaks;    // in the report's order
   std::int64_t created_ms = 0;   // 0 = now
+};
+
+/// A job with what the API shows beside it: its build, its baseline and its verdict.
+struct JobListing {
+  Job job;
+  Build build;
+  std::optional<Build> baseline;
+  std::optional<Verdict> verdict;  // none until the job has one
 };
 
 /// The sampler's summary of co-tenant load during one run.
@@ -265,9 +348,8 @@ struct CompareRun {
   std::int64_t started_ms = 0;
   double tokens_per_s = 0.0;
   std::optional<bool> contended;  // none = co-tenant load unknown
-  /// The job's spec as submitted ("" for imported runs): options that change what tok/s measures
-  /// (the timing mode) are read from it until the spec has columns of its own.
-  std::string job_spec_json;
+  /// What the job's tok/s was timed over; none for imported runs (no job).
+  std::optional<TimingMode> job_timing;
 };
 
 /// The stable fingerprint of a run's series: build name, kernel path, profile, weight type, GPU model

@@ -48,8 +48,19 @@ class Store {
   virtual bool update_job_state(RowId id, JobState state, std::optional<std::string> error,
                                 std::optional<JobState> only_if) = 0;
   virtual void update_job_progress(RowId id, std::string_view progress_json) = 0;
+  /// A failed or cancelled end with its disposition, in one transaction: the state, the error,
+  /// finished_ms, the disposition and its detail. With `only_if`, only from that state; returns
+  /// whether the job changed. Throws StoreError(NotFound) when no job has that id.
+  virtual bool end_job(RowId id, JobState state, const std::string& error, const JobEnding& ending,
+                       std::optional<JobState> only_if) = 0;
   /// Newest first.
   virtual std::vector<Job> list_jobs(const JobFilter& filter) = 0;
+  /// How many jobs match the filter (its limit is not applied).
+  virtual std::int64_t count_jobs(const JobFilter& filter) = 0;
+  /// Newest first, each with its build, baseline and verdict (type ratios and leaks included), in a
+  /// constant number of queries whatever the number of jobs.
+  virtual std::vector<JobListing> list_job_listings(const JobFilter& filter) = 0;
+  virtual std::optional<JobListing> find_job_listing(RowId id) = 0;
   /// Atomically takes the oldest queued job (for `device` when given) and marks it running. Jobs
   /// that wait for a quiet window (quiet_only) are passed over unless `gpu_quiet`.
   virtual std::optional<Job> claim_next_job(std::optional<int> device, bool gpu_quiet) = 0;
@@ -84,11 +95,13 @@ class Store {
   /// The whole batch in one transaction: all cases are stored or none.
   virtual void add_parity_cases(std::span<const ParityCaseRecord> cases) = 0;
   virtual std::vector<ParityCaseRecord> parity_cases(RowId job_id) = 0;
-  /// Inserts or replaces the verdict of verdict.job_id.
+  /// Inserts or replaces the verdict of verdict.job_id, with its type ratios and leaks.
   virtual void put_verdict(const Verdict& verdict) = 0;
-  /// The end of a job that ran to its verdict, atomically: the verdict, the final progress and the
-  /// move from running to done. Returns false (writing nothing) when the job is no longer running.
-  virtual bool finish_job_with_verdict(const Verdict& verdict, std::string_view progress_json) = 0;
+  /// The end of a job that ran to its verdict, atomically: the verdict (all its rows), the
+  /// disposition, the final progress and the move from running to done. Returns false (writing
+  /// nothing) when the job is no longer running.
+  virtual bool finish_job_with_verdict(const Verdict& verdict, const JobEnding& ending,
+                                       std::string_view progress_json) = 0;
   virtual std::optional<Verdict> find_verdict(RowId job_id) = 0;
   /// Inserts or replaces the run's co-tenant summary and per-sample readings, and copies the
   /// summary's contended flag onto the run so trend queries need no join.
