@@ -50,19 +50,11 @@ SeriesMap collect(db::Store& store, const db::Build& build, const CompareOptions
   query.profile = options.profile;
   query.tokens = options.tokens;
   query.weight_type = options.weight_type;
-  std::map<std::int64_t, std::string> timing_of_job;  // the spec is parsed once per job
   SeriesMap series;
   for (const db::CompareRun& run : store.compare_runs(query)) {
     if (!std::isfinite(run.tokens_per_s) || run.tokens_per_s <= 0) continue;  // not a measurement
     SeriesKey key{run.profile, run.tokens, run.backend, run.gpu_name, run.gpu_uuid, run.path, run.weight_type, ""};
-    if (run.job_id) {
-      auto [it, added] = timing_of_job.try_emplace(*run.job_id);
-      if (added) {
-        const std::string timing = spec_from_json(run.job_spec_json).timing();
-        it->second = timing.empty() ? "gemm" : timing;
-      }
-      key.timing = it->second;
-    }
+    if (run.job_timing) key.timing = std::string(db::to_string(*run.job_timing));
     Collected& c = series[key];
     if (run.contended.value_or(false) && !options.include_contended) {
       ++c.contended_left_out;

@@ -1,26 +1,30 @@
-// Store rows to API messages and back; the job spec and the final report travel as protobuf JSON.
+// Store rows to API messages and back. The spec and the live progress travel as protobuf JSON;
+// everything else maps field by field.
 #include "qgate/server/job_records.h"
 
 #include <google/protobuf/util/json_util.h>
 
-#include <nlohmann/json.hpp>
-
 namespace qgate::server {
 namespace {
 
-std::string message_json(const google::protobuf::Message& m) {
+std::string message_json(const google::protobuf::Message& message) {
   google::protobuf::util::JsonPrintOptions options;
   options.preserve_proto_field_names = true;
   std::string out;
-  (void)google::protobuf::util::MessageToJsonString(m, &out, options);
+  (void)google::protobuf::util::MessageToJsonString(message, &out, options);
   return out;
 }
 
-template <typename M>
-bool parse_json(const std::string& json, M* m) {
+bool parse_json(const std::string& json, google::protobuf::Message* message) {
   google::protobuf::util::JsonParseOptions options;
   options.ignore_unknown_fields = true;
-  return google::protobuf::util::JsonStringToMessage(json, m, options).ok();
+  return google::protobuf::util::JsonStringToMessage(json, message, options).ok();
+}
+
+/// Proto3 doubles have no presence: 0 is "not measured", stored as NULL.
+std::optional<double> measured(double value) {
+  if (value == 0) return std::nullopt;
+  return value;
 }
 
 }  // namespace
@@ -29,32 +33,175 @@ std::string spec_to_json(const v1::JobSpec& spec) { return message_json(spec); }
 
 v1::JobSpec spec_from_json(const std::string& json) {
   v1::JobSpec spec;
-  parse_json(json, &spec);
+  if (!parse_json(json, &spec)) spec.Clear();
   return spec;
 }
 
-std::string report_to_json(const v1::VerdictReport& report) { return message_json(report); }
-
-std::optional<v1::VerdictReport> report_from_json(const std::string& json) {
-  v1::VerdictReport r;
-  if (!parse_json(json, &r)) return std::nullopt;
-  return r;
+std::string numerics_name(v1::NumericsProfile numerics) {
+  switch (numerics) {
+    case v1::NUMERICS_PROFILE_QGATE: return "qgate";
+    case v1::NUMERICS_PROFILE_GGML: return "ggml";
+    default: return "";
+  }
 }
 
-std::string progress_json(const v1::JobProgress& progress, const v1::VerdictReport* report,
-                          v1::Disposition disposition, const std::string& detail) {
-  nlohmann::json j;
-  j["progress"] = nlohmann::json::parse(message_json(progress));
-  if (report) j["report"] = nlohmann::json::parse(message_json(*report));
-  return disposition == v1::DISPOSITION_UNSPECIFIED ? j.dump() : with_disposition(j.dump(), disposition, detail);
+db::Job job_row(const v1::JobSpec& spec) {
+  db::Job job;
+  job.kind = kind_name(spec.kind());
+  job.profile = spec.profile();
+  job.spec_json = spec_to_json(spec);
+  job.tokens = spec.tokens();
+  job.order = from_proto(spec.order());
+  job.timing = from_proto(spec.timing());
+  job.parity_shapes = from_proto(spec.parity_shapes());
+  job.path = spec.path().empty() ? "mmq" : spec.path();
+  job.numerics = numerics_name(spec.numerics());
+  job.wait_for_quiet = spec.wait_for_quiet();
+  job.quiet_only = spec.wait_for_quiet();
+  if (spec.quiet_deadline_unix_ms() > 0) job.deadline_ms = spec.quiet_deadline_unix_ms();
+  job.run_contended_on_expiry = spec.run_contended_on_expiry();
+  if (spec.remeasure_of() > 0) job.remeasure_of = spec.remeasure_of();
+  job.timeout_s = spec.timeout_s();
+  return job;
 }
 
-std::string with_disposition(const std::string& progress_json, v1::Disposition disposition, const std::string& detail) {
-  nlohmann::json j = nlohmann::json::parse(progress_json, nullptr, false);
-  if (!j.is_object()) j = nlohmann::json::object();
-  j["disposition"] = v1::Disposition_Name(disposition);
-  j["disposition_detail"] = detail;
-  return j.dump();
+db::Verdict verdict_row(db::RowId job_id, const v1::VerdictReport& report) {
+  db::Verdict row;
+  row.job_id = job_id;
+  row.verdict = from_proto(report.verdict());
+  row.comparison = from_proto(report.comparison());
+  if (report.pairs() > 0) {
+    row.ratio = report.ratio();
+    row.ci_low = report.ci_low();
+    row.ci_high = report.ci_high();
+    row.tokens_per_s_a = report.arm_a().tokens_per_s();
+    row.tokens_per_s_b = report.arm_b().tokens_per_s();
+    row.p_value = report.p_value();
+  }
+  row.pairs = report.pairs();
+  row.contended_pairs = report.contended_pairs();
+  row.reasons.assign(report.reasons().begin(), report.reasons().end());
+  row.profile = report.profile();
+  row.tokens = report.tokens();
+  row.backend = report.backend();
+  row.parity_passed = report.parity_passed();
+  row.parity_failed = report.parity_failed();
+  row.arm_a_label = report.arm_a().label();
+  row.arm_a_runs = report.arm_a().runs();
+  row.arm_b_label = report.arm_b().label();
+  row.arm_b_runs = report.arm_b().runs();
+  for (const v1::TypeRatio& type : report.per_type()) {
+    row.per_type.push_back({type.weight_type(), measured(type.ratio()), measured(type.ci_low()),
+                            measured(type.ci_high()), from_proto(type.comparison()),
+                            measured(type.gemm_us_a()), measured(type.gemm_us_b())});
+  }
+  for (const v1::MemoryLeak& leak : report.leaks()) {
+    row.leaks.push_back({leak.where(), leak.device_bytes(), leak.host_bytes(), leak.detail()});
+  }
+  return row;
+}
+
+v1::VerdictReport to_proto(const db::Verdict& row) {
+  v1::VerdictReport report;
+  report.set_verdict(to_proto(row.verdict));
+  report.set_comparison(to_proto(row.comparison));
+  report.set_ratio(row.ratio.value_or(0));
+  report.set_ci_low(row.ci_low.value_or(0));
+  report.set_ci_high(row.ci_high.value_or(0));
+  report.set_pairs(row.pairs);
+  report.set_contended_pairs(row.contended_pairs);
+  report.mutable_arm_a()->set_label(row.arm_a_label);
+  report.mutable_arm_a()->set_tokens_per_s(row.tokens_per_s_a.value_or(0));
+  report.mutable_arm_a()->set_runs(row.arm_a_runs);
+  report.mutable_arm_b()->set_label(row.arm_b_label);
+  report.mutable_arm_b()->set_tokens_per_s(row.tokens_per_s_b.value_or(0));
+  report.mutable_arm_b()->set_runs(row.arm_b_runs);
+  for (const std::string& reason : row.reasons) report.add_reasons(reason);
+  report.set_parity_passed(row.parity_passed);
+  report.set_parity_failed(row.parity_failed);
+  report.set_profile(row.profile);
+  report.set_tokens(row.tokens);
+  report.set_backend(row.backend);
+  report.set_p_value(row.p_value.value_or(0));
+  for (const db::TypeRatioRow& type : row.per_type) {
+    v1::TypeRatio* out = report.add_per_type();
+    out->set_weight_type(type.weight_type);
+    out->set_ratio(type.ratio.value_or(0));
+    out->set_ci_low(type.ci_low.value_or(0));
+    out->set_ci_high(type.ci_high.value_or(0));
+    out->set_comparison(to_proto(type.comparison));
+    out->set_gemm_us_a(type.gemm_us_a.value_or(0));
+    out->set_gemm_us_b(type.gemm_us_b.value_or(0));
+  }
+  for (const db::MemoryLeakRow& leak : row.leaks) {
+    v1::MemoryLeak* out = report.add_leaks();
+    out->set_where(leak.where);
+    out->set_device_bytes(leak.device_bytes);
+    out->set_host_bytes(leak.host_bytes);
+    out->set_detail(leak.detail);
+  }
+  return report;
+}
+
+std::string progress_json(const v1::JobProgress& progress) {
+  return "{\"progress\":" + message_json(progress) + "}";
+}
+
+v1::JobProgress progress_from_json(const std::string& json) {
+  // {"progress": {...}}: the message's one field is read with a wrapper of the same shape.
+  v1::JobEvent wrapper;
+  if (!parse_json(json, &wrapper)) return {};
+  return wrapper.progress();
+}
+
+v1::Job to_proto(const db::JobListing& listing) {
+  const db::Job& job = listing.job;
+  v1::Job out;
+  out.set_id(job.id);
+  *out.mutable_spec() = spec_from_json(job.spec_json);
+  out.set_state(job.state == db::JobState::Queued && job.quiet_only ? v1::JOB_STATE_WAITING_QUIET
+                                                                      : to_proto(job.state));
+  *out.mutable_build() = to_proto(listing.build);
+  if (listing.baseline) *out.mutable_baseline() = to_proto(*listing.baseline);
+  out.set_created_unix_ms(job.created_ms);
+  out.set_started_unix_ms(job.started_ms.value_or(0));
+  out.set_finished_unix_ms(job.finished_ms.value_or(0));
+  out.set_error(job.error.value_or(""));
+  out.set_attempts(job.attempts);
+  *out.mutable_progress() = progress_from_json(job.progress_json);
+  if (listing.verdict) *out.mutable_verdict() = to_proto(*listing.verdict);
+  out.set_disposition(to_proto(job.disposition));
+  out.set_disposition_detail(job.disposition_detail);
+  out.set_phase(out.progress().phase().empty() ? std::string(db::to_string(job.state))
+                                                : out.progress().phase());
+  return out;
+}
+
+v1::Build to_proto(const db::Build& build) {
+  v1::Build out;
+  out.set_id(build.id);
+  out.set_sha256(build.sha256);
+  out.mutable_metadata()->set_name(build.name);
+  out.mutable_metadata()->set_commit(build.commit_sha);
+  out.mutable_metadata()->set_branch(build.branch);
+  out.mutable_metadata()->set_flags(build.flags);
+  out.set_size_bytes(build.size_bytes);
+  out.set_created_unix_ms(build.created_ms);
+  if (!build.build_name.empty()) {
+    out.mutable_info()->set_name(build.build_name);
+    out.mutable_info()->set_version(build.build_version);
+    out.mutable_info()->set_abi_version(uint32_t(build.abi_version));
+  }
+  return out;
+}
+
+const char* kind_name(v1::JobKind kind) {
+  switch (kind) {
+    case v1::JOB_KIND_GATE: return "gate";
+    case v1::JOB_KIND_AB: return "ab";
+    case v1::JOB_KIND_PARITY: return "parity";
+    default: return "unknown";
+  }
 }
 
 v1::JobState to_proto(db::JobState state) {
@@ -82,62 +229,95 @@ std::optional<db::JobState> from_proto(v1::JobState state) {
   }
 }
 
-const char* kind_name(v1::JobKind kind) {
-  switch (kind) {
-    case v1::JOB_KIND_GATE: return "gate";
-    case v1::JOB_KIND_AB: return "ab";
-    case v1::JOB_KIND_PARITY: return "parity";
-    default: return "unknown";
+v1::Disposition to_proto(db::Disposition disposition) {
+  switch (disposition) {
+    case db::Disposition::Unspecified: return v1::DISPOSITION_UNSPECIFIED;
+    case db::Disposition::Ok: return v1::DISPOSITION_OK;
+    case db::Disposition::Crashed: return v1::DISPOSITION_CRASHED;
+    case db::Disposition::Timeout: return v1::DISPOSITION_TIMEOUT;
+    case db::Disposition::Incorrect: return v1::DISPOSITION_INCORRECT;
+    case db::Disposition::Rejected: return v1::DISPOSITION_REJECTED;
+    case db::Disposition::Error: return v1::DISPOSITION_ERROR;
+    case db::Disposition::Leaked: return v1::DISPOSITION_LEAKED;
+  }
+  return v1::DISPOSITION_UNSPECIFIED;
+}
+
+db::Disposition from_proto(v1::Disposition disposition) {
+  switch (disposition) {
+    case v1::DISPOSITION_OK: return db::Disposition::Ok;
+    case v1::DISPOSITION_CRASHED: return db::Disposition::Crashed;
+    case v1::DISPOSITION_TIMEOUT: return db::Disposition::Timeout;
+    case v1::DISPOSITION_INCORRECT: return db::Disposition::Incorrect;
+    case v1::DISPOSITION_REJECTED: return db::Disposition::Rejected;
+    case v1::DISPOSITION_ERROR: return db::Disposition::Error;
+    case v1::DISPOSITION_LEAKED: return db::Disposition::Leaked;
+    default: return db::Disposition::Unspecified;
   }
 }
 
-v1::Build to_proto(const db::Build& b) {
-  v1::Build out;
-  out.set_id(b.id);
-  out.set_sha256(b.sha256);
-  out.mutable_metadata()->set_name(b.name);
-  out.mutable_metadata()->set_commit(b.commit_sha);
-  out.mutable_metadata()->set_branch(b.branch);
-  out.mutable_metadata()->set_flags(b.flags);
-  out.set_size_bytes(b.size_bytes);
-  out.set_created_unix_ms(b.created_ms);
-  if (!b.build_name.empty()) {
-    out.mutable_info()->set_name(b.build_name);
-    out.mutable_info()->set_version(b.build_version);
-    out.mutable_info()->set_abi_version(uint32_t(b.abi_version));
-  }
-  return out;
+v1::RunOrder to_proto(db::RunOrder order) {
+  return order == db::RunOrder::Sequential ? v1::RUN_ORDER_SEQUENTIAL : v1::RUN_ORDER_ABBA;
+}
+db::RunOrder from_proto(v1::RunOrder order) {
+  return order == v1::RUN_ORDER_SEQUENTIAL ? db::RunOrder::Sequential : db::RunOrder::Abba;
 }
 
-v1::Job to_proto(db::Store& store, const db::Job& job) {
-  v1::Job out;
-  out.set_id(job.id);
-  *out.mutable_spec() = spec_from_json(job.spec_json);
-  out.set_state(job.state == db::JobState::Queued && job.quiet_only ? v1::JOB_STATE_WAITING_QUIET
-                                                                      : to_proto(job.state));
-  if (auto b = store.find_build(job.build_id)) *out.mutable_build() = to_proto(*b);
-  if (job.baseline_build_id)
-    if (auto b = store.find_build(*job.baseline_build_id)) *out.mutable_baseline() = to_proto(*b);
-  out.set_created_unix_ms(job.created_ms);
-  out.set_started_unix_ms(job.started_ms.value_or(0));
-  out.set_finished_unix_ms(job.finished_ms.value_or(0));
-  out.set_error(job.error.value_or(""));
-  out.set_attempts(job.attempts);
-  try {
-    auto j = nlohmann::json::parse(job.progress_json);
-    if (j.contains("progress")) parse_json(j["progress"].dump(), out.mutable_progress());
-    if (j.contains("report")) parse_json(j["report"].dump(), out.mutable_verdict());
-    v1::Disposition disposition;
-    if (j.contains("disposition") && j["disposition"].is_string() &&
-        v1::Disposition_Parse(j["disposition"].get<std::string>(), &disposition)) {
-      out.set_disposition(disposition);
-      out.set_disposition_detail(j.value("disposition_detail", ""));
-    }
-  } catch (const std::exception&) {
-    // A progress blob that does not parse is shown as no progress rather than failing the read.
+v1::TimingMode to_proto(db::TimingMode timing) {
+  return timing == db::TimingMode::Pass ? v1::TIMING_MODE_PASS : v1::TIMING_MODE_GEMM;
+}
+db::TimingMode from_proto(v1::TimingMode timing) {
+  return timing == v1::TIMING_MODE_PASS ? db::TimingMode::Pass : db::TimingMode::Gemm;
+}
+
+v1::ShapeSet to_proto(db::ShapeSet shapes) {
+  switch (shapes) {
+    case db::ShapeSet::Unspecified: return v1::SHAPE_SET_UNSPECIFIED;
+    case db::ShapeSet::Standard: return v1::SHAPE_SET_STANDARD;
+    case db::ShapeSet::Quick: return v1::SHAPE_SET_QUICK;
+    case db::ShapeSet::None: return v1::SHAPE_SET_NONE;
   }
-  out.set_phase(out.progress().phase().empty() ? std::string(db::to_string(job.state)) : out.progress().phase());
-  return out;
+  return v1::SHAPE_SET_UNSPECIFIED;
+}
+db::ShapeSet from_proto(v1::ShapeSet shapes) {
+  switch (shapes) {
+    case v1::SHAPE_SET_STANDARD: return db::ShapeSet::Standard;
+    case v1::SHAPE_SET_QUICK: return db::ShapeSet::Quick;
+    case v1::SHAPE_SET_NONE: return db::ShapeSet::None;
+    default: return db::ShapeSet::Unspecified;
+  }
+}
+
+v1::Verdict to_proto(db::VerdictValue verdict) {
+  switch (verdict) {
+    case db::VerdictValue::Pass: return v1::VERDICT_PASS;
+    case db::VerdictValue::Fail: return v1::VERDICT_FAIL;
+    case db::VerdictValue::Inconclusive: return v1::VERDICT_INCONCLUSIVE;
+  }
+  return v1::VERDICT_INCONCLUSIVE;
+}
+db::VerdictValue from_proto(v1::Verdict verdict) {
+  switch (verdict) {
+    case v1::VERDICT_PASS: return db::VerdictValue::Pass;
+    case v1::VERDICT_FAIL: return db::VerdictValue::Fail;
+    default: return db::VerdictValue::Inconclusive;
+  }
+}
+
+v1::Comparison to_proto(db::Comparison comparison) {
+  switch (comparison) {
+    case db::Comparison::Same: return v1::COMPARISON_SAME;
+    case db::Comparison::Different: return v1::COMPARISON_DIFFERENT;
+    case db::Comparison::Unknown: return v1::COMPARISON_UNKNOWN;
+  }
+  return v1::COMPARISON_UNKNOWN;
+}
+db::Comparison from_proto(v1::Comparison comparison) {
+  switch (comparison) {
+    case v1::COMPARISON_SAME: return db::Comparison::Same;
+    case v1::COMPARISON_DIFFERENT: return db::Comparison::Different;
+    default: return db::Comparison::Unknown;
+  }
 }
 
 }  // namespace qgate::server

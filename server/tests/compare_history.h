@@ -55,14 +55,14 @@ class HistoryWriter {
     return store_.insert_build(b).id;
   }
 
-  /// A finished job of `kind` on `build` (baseline for a gate); its spec carries the timing mode.
+  /// A finished job of `kind` on `build` (baseline for a gate) timed in `timing` ("gemm" when empty).
   db::RowId job(db::RowId build, std::optional<db::RowId> baseline, const std::string& timing = "") {
     db::Job j;
     j.kind = baseline ? "gate" : "ab";
     j.build_id = build;
     j.baseline_build_id = baseline;
     j.profile = kProfile;
-    j.spec_json = timing.empty() ? "{}" : "{\"timing\":\"" + timing + "\"}";
+    j.timing = timing == "pass" ? db::TimingMode::Pass : db::TimingMode::Gemm;
     j.backend = "cuda";
     const db::RowId id = store_.create_job(j);
     store_.update_job_state(id, db::JobState::Running, std::nullopt, std::nullopt);

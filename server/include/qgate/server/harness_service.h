@@ -1,5 +1,5 @@
-// qgate.v1.Harness on gRPC's callback API: validates every request, turns store rows into API
-// messages, and is the only place errors become grpc::Status.
+// qgate.v1.Harness on gRPC's callback API: a thin adapter that authorizes, delegates each call to
+// the application layer (jobs_application.h), and is the only place errors become grpc::Status.
 #pragma once
 
 #include <atomic>
@@ -9,7 +9,9 @@
 #include "qgate/cotenant/device_watch.h"
 #include "qgate/db/store.h"
 #include "qgate/server/daemon_options.h"
+#include "qgate/server/daemon_hooks.h"
 #include "qgate/server/event_hub.h"
+#include "qgate/server/jobs_application.h"
 #include "qgate/server/scheduler.h"
 #include "qgate/v1/harness.grpc.pb.h"
 
@@ -60,15 +62,15 @@ class HarnessService final : public v1::Harness::CallbackService {
   }
 
   /// Validates a submit header; returns an INVALID_ARGUMENT status saying what is wrong.
-  grpc::Status validate_header(const v1::SubmitHeader& header, std::optional<db::Build>* baseline) const;
+  grpc::Status validate_header(const v1::SubmitHeader& header) const;
   /// Stores a finished upload and its job; used by the SubmitBuild reactor.
   grpc::Status accept_upload(const v1::SubmitHeader& header, const std::string& artifact_path,
                              const std::string& sha256, int64_t size, v1::SubmitBuildResponse* response);
 
  private:
-  std::optional<db::Build> resolve_build(const std::string& name_or_id) const;
-  /// The live co-tenant state; `queued` (the queued jobs, already read) gives the waiting count.
-  void fill_cotenant_now(const std::vector<db::Job>& queued, v1::CotenantNow* out) const;
+  /// The live co-tenant state, with the count of jobs waiting for a quiet window.
+  void fill_cotenant_now(int64_t waiting_jobs, v1::CotenantNow* out) const;
+  cotenant::DeviceNow device_now() const;
 
   db::Store& store_;
   EventHub& events_;
@@ -77,11 +79,16 @@ class HarnessService final : public v1::Harness::CallbackService {
   DeviceDescription device_;
   const cotenant::DeviceWatch* watch_ = nullptr;
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
-  std::mutex submit_mu_;
+  std::unique_ptr<DaemonHooks> hooks_;  // the scheduler and the event hub, for the application
+  JobSubmission submission_;
+  JobQueries queries_;
+  JobCancellation cancellation_;
+  Remeasurement remeasurement_;
+  BuildComparer comparer_;
   std::atomic<int> open_watch_streams_{0};  // bounded by options_.max_streams
   std::atomic<int> open_uploads_{0};        // bounded by options_.max_uploads
   bool tcp_ = false;
-  std::string token_;  // one upload commits its build and job at a time (duplicate checks)
+  std::string token_;
 };
 
 }  // namespace qgate::server

@@ -1,0 +1,119 @@
+// The application layer of qgated: the domain logic behind the Harness RPCs, one class per use case
+// (submit, read, cancel, re-measure, compare). It speaks store rows and API messages, never gRPC;
+// refusals are ApplicationErrors and store failures StoreErrors, which the service maps to statuses.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "qgate/cotenant/device_watch.h"
+#include "qgate/db/store.h"
+#include "qgate/server/application_error.h"
+#include "qgate/server/daemon_hooks.h"
+#include "qgate/server/daemon_options.h"
+#include "qgate/v1/harness.pb.h"
+
+namespace qgate::server {
+
+/// A build named by id, by sha256 or by name (the newest of that name); none when nothing matches.
+std::optional<db::Build> resolve_build(db::Store& store, const std::string& name_or_id);
+
+/// An upload the artifact store has committed, ready to become a build.
+struct StoredUpload {
+  std::string artifact_path;
+  std::string sha256;
+  std::int64_t size_bytes = 0;
+};
+
+struct SubmitOutcome {
+  db::RowId job_id = 0;
+  db::Build build;
+  bool build_existed = false;  // the same bytes were uploaded before
+};
+
+/// SubmitBuild: checks a header before any bytes are taken, and turns a finished upload into a
+/// build and a queued job.
+class JobSubmission {
+ public:
+  JobSubmission(db::Store& store, DaemonHooks& daemon, const DaemonOptions& options);
+
+  /// Throws ApplicationError(InvalidArgument) saying what is wrong; returns the gate's baseline.
+  std::optional<db::Build> validate_header(const v1::SubmitHeader& header) const;
+  /// Validates the header again (the baseline may have changed), refuses a mislabelled build or a
+  /// full queue, stores the build and the job (durably), and wakes the scheduler.
+  SubmitOutcome accept(const v1::SubmitHeader& header, const StoredUpload& upload);
+
+ private:
+  db::Store& store_;
+  DaemonHooks& daemon_;
+  const DaemonOptions& options_;
+  std::mutex mutex_;  // one upload commits its build and job at a time (duplicate and queue checks)
+};
+
+struct QueueCounts {
+  std::int64_t queued = 0;         // waiting ones included
+  std::int64_t waiting_quiet = 0;  // queued for a quiet window
+};
+
+/// GetJob, ListJobs and the queue's counts, each read in a constant number of store queries.
+class JobQueries {
+ public:
+  explicit JobQueries(db::Store& store) : store_(store) {}
+
+  v1::Job job(db::RowId id) const;  // ApplicationError(NotFound)
+  /// Newest first; state UNSPECIFIED = every state; limit 0 = 50, at most 10000.
+  std::vector<v1::Job> list(v1::JobState state, int limit) const;
+  QueueCounts queue_counts() const;
+
+ private:
+  db::Store& store_;
+};
+
+/// CancelJob: a queued job is cancelled in the store, a running one through the scheduler.
+class JobCancellation {
+ public:
+  JobCancellation(db::Store& store, DaemonHooks& daemon) : store_(store), daemon_(daemon) {}
+  /// The job as it is after the request; FailedPrecondition when it has already ended.
+  v1::Job cancel(db::RowId id);
+
+ private:
+  db::Store& store_;
+  DaemonHooks& daemon_;
+};
+
+/// Remeasure: queues a quiet-window re-run of a finished job (or of every job with contended runs),
+/// one pending re-run per job.
+class Remeasurement {
+ public:
+  Remeasurement(db::Store& store, DaemonHooks& daemon, const DaemonOptions& options)
+      : store_(store), daemon_(daemon), options_(options) {}
+  /// `device` is the daemon's reading of co-tenant load: without one no quiet window can be found.
+  v1::RemeasureResponse remeasure(const v1::RemeasureRequest& request, const cotenant::DeviceNow& device);
+
+ private:
+  bool has_pending_remeasure(db::RowId job_id);
+  db::RowId queue_remeasure(const db::Job& original, const v1::RemeasureRequest& request,
+                            std::int64_t deadline_ms);
+
+  db::Store& store_;
+  DaemonHooks& daemon_;
+  const DaemonOptions& options_;
+  std::mutex mutex_;  // the pending check and the new job, together
+};
+
+/// Compare: resolves the two builds and delegates to CompareBuilds.
+class BuildComparer {
+ public:
+  explicit BuildComparer(db::Store& store) : store_(store) {}
+  /// NotFound for an unknown build, InvalidArgument for a bad option, FailedPrecondition when the
+  /// two builds share no comparable series.
+  v1::CompareResponse compare(const v1::CompareRequest& request) const;
+
+ private:
+  db::Store& store_;
+};
+
+}  // namespace qgate::server

@@ -1,0 +1,156 @@
+// JobSubmission: the checks a submit header must pass, and a finished upload stored as a build and
+// a queued job.
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <regex>
+
+#include "qgate/profiles/model_profile.h"
+#include "qgate/common/weight_types.h"
+#include "qgate/server/job_records.h"
+#include "qgate/server/jobs_application.h"
+
+namespace qgate::server {
+namespace {
+
+constexpr std::int64_t kMaxTokens = 65536;
+constexpr int kMaxPairs = 1000;
+
+[[noreturn]] void refuse(const std::string& message) {
+  throw ApplicationError(ApplicationErrorKind::InvalidArgument, message);
+}
+
+bool valid_build_name(const std::string& name) {
+  static const std::regex pattern("[A-Za-z0-9_][A-Za-z0-9._-]{0,127}");
+  return std::regex_match(name, pattern);
+}
+
+void check_custom_profile(const v1::JobSpec& job) {
+  if (!job.profile().empty()) refuse("give a profile name or a custom profile, not both");
+  const auto& profile = job.custom_profile();
+  if (profile.gemms().empty()) refuse("the custom profile has no GEMMs");
+  if (profile.gemms_size() > 4096) refuse("the custom profile has more than 4096 GEMM entries");
+  if (!valid_build_name(profile.name())) refuse("custom profile name '" + profile.name() + "' is not a plain name");
+  for (const auto& gemm : profile.gemms()) {
+    auto type = quant::parse_type(gemm.type());
+    if (!type) refuse("custom profile: unknown weight type '" + gemm.type() + "'");
+    const int block = quant::traits(*type).block_elems;
+    if (gemm.od() <= 0 || gemm.k() <= 0 || gemm.od() > (1 << 20) || gemm.k() > (1 << 20) || gemm.k() % block != 0)
+      refuse("custom profile: GEMM " + gemm.type() + " " + std::to_string(gemm.od()) + "x" +
+             std::to_string(gemm.k()) + " needs 0 < od, k <= 2^20 and k a multiple of " + std::to_string(block));
+    if (gemm.count() < 1 || gemm.count() > 100000) refuse("custom profile: a GEMM count must be in [1, 100000]");
+  }
+}
+
+/// The spec's enumerations: a client built against a newer schema may send values this daemon does
+/// not know, which must be refused rather than read as the default.
+void check_enums(const v1::JobSpec& job) {
+  if (!v1::RunOrder_IsValid(job.order()))
+    refuse("order " + std::to_string(job.order()) + " is not one of abba, sequential");
+  if (!v1::TimingMode_IsValid(job.timing()))
+    refuse("timing " + std::to_string(job.timing()) + " is not one of gemm, pass");
+  if (!v1::ShapeSet_IsValid(job.parity_shapes()))
+    refuse("parity_shapes " + std::to_string(job.parity_shapes()) + " is not one of standard, quick, none");
+  if (!v1::NumericsProfile_IsValid(job.numerics()))
+    refuse("numerics " + std::to_string(job.numerics()) + " is not one of qgate, ggml");
+}
+
+void check_parity_source(const v1::JobSpec& job) {
+  if (!job.parity_gguf().empty()) {
+    // The worker opens it as the daemon's user; refuse now what it could not read.
+    const std::filesystem::path model(job.parity_gguf());
+    std::error_code error;
+    if (!model.is_absolute()) refuse("parity_gguf must be an absolute path on the daemon's host");
+    if (!std::filesystem::is_regular_file(model, error) || ::access(model.c_str(), R_OK) != 0)
+      refuse("parity_gguf '" + job.parity_gguf() + "' is not a readable file on the daemon's host");
+  }
+  if (!job.parity_tensors().empty() && job.parity_gguf().empty()) refuse("parity_tensors needs parity_gguf");
+  if (job.kind() == v1::JOB_KIND_PARITY && job.parity_shapes() == v1::SHAPE_SET_NONE && job.parity_gguf().empty())
+    refuse("a parity job with parity_shapes none has nothing to run (give a shape set or a GGUF file)");
+}
+
+}  // namespace
+
+JobSubmission::JobSubmission(db::Store& store, DaemonHooks& daemon, const DaemonOptions& options)
+    : store_(store), daemon_(daemon), options_(options) {}
+
+std::optional<db::Build> JobSubmission::validate_header(const v1::SubmitHeader& header) const {
+  const auto& build = header.build();
+  if (!valid_build_name(build.name()))
+    refuse("build name '" + build.name() +
+           "' must be 1-128 letters, digits, '.', '_' or '-', not starting with '.' or '-'");
+  const auto& job = header.job();
+  if (!v1::JobKind_IsValid(job.kind()) || job.kind() == v1::JOB_KIND_UNSPECIFIED)
+    refuse("job kind " + std::to_string(job.kind()) + " is not one of gate, ab, parity");
+  if (job.tokens() < 0 || job.tokens() > kMaxTokens)
+    refuse("tokens " + std::to_string(job.tokens()) + " is outside [1, " + std::to_string(kMaxTokens) + "]");
+  // The declared size is how the end of an upload is told from a message gRPC could not decode
+  // (both end the stream the same way), so it is required.
+  if (header.size_bytes() <= 0) refuse("size_bytes must give the build's size in bytes");
+  if (!job.profile().empty() && !profiles::find_builtin_profile(job.profile())) {
+    std::string names;
+    for (const auto& name : profiles::builtin_profile_names()) names += (names.empty() ? "" : ", ") + name;
+    refuse("unknown profile '" + job.profile() + "' (built in: " + names + ")");
+  }
+  if (job.has_custom_profile()) check_custom_profile(job);
+  if (!job.path().empty() && job.path() != "mmq" && job.path() != "f16")
+    refuse("path must be mmq or f16, got '" + job.path() + "'");
+  check_enums(job);
+  check_parity_source(job);
+  const auto& policy = job.policy();
+  if (policy.slowdown_threshold() < 0 || policy.slowdown_threshold() >= 1 || !std::isfinite(policy.slowdown_threshold()))
+    refuse("slowdown_threshold must be in [0, 1)");
+  if (policy.min_pairs() < 0 || policy.max_pairs() < 0 || policy.max_pairs() > kMaxPairs)
+    refuse("pairs must be in [0, " + std::to_string(kMaxPairs) + "]");
+  if (job.repetitions() < 0 || job.repetitions() > 1000) refuse("repetitions must be in [0, 1000]");
+  if (job.timeout_s() < 0 || job.timeout_s() > 30 * 24 * 3600)
+    refuse("timeout_s must be in [0, 30 days] (0 = the daemon's --job-timeout)");
+  if (job.kind() != v1::JOB_KIND_GATE) return std::nullopt;
+  if (job.baseline().empty()) refuse("a gate job needs a baseline build (name or id)");
+  auto baseline = resolve_build(store_, job.baseline());
+  if (!baseline) refuse("no build named or numbered '" + job.baseline() + "'");
+  return baseline;
+}
+
+SubmitOutcome JobSubmission::accept(const v1::SubmitHeader& header, const StoredUpload& upload) {
+  std::lock_guard lock(mutex_);
+  const std::optional<db::Build> baseline = validate_header(header);
+  const auto& metadata = header.build();
+  // The same name and commit must mean the same bytes: anything else is a mislabelled build.
+  if (!metadata.commit().empty())
+    if (auto prior = store_.find_latest_build_by_name(metadata.name());
+        prior && prior->commit_sha == metadata.commit() && prior->sha256 != upload.sha256)
+      refuse("build '" + metadata.name() + "' at commit " + metadata.commit() +
+             " was already submitted with other bytes (" + prior->sha256.substr(0, 12) + ")");
+  db::JobFilter queued_jobs;
+  queued_jobs.state = db::JobState::Queued;
+  const std::int64_t queued = store_.count_jobs(queued_jobs);
+  if (queued >= options_.max_queued_jobs)
+    throw ApplicationError(ApplicationErrorKind::ResourceExhausted,
+                           "the queue is full (" + std::to_string(queued) + " jobs)");
+
+  db::Build build;
+  build.sha256 = upload.sha256;
+  build.name = metadata.name();
+  build.commit_sha = metadata.commit();
+  build.branch = metadata.branch();
+  build.flags = metadata.flags();
+  build.size_bytes = upload.size_bytes;
+  build.artifact_path = upload.artifact_path;
+  const db::BuildInsert inserted = store_.insert_build(build);
+
+  db::Job job = job_row(header.job());
+  job.build_id = inserted.id;
+  if (baseline) job.baseline_build_id = baseline->id;
+  job.backend = options_.backend;
+  job.device = options_.gpu;
+  SubmitOutcome outcome;
+  outcome.job_id = store_.create_job(job);  // committed before the client hears of it
+  outcome.build = store_.find_build(inserted.id).value_or(build);
+  outcome.build_existed = !inserted.inserted;
+  daemon_.job_queued();
+  return outcome;
+}
+
+}  // namespace qgate::server
