@@ -12,7 +12,8 @@
 #include <sstream>
 #include <mutex>
 #include <set>
-#include <iostream>
+
+#include <spdlog/spdlog.h>
 
 #include "qgate/cotenant/device_watch.h"
 #include "qgate/cotenant/nvml_sampler.h"
@@ -21,6 +22,7 @@
 #include "qgate/common/default_paths.h"
 #include "qgate/server/event_hub.h"
 #include "qgate/server/harness_service.h"
+#include "qgate/server/job_event_log.h"
 #include "qgate/server/job_runner.h"
 #include "qgate/server/scheduler.h"
 #include "qgate/server/worker_process.h"
@@ -105,6 +107,7 @@ struct Daemon::Parts {
   std::unique_ptr<cotenant::DeviceWatch> watch;
   std::unique_ptr<db::Store> store;
   EventHub events;
+  std::unique_ptr<JobEventLog> event_log;  // declared after events and before the runner: outlives both publishers
   std::unique_ptr<JobRunner> runner;
   std::unique_ptr<Scheduler> scheduler;
   std::unique_ptr<HarnessService> service;
@@ -147,9 +150,10 @@ void Daemon::start() {
                                "without write access (" + e.what() + ")");
     throw;
   }
-  for (auto id : requeued) std::cerr << "qgated: job " << id << " was running when the daemon stopped; re-queued\n";
+  for (auto id : requeued) spdlog::warn("job {} was running when the daemon stopped; re-queued", id);
 
   DeviceDescription device = describe_device(options_);
+  spdlog::debug("device {}: {}", options_.gpu, device.name);
   std::string sampler_kind = options_.sampler;
   if (sampler_kind == "auto") sampler_kind = !options_.replay_samples_file.empty() ? "replay"
                                              : options_.backend == "cuda"         ? "nvml"
@@ -176,10 +180,12 @@ void Daemon::start() {
   }
   device.cotenant = parts_->sampler->available() ? sampler_kind + ": sampled during every run"
                                                  : "unavailable: " + parts_->sampler->unavailable_reason();
+  spdlog::debug("co-tenant sampler: {}", device.cotenant);
   cotenant::DeviceWatchOptions watch_options;
   watch_options.window.policy.max_foreign_sm_percent = options_.quiet_max_foreign_sm_percent;
   watch_options.window.hold_ms = static_cast<int64_t>(options_.quiet_hold_s * 1000);
   parts_->watch = std::make_unique<cotenant::DeviceWatch>(*parts_->sampler, cotenant::system_clock(), watch_options);
+  parts_->event_log = std::make_unique<JobEventLog>(parts_->events);
   parts_->runner = std::make_unique<JobRunner>(*parts_->store, parts_->events, options_, *parts_->sampler);
   parts_->scheduler = std::make_unique<Scheduler>(*parts_->store, *parts_->runner, options_.gpu);
   parts_->scheduler->set_quiet_source(parts_->watch.get(), &parts_->events);

@@ -12,6 +12,13 @@ int64_t EventHub::subscribe(int64_t job_id, Callback callback) {
   return token;
 }
 
+int64_t EventHub::subscribe_all(Callback callback) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const int64_t token = next_token_++;
+  subscribers_[token] = std::make_shared<Subscriber>(Subscriber{0, std::move(callback), true});
+  return token;
+}
+
 void EventHub::unsubscribe(int64_t token) {
   std::lock_guard<std::mutex> lock(mu_);
   subscribers_.erase(token);
@@ -22,7 +29,7 @@ void EventHub::publish(const v1::JobEvent& event) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const auto& [token, sub] : subscribers_)
-      if (sub->job_id == event.job_id()) targets.push_back(sub);
+      if (sub->every_job || sub->job_id == event.job_id()) targets.push_back(sub);
   }
   // Called outside the lock: a callback may unsubscribe itself.
   for (const auto& sub : targets) sub->callback(event);

@@ -3,9 +3,12 @@
 
 #include <CLI/CLI.hpp>
 #include <iostream>
+#include <spdlog/spdlog.h>
+#include <stdexcept>
 #include <thread>
 
 #include "qgate/server/daemon.h"
+#include "qgate/server/daemon_log.h"
 
 int main(int argc, char** argv) {
   qgate::server::DaemonOptions o;
@@ -43,6 +46,21 @@ int main(int argc, char** argv) {
   app.add_option("--tls-cert", o.tls_cert_file, "TLS certificate (PEM) for TCP");
   app.add_option("--tls-key", o.tls_key_file, "TLS private key (PEM) for TCP");
   app.add_flag("--insecure", o.insecure, "allow a non-loopback address without TLS and a token");
+  app.add_option("--log-level", o.log_level,
+                 std::string("one of ") + qgate::server::kLogLevelNames +
+                     "; the 'listening on' and 'ready' lines are written at any level")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            try {
+              qgate::server::parse_log_level(text);
+              return "";
+            } catch (const std::invalid_argument& e) {
+              return e.what();
+            }
+          },
+          "LEVEL"))
+      ->capture_default_str();
+  app.add_option("--log-file", o.log_file, "also append the log to this file");
   CLI11_PARSE(app, argc, argv);
 
   // Signals are taken by one thread with sigwait, so shutdown runs outside a signal handler.
@@ -52,25 +70,33 @@ int main(int argc, char** argv) {
   sigaddset(&set, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   try {
+    qgate::server::install_daemon_log(qgate::server::parse_log_level(o.log_level), o.log_file);
+  } catch (const std::exception& e) {
+    std::cerr << "qgated: " << e.what() << "\n";
+    return 1;
+  }
+  try {
     qgate::server::Daemon daemon(o);
     daemon.start();
-    std::cerr << "qgated: listening on " << daemon.listening_address() << " (backend " << daemon.options().backend
-              << ", device " << daemon.options().gpu << ", db " << daemon.options().db_path << ")\n"
-              << "qgated: ready" << std::endl;
+    // Scripts and tests wait for these two lines (and read the address from the first).
+    qgate::server::log_always("listening on " + daemon.listening_address() + " (backend " + daemon.options().backend +
+                              ", device " + std::to_string(daemon.options().gpu) + ", db " + daemon.options().db_path +
+                              ")");
+    qgate::server::log_always("ready");
     std::thread signals([&] {
       int sig = 0;
       sigwait(&set, &sig);
-      std::cerr << "qgated: signal " << sig << ", shutting down\n";
+      spdlog::info("signal {}, shutting down", sig);
       daemon.shutdown();
     });
     // wait() returns once the signal thread has shut the server down.
     daemon.wait();
     signals.join();
     daemon.shutdown();
-    std::cerr << "qgated: stopped\n";
+    spdlog::info("stopped");
     return 0;
   } catch (const std::exception& e) {
-    std::cerr << "qgated: " << e.what() << "\n";
+    spdlog::critical("{}", e.what());
     return 1;
   }
 }

@@ -3,7 +3,8 @@
 #include "qgate/server/scheduler.h"
 
 #include <chrono>
-#include <iostream>
+
+#include <spdlog/spdlog.h>
 
 #include "qgate/server/job_records.h"
 
@@ -54,7 +55,7 @@ void Scheduler::loop() {
       if (!quiet) settle_quiet_deadlines();
       job = store_.claim_next_job(device_, quiet);
     } catch (const std::exception& e) {
-      std::cerr << "qgated: cannot claim a job: " << e.what() << "\n";
+      spdlog::error("cannot claim a job: {}", e.what());
     }
     if (job) {
       {
@@ -84,18 +85,19 @@ void Scheduler::settle_quiet_deadlines() {
   queued.limit = 100000;
   for (const db::Job& job : store_.list_jobs(queued)) {
     if (!job.quiet_only || !job.deadline_ms || *job.deadline_ms > now_ms) continue;
+    const v1::JobSpec spec = spec_from_json(job.spec_json);
     v1::JobEvent e;
     e.set_job_id(job.id);
     e.set_unix_ms(now_ms);
-    if (job.run_contended_on_expiry) {
+    if (spec.run_contended_on_expiry()) {
       if (!store_.set_job_quiet_only(job.id, false)) continue;
-      std::cerr << "qgated: job " << job.id << ": no quiet window before its deadline; running it contended\n";
+      spdlog::warn("job {}: no quiet window before its deadline; running it contended", job.id);
       e.set_state(v1::JOB_STATE_QUEUED);
       e.set_message("no quiet window before the deadline; it runs now, under whatever load there is");
     } else {
       const std::string why = "expired: the GPU was not quiet for the hold time before the deadline";
       if (!store_.update_job_state(job.id, db::JobState::Expired, why, db::JobState::Queued)) continue;
-      std::cerr << "qgated: job " << job.id << " " << why << "\n";
+      spdlog::warn("job {} {}", job.id, why);
       e.set_state(v1::JOB_STATE_EXPIRED);
       e.set_message(why);
     }

@@ -38,6 +38,9 @@ struct DaemonOptions {
   std::string tls_cert_file;
   std::string tls_key_file;
   bool insecure = false;
+  // The log (daemon_log.h): stderr, and this file too unless empty.
+  std::string log_level = "info";     // trace, debug, info, warn, error or off
+  std::string log_file;
 };
 
 }  // namespace qgate::server

@@ -18,6 +18,8 @@ class EventHub {
   using Callback = std::function<void(const v1::JobEvent&)>;
   /// Returns a token; the subscription lives until unsubscribe(token).
   int64_t subscribe(int64_t job_id, Callback callback);
+  /// The same for the events of every job (the daemon's log).
+  int64_t subscribe_all(Callback callback);
   void unsubscribe(int64_t token);
   void publish(const v1::JobEvent& event);
 
@@ -25,6 +27,7 @@ class EventHub {
   struct Subscriber {
     int64_t job_id;
     Callback callback;
+    bool every_job = false;
   };
   std::mutex mu_;
   int64_t next_token_ = 1;
