@@ -19,6 +19,12 @@ target_link_libraries(qgate_server
 # The log (daemon_log.h): public, since every part of the daemon logs with spdlog.
 target_link_libraries(qgate_server PUBLIC spdlog::spdlog)
 target_compile_definitions(qgate_server PRIVATE QGATE_VERSION="${PROJECT_VERSION}")
+# The leak judge: pure (worker memory readings in, findings out), its own library so its tests
+# need nothing else of the daemon.
+add_library(qgate_leak_check STATIC src/leak_check.cpp)
+target_include_directories(qgate_leak_check PUBLIC include)
+target_link_libraries(qgate_leak_check PUBLIC qgate_grpc)  # MemoryLeak is in harness.proto
+target_link_libraries(qgate_server PUBLIC qgate_leak_check)
 
 add_executable(qgated src/qgated_main.cpp)
 target_link_libraries(qgated PRIVATE qgate_server CLI11::CLI11)

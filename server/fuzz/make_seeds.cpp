@@ -141,7 +141,7 @@ int main(int argc, char** argv) {
   gt->mutable_gemm()->set_count(2);
   gt->set_median_us(3.5);
   qgate::v1::WorkerRecord error;
-  error.mutable_error()->set_kind("build_load");
+  error.mutable_error()->set_kind(qgate::v1::WORKER_ERROR_KIND_DLOPEN_FAILED);
   error.mutable_error()->set_message("dlopen failed");
 
   // fuzz_worker_stream reads a chunking prefix first: byte 0 = (count of chunk sizes - 1), with bit 3

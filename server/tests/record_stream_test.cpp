@@ -153,14 +153,14 @@ TEST(RecordStreamParser, OversizedLengthIsMalformedWithoutWaitingForTheBytes) {
 TEST(RecordStreamParser, LengthAtTheLimitIsAccepted) {
   RecordStreamParser parser(16);
   v1::WorkerRecord rec;
-  rec.mutable_error()->set_kind("k");
-  rec.mutable_error()->set_message(std::string(16 - 2 - 3 - 2, 'x'));  // exactly 16 bytes serialized
+  rec.mutable_error()->set_kind(v1::WORKER_ERROR_KIND_DLOPEN_FAILED);
+  rec.mutable_error()->set_message(std::string(16 - 2 - 2 - 2, 'x'));  // exactly 16 bytes serialized
   const std::string payload = rec.SerializeAsString();
   ASSERT_EQ(payload.size(), 16u);
   parser.append(frame(payload));
   v1::WorkerRecord r;
   ASSERT_EQ(parser.next(&r), Result::record);
-  EXPECT_EQ(r.error().kind(), "k");
+  EXPECT_EQ(r.error().kind(), v1::WORKER_ERROR_KIND_DLOPEN_FAILED);
 }
 
 TEST(RecordStreamParser, OverlongVarintIsMalformed) {

@@ -168,6 +168,8 @@ void crash_if_first_run() {
   }
 }
 
+void* volatile g_last_leaked_block = nullptr;
+
 void leak_memory(int32_t backend) {
   if (backend == QGATE_BACKEND_CUDA) {
     if (!qgate_fault_device_leak(kLeakBytesCuda)) std::fprintf(stderr, "qgate-fault-leak: device allocation failed\n");
@@ -175,6 +177,9 @@ void leak_memory(int32_t backend) {
   }
   void* block = std::malloc(kLeakBytesCpu);
   if (block) std::memset(block, 0x5A, kLeakBytesCpu);  // touched, so it is resident, and never freed
+  // The last block escapes through a volatile: a compiler may drop a malloc whose pointer goes
+  // nowhere (and the memset with it), which would leak nothing at all.
+  g_last_leaked_block = block;
 }
 
 void fill_nan(float* y, int64_t n, int32_t backend, void* stream) {

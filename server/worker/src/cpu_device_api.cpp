@@ -50,6 +50,7 @@ class CpuDeviceApi final : public DeviceApi {
     c->set_cpu_threads(threads_ > 0 ? threads_ : int(hw));
     c->set_device_memory_bytes(int64_t(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE));
   }
+  DeviceMemoryUse memory_in_use() override { return {}; }
 
  private:
   int threads_;

@@ -4,12 +4,20 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <memory>
 #include <string>
 
 #include "qgate/worker/device_api.h"
+#include "qgate/worker/kernel_build.h"
+#include "qgate/worker/memory_probe.h"
 
 namespace qgate::worker {
 namespace {
+
+std::string last_call_name() {
+  const char* last = last_build_call();
+  return last ? last : "";
+}
 
 std::string cuda_message(const char* call, cudaError_t err) {
   return std::string(call) + ": " + cudaGetErrorName(err) + ": " + cudaGetErrorString(err);
@@ -22,7 +30,8 @@ std::string cuda_message(const char* call, cudaError_t err) {
       cudaGetLastError();                                                        \
       throw DeviceError(std::string(__FILE__) + ":" + std::to_string(__LINE__) + \
                             ": " + cuda_message(#call, qgate_err_),              \
-                        qgate_err_ == cudaErrorMemoryAllocation);                \
+                        qgate_err_ == cudaErrorMemoryAllocation,                 \
+                        cudaGetErrorName(qgate_err_), last_call_name());         \
     }                                                                            \
   } while (0)
 
@@ -56,6 +65,10 @@ class CudaDeviceApi final : public DeviceApi {
     QGATE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     QGATE_CUDA_CHECK(cudaEventCreate(&start_));
     QGATE_CUDA_CHECK(cudaEventCreate(&stop_));
+    // Allocated now rather than at the first cold run, so the worker's own buffer is in every
+    // memory reading alike and never reads as the build's growth.
+    QGATE_CUDA_CHECK(cudaMalloc(&flush_, flush_bytes()));
+    nvml_ = std::make_unique<NvmlProcessMemory>(uuid_text(props_.uuid), unsigned(device));
   }
   ~CudaDeviceApi() override {
     if (flush_) cudaFree(flush_);
@@ -108,9 +121,19 @@ class CudaDeviceApi final : public DeviceApi {
 
   void flush_cache() override {
     // Writing twice the L2 size evicts whatever the last call left there (nvbench's cold mode).
-    const size_t bytes = size_t(props_.l2CacheSize > 0 ? props_.l2CacheSize : (64 << 20)) * 2;
-    if (!flush_) QGATE_CUDA_CHECK(cudaMalloc(&flush_, bytes));
-    QGATE_CUDA_CHECK(cudaMemsetAsync(flush_, ++flush_value_, bytes, stream_));
+    QGATE_CUDA_CHECK(cudaMemsetAsync(flush_, ++flush_value_, flush_bytes(), stream_));
+  }
+
+  DeviceMemoryUse memory_in_use() override {
+    if (nvml_) {
+      if (const auto bytes = nvml_->used_by(int(getpid()))) return {*bytes, "nvml-process"};
+    }
+    size_t free_bytes = 0, total = 0;
+    if (cudaMemGetInfo(&free_bytes, &total) != cudaSuccess) {
+      cudaGetLastError();
+      return {0, ""};
+    }
+    return {int64_t(total - free_bytes), "cuda-meminfo"};  // device-wide: other processes count too
   }
 
   void describe(v1::RunContext* c) const override {
@@ -133,6 +156,8 @@ class CudaDeviceApi final : public DeviceApi {
   }
 
  private:
+  size_t flush_bytes() const { return size_t(props_.l2CacheSize > 0 ? props_.l2CacheSize : (64 << 20)) * 2; }
+
   static std::string gib(size_t bytes) {
     char buf[32];
     std::snprintf(buf, sizeof buf, "%.2f GiB", double(bytes) / (1024.0 * 1024.0 * 1024.0));
@@ -145,6 +170,7 @@ class CudaDeviceApi final : public DeviceApi {
   cudaEvent_t start_ = nullptr, stop_ = nullptr;
   void* flush_ = nullptr;
   uint8_t flush_value_ = 0;
+  std::unique_ptr<NvmlProcessMemory> nvml_;
 };
 
 }  // namespace

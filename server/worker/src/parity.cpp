@@ -9,6 +9,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "qgate/worker/cuda_failure.h"
+
 namespace qgate::worker {
 namespace {
 
@@ -130,6 +132,19 @@ BuildContext* ParityRunner::context_for(int path, std::string* error) {
   }
 }
 
+void ParityRunner::release_contexts() {
+  contexts_.clear();
+  context_errors_.clear();
+}
+
+void ParityRunner::note_cuda_failure(v1::ParityCase* c) {
+  // A build that reports a failure may have left a CUDA error behind; it shows at the next sync.
+  if (auto failure = cuda_failure_left_behind(device_)) {
+    c->set_message(c->message() + " (" + failure->error() + ")" + last_build_call_note(*failure));
+    *c->mutable_cuda() = *failure;
+  }
+}
+
 void ParityRunner::run(const ParityOptions& options, const std::vector<ParityCaseSpec>& cases,
                        const std::function<void(const v1::ParityCase&)>& on_case) {
   for (const ParityCaseSpec& spec : cases) run_case(options, spec, on_case);
@@ -234,6 +249,7 @@ void ParityRunner::run_case(const ParityOptions& options, const ParityCaseSpec& 
                       : gemm.status() == QGATE_ERR_UNSUPPORTED   ? v1::CASE_OUTCOME_NOT_SUPPORTED
                                                                   : v1::CASE_OUTCOME_ERROR);
         c.set_message(std::string(to_string(gemm.status())) + ": " + gemm.message());
+        note_cuda_failure(&c);
         on_case(c);
         continue;
       }
@@ -247,6 +263,7 @@ void ParityRunner::run_case(const ParityOptions& options, const ParityCaseSpec& 
       if (status != QGATE_OK) {
         c.set_outcome(v1::CASE_OUTCOME_ERROR);
         c.set_message(std::string(to_string(status)) + ": " + gemm.message());
+        note_cuda_failure(&c);
         on_case(c);
         continue;
       }
@@ -292,10 +309,14 @@ void ParityRunner::run_case(const ParityOptions& options, const ParityCaseSpec& 
     } catch (const DeviceError& e) {
       // A device error surfaces at the next synchronization, after the build call that caused
       // it: name that call, so an illegal address is pinned on the build's kernel.
-      const char* last = last_build_call();
+      // The error names the call it followed as it was thrown: the unwinding since has released
+      // the GEMM, itself a build call.
+      const char* last_now = last_build_call();
+      const std::string last = !e.last_build_call().empty() ? e.last_build_call() : last_now ? last_now : "";
       c.set_outcome(v1::CASE_OUTCOME_ERROR);
       c.set_message(std::string(e.out_of_memory() ? "OUT_OF_MEMORY: " : "DEVICE: ") + e.what() +
-                    (last ? std::string(" [last build call: ") + last + "]" : std::string()));
+                    (last.empty() ? std::string() : " [last build call: " + last + "]"));
+      if (auto failure = cuda_failure_of(e)) *c.mutable_cuda() = *failure;
     }
     on_case(c);
   }

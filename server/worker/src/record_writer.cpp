@@ -6,6 +6,8 @@
 
 #include <cstdio>
 
+#include "qgate/worker/worker_errors.h"
+
 namespace qgate::worker {
 
 std::optional<OutputFormat> parse_output_format(const std::string& text) {
@@ -59,6 +61,24 @@ const char* activation_name(v1::ActivationKind kind) {
   }
 }
 
+std::string describe_memory(const v1::MemoryReading& reading) {
+  char buf[160];
+  const double mib = 1024.0 * 1024.0;
+  if (reading.device_source().empty())
+    std::snprintf(buf, sizeof buf, "host %.1f MiB", double(reading.host_rss_bytes()) / mib);
+  else
+    std::snprintf(buf, sizeof buf, "device %.1f MiB (%s), host %.1f MiB", double(reading.device_bytes()) / mib,
+                  reading.device_source().c_str(), double(reading.host_rss_bytes()) / mib);
+  return buf;
+}
+
+namespace {
+std::string describe_cuda(const v1::CudaFailure& cuda) {
+  return " [" + cuda.error() + (cuda.last_build_call().empty() ? "" : " after " + cuda.last_build_call()) +
+         (cuda.context_lost() ? ", context lost" : "") + "]";
+}
+}  // namespace
+
 std::string describe_record(const v1::WorkerRecord& record) {
   char buf[512];
   switch (record.record_case()) {
@@ -95,12 +115,39 @@ std::string describe_record(const v1::WorkerRecord& record) {
              (p.numerics() == v1::NUMERICS_PROFILE_GGML ? "ggml" : "qgate") + " numerics (" + p.numerics_source() + ")";
     }
     case v1::WorkerRecord::kError:
-      return "error (" + record.error().kind() + "): " + record.error().message();
+      return std::string("error (") + to_string(record.error().kind()) + "): " + record.error().message();
     case v1::WorkerRecord::kSummary: {
       const auto& s = record.summary();
       std::snprintf(buf, sizeof buf, "# %d cases: %d passed, %d failed, %d skipped (%.1f s)",
                     s.cases(), s.passed(), s.failed(), s.skipped(), s.wall_s());
-      return buf;
+      std::string line = buf;
+      if (s.has_memory_before() && s.has_memory_after())
+        line += "; memory before " + describe_memory(s.memory_before()) + ", after " + describe_memory(s.memory_after());
+      return line;
+    }
+    case v1::WorkerRecord::kPrepared: {
+      const auto& p = record.prepared();
+      std::string line = std::string(outcome_name(p.outcome())) + " prepared " + p.profile() + " (" +
+                         path_name(p.path()) + ")";
+      if (p.has_memory_before()) line += "; memory before " + describe_memory(p.memory_before());
+      if (p.has_memory_after()) line += ", after " + describe_memory(p.memory_after());
+      if (!p.message().empty()) line += "; " + p.message();
+      if (p.has_cuda()) line += describe_cuda(p.cuda());
+      return line;
+    }
+    case v1::WorkerRecord::kProfileRun: {
+      const auto& r = record.profile_run();
+      std::snprintf(buf, sizeof buf, "%s run %lld %s: %.1f tok/s", outcome_name(r.outcome()),
+                    static_cast<long long>(r.run_id()), r.profile().c_str(), r.tokens_per_s());
+      std::string line = buf;
+      if (r.has_memory()) line += "; memory " + describe_memory(r.memory());
+      if (!r.message().empty()) line += "; " + r.message();
+      if (r.has_cuda()) line += describe_cuda(r.cuda());
+      return line;
+    }
+    case v1::WorkerRecord::kReleased: {
+      const auto& r = record.released();
+      return "# released " + std::to_string(r.released_gemms()) + " GEMM(s); memory " + describe_memory(r.memory());
     }
     default:
       return "(empty record)";

@@ -1,5 +1,7 @@
 // The request loop of `qgate-worker serve`: prepare a profile's distinct GEMMs once, then time
-// the whole profile on each run request. A failure is answered as a record, never a crash.
+// the whole profile on each run request; a shutdown releases everything and says what is left.
+// Every answer carries the process's memory readings. A failure is answered as a record, never a
+// crash.
 #include "qgate/worker/serve.h"
 
 #include <google/protobuf/io/zero_copy_stream_impl.h>
@@ -11,7 +13,10 @@
 #include <memory>
 
 #include "qgate/worker/bench.h"
+#include "qgate/worker/cuda_failure.h"
+#include "qgate/worker/memory_probe.h"
 #include "qgate/worker/problems.h"
+#include "qgate/worker/worker_errors.h"
 
 namespace qgate::worker {
 namespace {
@@ -23,6 +28,7 @@ int64_t now_ms() {
 }
 
 /// A prepared profile: one resident GEMM per distinct (type, od, k), inputs per distinct k.
+/// Destroyed in reverse: the buffers, the GEMMs, then the build's context.
 struct PreparedProfile {
   v1::ModelProfile profile;
   int64_t tokens = 0;
@@ -31,6 +37,26 @@ struct PreparedProfile {
   std::map<int64_t, DeviceBuffer> inputs;            // by k
   DeviceBuffer output;
 };
+
+/// Fills `cuda` when the device holds an error a failed build call left behind.
+template <typename Record>
+void note_left_behind(DeviceApi& device, Record* record) {
+  if (auto failure = cuda_failure_left_behind(device)) {
+    record->set_message(record->message() + " (" + failure->error() + ")" + last_build_call_note(*failure));
+    *record->mutable_cuda() = *failure;
+  }
+}
+
+/// The message and CudaFailure of a device error.
+template <typename Record>
+void note_device_error(const DeviceError& e, Record* record) {
+  std::string message = std::string(e.out_of_memory() ? "OUT_OF_MEMORY: " : "DEVICE: ") + e.what();
+  if (auto failure = cuda_failure_of(e)) {
+    message += last_build_call_note(*failure);
+    *record->mutable_cuda() = *failure;
+  }
+  record->set_message(message);
+}
 
 v1::GemmPath proto_path(int path) { return path == QGATE_PATH_MMQ ? v1::GEMM_PATH_MMQ : v1::GEMM_PATH_F16; }
 
@@ -54,6 +80,7 @@ v1::PrepareDone prepare(const KernelBuild& build, DeviceApi& device, int threads
     p->ctx = std::make_unique<BuildContext>(build, device.backend(), device.device_ordinal(),
                                             QGATE_PATH_FROM_ENV, threads);
     done.set_path(proto_path(p->ctx->path()));
+    *done.mutable_memory_before() = read_memory(device);
     int64_t max_od = 0;
     int64_t resident = 0;
     for (const auto& g : req.profile().gemms()) {
@@ -68,9 +95,12 @@ v1::PrepareDone prepare(const KernelBuild& build, DeviceApi& device, int threads
       const uint64_t seed = case_seed(req.seed(), type, shape);
       const auto weights = make_weights(type, g.od(), g.k(), seed);
       auto gemm = std::make_unique<PreparedGemm>(*p->ctx, int32_t(type), g.od(), g.k(), weights.data(), req.tokens());
-      if (!gemm->ok())
-        return refuse(gemm->status() == QGATE_ERR_UNSUPPORTED ? v1::CASE_OUTCOME_NOT_SUPPORTED : v1::CASE_OUTCOME_ERROR,
-                      std::string(to_string(gemm->status())) + ": " + gemm->message());
+      if (!gemm->ok()) {
+        refuse(gemm->status() == QGATE_ERR_UNSUPPORTED ? v1::CASE_OUTCOME_NOT_SUPPORTED : v1::CASE_OUTCOME_ERROR,
+               std::string(to_string(gemm->status())) + ": " + gemm->message());
+        note_left_behind(device, &done);
+        return done;
+      }
       resident += gemm->resident_bytes();
       p->gemms.push_back(std::move(gemm));
       max_od = std::max(max_od, g.od());
@@ -83,8 +113,11 @@ v1::PrepareDone prepare(const KernelBuild& build, DeviceApi& device, int threads
     }
     p->output = DeviceBuffer(device, size_t(req.tokens()) * size_t(max_od) * sizeof(float));
     done.set_resident_bytes(resident);
+    *done.mutable_memory_after() = read_memory(device);
   } catch (const DeviceError& e) {
-    return refuse(v1::CASE_OUTCOME_ERROR, std::string(e.out_of_memory() ? "OUT_OF_MEMORY: " : "DEVICE: ") + e.what());
+    done.set_outcome(v1::CASE_OUTCOME_ERROR);
+    note_device_error(e, &done);
+    return done;
   } catch (const std::exception& e) {
     return refuse(v1::CASE_OUTCOME_ERROR, e.what());
   }
@@ -121,6 +154,7 @@ v1::ProfileRun run_profile(DeviceApi& device, PreparedProfile& p, const v1::RunP
       if (status != QGATE_OK) {
         run.set_outcome(v1::CASE_OUTCOME_ERROR);
         run.set_message(std::string(to_string(status)) + ": " + gemm.message());
+        note_left_behind(device, &run);
         return run;
       }
       const SampleStats s = summarize(samples);
@@ -130,6 +164,10 @@ v1::ProfileRun run_profile(DeviceApi& device, PreparedProfile& p, const v1::RunP
       t->set_min_us(s.min);
       total_us += s.median * g.count();
     }
+  } catch (const DeviceError& e) {
+    run.set_outcome(v1::CASE_OUTCOME_ERROR);
+    note_device_error(e, &run);
+    return run;
   } catch (const std::exception& e) {
     run.set_outcome(v1::CASE_OUTCOME_ERROR);
     run.set_message(e.what());
@@ -151,13 +189,20 @@ v1::ProfileRun run_profile(DeviceApi& device, PreparedProfile& p, const v1::RunP
       }
     };
     std::vector<double> passes;
-    for (int r = 0; r < reps && status == QGATE_OK; ++r) {
-      if (req.cold()) device.flush_cache();
-      passes.push_back(device.time_us(pass));
+    try {
+      for (int r = 0; r < reps && status == QGATE_OK; ++r) {
+        if (req.cold()) device.flush_cache();
+        passes.push_back(device.time_us(pass));
+      }
+    } catch (const DeviceError& e) {
+      run.set_outcome(v1::CASE_OUTCOME_ERROR);
+      note_device_error(e, &run);
+      return run;
     }
     if (status != QGATE_OK) {
       run.set_outcome(v1::CASE_OUTCOME_ERROR);
       run.set_message(std::string(to_string(status)) + ": " + failure);
+      note_left_behind(device, &run);
       return run;
     }
     const double pass_us = summarize(passes).median;
@@ -167,6 +212,15 @@ v1::ProfileRun run_profile(DeviceApi& device, PreparedProfile& p, const v1::RunP
   run.set_finished_unix_ms(now_ms());
   run.set_outcome(v1::CASE_OUTCOME_PASSED);
   return run;
+}
+
+/// Releases every prepared GEMM, the buffers and the build's context, then reads what is left.
+v1::ReleaseDone release(DeviceApi& device, std::unique_ptr<PreparedProfile>& prepared) {
+  v1::ReleaseDone done;
+  done.set_released_gemms(prepared ? int32_t(prepared->gemms.size()) : 0);
+  prepared.reset();
+  *done.mutable_memory() = read_memory(device);
+  return done;
 }
 
 }  // namespace
@@ -180,10 +234,7 @@ int serve_requests(const KernelBuild& build, DeviceApi& device, int threads, int
     bool clean_eof = false;
     if (!google::protobuf::util::ParseDelimitedFromZeroCopyStream(&req, &input, &clean_eof)) {
       if (clean_eof) return 0;
-      v1::WorkerRecord r;
-      r.mutable_error()->set_kind("invalid_request");
-      r.mutable_error()->set_message("malformed request on stdin");
-      writer.write(r);
+      writer.write(error_record(v1::WORKER_ERROR_KIND_INVALID_REQUEST, "malformed request on stdin"));
       return 2;
     }
     v1::WorkerRecord r;
@@ -199,13 +250,15 @@ int serve_requests(const KernelBuild& build, DeviceApi& device, int threads, int
           r.mutable_profile_run()->set_message("run before a successful prepare");
         } else {
           *r.mutable_profile_run() = run_profile(device, *prepared, req.run());
+          *r.mutable_profile_run()->mutable_memory() = read_memory(device);
         }
         break;
       case v1::WorkerRequest::kShutdown:
+        *r.mutable_released() = release(device, prepared);
+        writer.write(r);
         return 0;
       default:
-        r.mutable_error()->set_kind("invalid_request");
-        r.mutable_error()->set_message("empty request");
+        r = error_record(v1::WORKER_ERROR_KIND_INVALID_REQUEST, "empty request");
         break;
     }
     writer.write(r);

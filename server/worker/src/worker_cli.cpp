@@ -23,10 +23,12 @@
 #include "qgate/worker/bench.h"
 #include "qgate/worker/device_api.h"
 #include "qgate/worker/kernel_build.h"
+#include "qgate/worker/memory_probe.h"
 #include "qgate/worker/parity.h"
 #include "qgate/worker/problems.h"
 #include "qgate/worker/record_writer.h"
 #include "qgate/worker/serve.h"
+#include "qgate/worker/worker_errors.h"
 
 #ifndef QGATE_VERSION
 #define QGATE_VERSION "0.0.0"
@@ -93,20 +95,14 @@ int open_session(const CommonOptions& o, const std::map<std::string, std::string
   std::string message;
   s->build = KernelBuild::load(o.build, &load_error, &message);
   if (!s->build) {
-    v1::WorkerRecord r;
-    r.mutable_error()->set_kind(to_string(load_error));
-    r.mutable_error()->set_message(message);
-    writer.write(r);
+    writer.write(error_record(to_error_kind(load_error), message));
     std::cerr << "qgate-worker: " << message << "\n";
     return kExitBuild;
   }
   try {
     s->device = o.backend == "cuda" ? make_cuda_device_api(o.device) : make_cpu_device_api(o.threads);
   } catch (const std::exception& e) {
-    v1::WorkerRecord r;
-    r.mutable_error()->set_kind("device");
-    r.mutable_error()->set_message(e.what());
-    writer.write(r);
+    writer.write(error_record(v1::WORKER_ERROR_KIND_DEVICE, e.what()));
     std::cerr << "qgate-worker: " << e.what() << "\n";
     return kExitDevice;
   }
@@ -287,20 +283,14 @@ int cmd_parity(const CommonOptions& o, const ParityCommand& cmd) {
   if (int rc = open_session(o, opts, writer, &s); rc != kExitOk) return rc;
   std::string numerics_source;
   if (!resolve_numerics(cmd.numerics, *s.build, &po.numerics, &numerics_source, &error)) {
-    v1::WorkerRecord r;
-    r.mutable_error()->set_kind("unknown_numerics");
-    r.mutable_error()->set_message(error);
-    writer.write(r);
+    writer.write(error_record(v1::WORKER_ERROR_KIND_UNKNOWN_NUMERICS, error));
     std::cerr << "qgate-worker: " << error << "\n";
     return kExitBuild;
   }
 
   std::vector<ParityCaseSpec> cases = plan_cases(po);
   if (!cmd.gguf.empty() && !plan_gguf_cases(cmd, po.seed, &cases, &error)) {
-    v1::WorkerRecord r;
-    r.mutable_error()->set_kind("invalid_argument");
-    r.mutable_error()->set_message(error);
-    writer.write(r);
+    writer.write(error_record(v1::WORKER_ERROR_KIND_MODEL_FILE, error));
     std::cerr << "qgate-worker: " << error << "\n";
     return kExitUsage;
   }
@@ -316,6 +306,9 @@ int cmd_parity(const CommonOptions& o, const ParityCommand& cmd) {
   const auto t0 = std::chrono::steady_clock::now();
   v1::WorkerSummary summary;
   ParityRunner runner(*s.build, *s.device, o.threads);
+  // Each case releases its GEMM and buffers; the contexts go after the last case. What the build
+  // holds after that, against this reading, is what it kept.
+  *summary.mutable_memory_before() = read_memory(*s.device);
   runner.run(po, cases, [&](const v1::ParityCase& c) {
     v1::WorkerRecord r;
     *r.mutable_parity() = c;
@@ -326,6 +319,8 @@ int cmd_parity(const CommonOptions& o, const ParityCommand& cmd) {
     else if (c.outcome() == v1::CASE_OUTCOME_NOT_SUPPORTED) summary.set_skipped(summary.skipped() + 1);
     else summary.set_failed(summary.failed() + 1);
   });
+  runner.release_contexts();
+  *summary.mutable_memory_after() = read_memory(*s.device);
   summary.set_wall_s(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   v1::WorkerRecord r;
   *r.mutable_summary() = summary;

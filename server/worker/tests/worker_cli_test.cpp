@@ -129,6 +129,10 @@ TEST(WorkerCli, ParityRunsOnTheBlocksOfAModelFile) {
   r = run_worker("parity --backend cpu --gguf " + path + " --tensors 'blk.9.*' --format proto" + kBuild);
   EXPECT_EQ(r.exit_code, kExitUsage);
   EXPECT_NE(r.err.find("blk.9.*"), std::string::npos) << r.err;
+  records = parse_records(r.out);
+  ASSERT_FALSE(records.empty());
+  ASSERT_TRUE(records.back().has_error());
+  EXPECT_EQ(records.back().error().kind(), qgate::v1::WORKER_ERROR_KIND_MODEL_FILE);
 }
 
 TEST(WorkerCli, PathFollowsMinferMmq) {
@@ -201,7 +205,18 @@ TEST(WorkerCli, ABuildThatIsNotElfIsRefused) {
   EXPECT_NE(r.err.find("not a shared object"), std::string::npos) << r.err;
   auto records = parse_records(r.out);
   ASSERT_EQ(records.size(), 1u);
-  EXPECT_EQ(records[0].error().kind(), "not_elf");
+  EXPECT_EQ(records[0].error().kind(), qgate::v1::WORKER_ERROR_KIND_NOT_ELF);
+  // People reading the table see the kind by name.
+  r = run_worker("parity --backend cpu --format table --build " + path);
+  EXPECT_NE(r.out.find("error (not_elf): "), std::string::npos) << r.out;
+}
+
+TEST(WorkerCli, AMissingBuildIsNotFound) {
+  auto r = run_worker("parity --backend cpu --format proto --build /nonexistent/libnothing.so");
+  EXPECT_EQ(r.exit_code, kExitBuild);
+  auto records = parse_records(r.out);
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].error().kind(), qgate::v1::WORKER_ERROR_KIND_NOT_FOUND);
 }
 
 TEST(WorkerCli, AnAbiMismatchIsRefused) {
@@ -210,7 +225,7 @@ TEST(WorkerCli, AnAbiMismatchIsRefused) {
   EXPECT_NE(r.err.find("ABI version 999"), std::string::npos) << r.err;
   auto records = parse_records(r.out);
   ASSERT_EQ(records.size(), 1u);
-  EXPECT_EQ(records[0].error().kind(), "abi_mismatch");
+  EXPECT_EQ(records[0].error().kind(), qgate::v1::WORKER_ERROR_KIND_ABI_MISMATCH);
 }
 
 TEST(WorkerCli, CudaWithoutADeviceIsADeviceError) {
@@ -218,6 +233,111 @@ TEST(WorkerCli, CudaWithoutADeviceIsADeviceError) {
   auto r = run_worker("parity --backend cuda --types q4_0 --shapes none --shape 1x32x32 --format proto" + kBuild);
   EXPECT_EQ(r.exit_code, kExitDevice);
   EXPECT_FALSE(r.err.empty());
+  auto records = parse_records(r.out);
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].error().kind(), qgate::v1::WORKER_ERROR_KIND_DEVICE);
+}
+
+TEST(WorkerCli, ParitySummaryCarriesMemoryBeforeAndAfter) {
+  auto r = run_worker("parity --backend cpu --types q4_0 --shapes none --shape 4x64x256 --format proto" + kBuild);
+  ASSERT_EQ(r.exit_code, kExitOk) << r.err;
+  auto records = parse_records(r.out);
+  ASSERT_TRUE(records.back().has_summary());
+  const auto& s = records.back().summary();
+  ASSERT_TRUE(s.has_memory_before());
+  ASSERT_TRUE(s.has_memory_after());
+  EXPECT_GT(s.memory_before().host_rss_bytes(), 0);
+  EXPECT_GT(s.memory_before().host_anon_bytes(), 0);
+  EXPECT_GT(s.memory_after().host_rss_bytes(), 0);
+  EXPECT_EQ(s.memory_before().device_source(), "") << "the CPU backend has no device memory";
+  EXPECT_EQ(s.memory_after().device_bytes(), 0);
+}
+
+namespace {
+
+qgate::v1::WorkerRequest prepare_request() {
+  qgate::v1::WorkerRequest req;
+  auto* p = req.mutable_prepare();
+  p->set_tokens(8);
+  p->set_seed(7);
+  p->mutable_profile()->set_name("two-gemms");
+  auto* g = p->mutable_profile()->add_gemms();
+  g->set_type("q4_0");
+  g->set_od(64);
+  g->set_k(256);
+  g->set_count(2);
+  g = p->mutable_profile()->add_gemms();
+  g->set_type("q8_0");
+  g->set_od(32);
+  g->set_k(128);
+  g->set_count(1);
+  return req;
+}
+
+qgate::v1::WorkerRequest run_request(int64_t id) {
+  qgate::v1::WorkerRequest req;
+  req.mutable_run()->set_run_id(id);
+  req.mutable_run()->set_repetitions(2);
+  return req;
+}
+
+qgate::v1::WorkerRequest shutdown_request() {
+  qgate::v1::WorkerRequest req;
+  req.set_shutdown(true);
+  return req;
+}
+
+}  // namespace
+
+TEST(WorkerServe, AnswersEveryRequestWithMemoryAndShutdownWithReleaseDone) {
+  auto r = run_worker_with_input("serve --backend cpu --threads 1" + kBuild,
+                                 serialize_requests({prepare_request(), run_request(1), run_request(2), shutdown_request()}));
+  ASSERT_EQ(r.exit_code, kExitOk) << r.err;
+  auto records = parse_records(r.out);
+  ASSERT_EQ(records.size(), 5u) << "context, prepared, two runs, released";
+  ASSERT_TRUE(records[0].has_context());
+  ASSERT_TRUE(records[1].has_prepared());
+  const auto& prepared = records[1].prepared();
+  EXPECT_EQ(prepared.outcome(), qgate::v1::CASE_OUTCOME_PASSED) << prepared.message();
+  EXPECT_GT(prepared.memory_before().host_rss_bytes(), 0);
+  EXPECT_GT(prepared.memory_after().host_rss_bytes(), 0);
+  EXPECT_EQ(prepared.memory_before().device_source(), "");
+  EXPECT_FALSE(prepared.has_cuda());
+  for (int i : {2, 3}) {
+    ASSERT_TRUE(records[i].has_profile_run());
+    EXPECT_EQ(records[i].profile_run().outcome(), qgate::v1::CASE_OUTCOME_PASSED) << records[i].profile_run().message();
+    EXPECT_EQ(records[i].profile_run().run_id(), i - 1);
+    EXPECT_GT(records[i].profile_run().memory().host_anon_bytes(), 0);
+  }
+  ASSERT_TRUE(records[4].has_released()) << records[4].DebugString();
+  EXPECT_EQ(records[4].released().released_gemms(), 2);
+  EXPECT_GT(records[4].released().memory().host_rss_bytes(), 0);
+}
+
+TEST(WorkerServe, ShutdownBeforeAnyPrepareReleasesNothing) {
+  auto r = run_worker_with_input("serve --backend cpu" + kBuild, serialize_requests({shutdown_request()}));
+  ASSERT_EQ(r.exit_code, kExitOk) << r.err;
+  auto records = parse_records(r.out);
+  ASSERT_EQ(records.size(), 2u);
+  ASSERT_TRUE(records[1].has_released());
+  EXPECT_EQ(records[1].released().released_gemms(), 0);
+}
+
+TEST(WorkerServe, AMalformedRequestIsAnInvalidRequestError) {
+  auto r = run_worker_with_input("serve --backend cpu" + kBuild, std::string("\x05\xff\xff\xff\xff\xff", 6));
+  EXPECT_EQ(r.exit_code, kExitUsage) << r.err;
+  auto records = parse_records(r.out);
+  ASSERT_EQ(records.size(), 2u);
+  ASSERT_TRUE(records[1].has_error());
+  EXPECT_EQ(records[1].error().kind(), qgate::v1::WORKER_ERROR_KIND_INVALID_REQUEST);
+  // An empty request (no oneof set) is answered, and the worker goes on.
+  r = run_worker_with_input("serve --backend cpu" + kBuild,
+                            serialize_requests({qgate::v1::WorkerRequest(), shutdown_request()}));
+  EXPECT_EQ(r.exit_code, kExitOk) << r.err;
+  records = parse_records(r.out);
+  ASSERT_EQ(records.size(), 3u);
+  EXPECT_EQ(records[1].error().kind(), qgate::v1::WORKER_ERROR_KIND_INVALID_REQUEST);
+  EXPECT_TRUE(records[2].has_released());
 }
 
 TEST(WorkerCli, InfoDescribesTheBuild) {

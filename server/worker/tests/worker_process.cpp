@@ -33,13 +33,29 @@ std::string ref_library() {
 }
 
 ProcessResult run_worker(const std::string& args, const std::string& env) {
+  return run_worker_with_input(args, "", env);
+}
+
+std::string serialize_requests(const std::vector<v1::WorkerRequest>& requests) {
+  std::string bytes;
+  {
+    google::protobuf::io::StringOutputStream out(&bytes);
+    for (const auto& r : requests) google::protobuf::util::SerializeDelimitedToZeroCopyStream(r, &out);
+  }
+  return bytes;
+}
+
+ProcessResult run_worker_with_input(const std::string& args, const std::string& input, const std::string& env) {
   char out_tpl[] = "/tmp/qgate-worker-out-XXXXXX";
   char err_tpl[] = "/tmp/qgate-worker-err-XXXXXX";
-  int out_fd = mkstemp(out_tpl), err_fd = mkstemp(err_tpl);
+  char in_tpl[] = "/tmp/qgate-worker-in-XXXXXX";
+  int out_fd = mkstemp(out_tpl), err_fd = mkstemp(err_tpl), in_fd = mkstemp(in_tpl);
   close(out_fd);
   close(err_fd);
+  close(in_fd);
+  std::ofstream(in_tpl, std::ios::binary) << input;
   const std::string cmd = (env.empty() ? "" : "env " + env + " ") + worker_binary() + " " + args +
-                          " >" + out_tpl + " 2>" + err_tpl + " </dev/null";
+                          " >" + out_tpl + " 2>" + err_tpl + " <" + in_tpl;
   const int status = std::system(cmd.c_str());
   ProcessResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
@@ -47,6 +63,7 @@ ProcessResult run_worker(const std::string& args, const std::string& env) {
   r.err = slurp(err_tpl);
   unlink(out_tpl);
   unlink(err_tpl);
+  unlink(in_tpl);
   return r;
 }
 

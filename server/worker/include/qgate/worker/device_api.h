@@ -9,21 +9,39 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "qgate/kernel_abi.h"
 #include "qgate/v1/worker.pb.h"
 
 namespace qgate::worker {
 
-/// A device call failed; `out_of_memory` tells the caller to report it as such.
+/// A device call failed; `out_of_memory` tells the caller to report it as such, `cuda_error`
+/// names the CUDA error it came from ("cudaErrorIllegalAddress"; "" when none did), and
+/// `last_build_call` the build entry point called last when it was thrown (before the unwinding
+/// releases anything).
 class DeviceError : public std::runtime_error {
  public:
-  DeviceError(const std::string& what, bool out_of_memory = false)
-      : std::runtime_error(what), out_of_memory_(out_of_memory) {}
+  DeviceError(const std::string& what, bool out_of_memory = false, std::string cuda_error = "",
+              std::string last_build_call = "")
+      : std::runtime_error(what),
+        out_of_memory_(out_of_memory),
+        cuda_error_(std::move(cuda_error)),
+        last_build_call_(std::move(last_build_call)) {}
   bool out_of_memory() const { return out_of_memory_; }
+  const std::string& cuda_error() const { return cuda_error_; }
+  const std::string& last_build_call() const { return last_build_call_; }
 
  private:
   bool out_of_memory_;
+  std::string cuda_error_;
+  std::string last_build_call_;
+};
+
+/// Device memory this process holds, and how it was read.
+struct DeviceMemoryUse {
+  int64_t bytes = 0;
+  std::string source;  // "nvml-process", "cuda-meminfo" (device-wide: every process), "" (none)
 };
 
 class DeviceApi {
@@ -46,6 +64,9 @@ class DeviceApi {
   /// Evicts the last-level cache so the next timed call starts cold (no-op on the CPU).
   virtual void flush_cache() = 0;
   virtual void describe(v1::RunContext* context) const = 0;
+  /// Device memory held now: NVML's figure for this process where it lists it, else the
+  /// device-wide used memory; nothing on the CPU, whose memory is the process's RSS.
+  virtual DeviceMemoryUse memory_in_use() = 0;
 };
 
 /// Memory on a DeviceApi, released with the object.

@@ -77,9 +77,14 @@ class ParityRunner {
   /// Runs the cases and hands each result to `on_case` as soon as it is known.
   void run(const ParityOptions& options, const std::vector<ParityCaseSpec>& cases,
            const std::function<void(const v1::ParityCase&)>& on_case);
+  /// Destroys the build contexts the cases created (they are created again when needed), so a
+  /// memory reading after the sweep holds nothing of the build's.
+  void release_contexts();
 
  private:
   BuildContext* context_for(int path, std::string* error);
+  /// Sets c->cuda (and notes it in the message) when a CUDA error is left on the device.
+  void note_cuda_failure(v1::ParityCase* c);
   void run_case(const ParityOptions& options, const ParityCaseSpec& spec,
                 const std::function<void(const v1::ParityCase&)>& on_case);
 

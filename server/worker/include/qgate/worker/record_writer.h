@@ -25,6 +25,8 @@ class RecordWriter {
 
 /// A one-line human description of a record (what the table format prints).
 std::string describe_record(const v1::WorkerRecord& record);
+/// "host 41.2 MiB", or "device 1024.0 MiB (nvml-process), host 41.2 MiB" where device memory was read.
+std::string describe_memory(const v1::MemoryReading& reading);
 std::string to_json(const google::protobuf::Message& message, bool pretty = false);
 const char* outcome_name(v1::CaseOutcome outcome);
 const char* path_name(v1::GemmPath path);

@@ -13,7 +13,9 @@
 namespace qgate::worker {
 
 /// Reads length-delimited WorkerRequests from `input_fd` and writes WorkerRecords to `writer`
-/// until a shutdown request or end of input. Returns the process exit code.
+/// until a shutdown request or end of input. A shutdown is answered by a ReleaseDone record:
+/// every prepared GEMM released and the build's context destroyed, then the memory left.
+/// Returns the process exit code.
 int serve_requests(const KernelBuild& build, DeviceApi& device, int threads, int input_fd,
                    RecordWriter& writer);
 
