@@ -1,20 +1,36 @@
 # qgated: the qgate_server library (service, scheduler, job runner, worker processes) and a thin main.
+# The application layer (jobs_application.h) and the row<->message mappings it needs: its own
+# library, so it is tested against a real store without the scheduler, the runner or gRPC.
+add_library(qgate_jobs STATIC
+  src/job_records.cpp
+  src/compare_builds.cpp
+  src/job_submission.cpp
+  src/jobs_application.cpp)
+target_include_directories(qgate_jobs PUBLIC include)
+target_link_libraries(qgate_jobs
+  PUBLIC qgate_grpc qgate_store qgate_profiles qgate_ab_stats qgate_common qgate_cotenant)
+
 add_library(qgate_server STATIC
   src/artifact_store.cpp
   src/event_hub.cpp
   src/daemon_log.cpp
   src/job_event_log.cpp
-  src/job_records.cpp
   src/record_stream.cpp
   src/worker_process.cpp
+  src/worker_channel.cpp
+  src/job_control.cpp
+  src/fault_classifier.cpp
+  src/job_recorder.cpp
+  src/arm_session.cpp
+  src/parity_phase.cpp
+  src/ab_phase.cpp
   src/job_runner.cpp
   src/scheduler.cpp
   src/harness_service.cpp
-  src/compare_builds.cpp
   src/daemon.cpp)
 target_include_directories(qgate_server PUBLIC include)
 target_link_libraries(qgate_server
-  PUBLIC qgate_grpc qgate_store qgate_profiles qgate_ab_stats qgate_common qgate_cotenant
+  PUBLIC qgate_jobs qgate_grpc qgate_store qgate_profiles qgate_ab_stats qgate_common qgate_cotenant
   PRIVATE gRPC::grpc++_reflection nlohmann_json::nlohmann_json)
 # The log (daemon_log.h): public, since every part of the daemon logs with spdlog.
 target_link_libraries(qgate_server PUBLIC spdlog::spdlog)

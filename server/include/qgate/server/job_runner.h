@@ -1,26 +1,31 @@
-// Runs one job end to end: the parity phase (a qgate-worker `parity` process), then the
-// interleaved A/B (one `qgate-worker serve` process per arm, kept for the job, ABBA order, pairs
-// added until the verdict is confident or the budget ends), storing every case, run and verdict.
+// Runs one job end to end: the parity phase, then the A/B phase, then the verdict with the
+// disposition saying what the build did. It reads the job's spec, composes the phases and ends
+// the job once, whatever happened; the phases do the work (parity_phase.h, ab_phase.h).
 #pragma once
 
 #include <atomic>
+#include <memory>
 #include <string>
 
 #include "qgate/cotenant/sampler.h"
 #include "qgate/db/store.h"
 #include "qgate/server/daemon_options.h"
 #include "qgate/server/event_hub.h"
+#include "qgate/server/job_control.h"
+#include "qgate/server/worker_channel.h"
 
 namespace qgate::server {
 
 class JobRunner {
  public:
   /// `sampler` reads the GPU's co-tenant load during every timed run (it may be unavailable).
-  JobRunner(db::Store& store, EventHub& events, const DaemonOptions& options, cotenant::Sampler& sampler);
-  /// What the scheduler asks of a running job through `stop`.
-  static constexpr int kKeepRunning = 0;
-  static constexpr int kCancel = 1;    // the user cancelled: the job ends CANCELLED
-  static constexpr int kShutdown = 2;  // the daemon stops: the job stays running, re-run at restart
+  /// Workers are real qgate-worker processes unless `launcher` is given.
+  JobRunner(db::Store& store, EventHub& events, const DaemonOptions& options, cotenant::Sampler& sampler,
+            std::shared_ptr<WorkerLauncher> launcher = nullptr);
+  /// What the scheduler asks of a running job through `stop` (see StopRequest).
+  static constexpr int kKeepRunning = server::kKeepRunning;
+  static constexpr int kCancel = kCancelJob;
+  static constexpr int kShutdown = kDaemonStops;
 
   /// Runs a job the scheduler has claimed (state running) to a terminal state. Never throws: any
   /// failure ends the job FAILED with its reason.
@@ -31,6 +36,7 @@ class JobRunner {
   EventHub& events_;
   const DaemonOptions& options_;
   cotenant::Sampler& sampler_;
+  std::shared_ptr<WorkerLauncher> launcher_;
 };
 
 }  // namespace qgate::server

@@ -1,0 +1,53 @@
+// The job's view of one qgate-worker: requests in, records out with a deadline, and what is left
+// of one that ended or hung. WorkerProcess is the real one (ProcessLauncher starts it); the phases
+// only see this interface, so their order, retries and timeouts are unit-tested with a scripted fake.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "qgate/server/worker_process.h"
+#include "qgate/v1/worker.pb.h"
+
+namespace qgate::server {
+
+/// How a worker ended, once it has.
+struct WorkerExit {
+  std::string text;        // "exit 0", "signal 11 (Segmentation fault)"
+  int signal = 0;          // the terminating signal, 0 when it exited
+  std::string fatal_call;  // the build call its fatal-signal handler named ("qgate_gemm_run"), else ""
+};
+
+class WorkerChannel {
+ public:
+  virtual ~WorkerChannel() = default;
+  virtual int pid() const = 0;
+  /// False when the worker's input is closed (it died).
+  virtual bool send(const v1::WorkerRequest& request) = 0;
+  /// Waits up to `timeout` for the next record.
+  virtual ReadEnd read(v1::WorkerRecord* record, std::chrono::milliseconds timeout) = 0;
+  /// Waits up to `timeout` for the worker to end and says how it did.
+  virtual WorkerExit wait_exit(std::chrono::milliseconds timeout) = 0;
+  /// The end of what the worker wrote to stderr, for messages.
+  virtual std::string stderr_tail(size_t max_bytes) const = 0;
+  /// The build call a running worker is in ("" when it does not answer in `timeout`).
+  virtual std::string where_is_it(std::chrono::milliseconds timeout) = 0;
+  /// Kills the worker's whole process group.
+  virtual void kill_group() = 0;
+};
+
+/// Starts workers. Throws std::runtime_error when one cannot be started.
+class WorkerLauncher {
+ public:
+  virtual ~WorkerLauncher() = default;
+  virtual std::unique_ptr<WorkerChannel> launch(const WorkerLaunch& launch) = 0;
+};
+
+/// Starts real qgate-worker processes.
+class ProcessLauncher final : public WorkerLauncher {
+ public:
+  std::unique_ptr<WorkerChannel> launch(const WorkerLaunch& launch) override;
+};
+
+}  // namespace qgate::server

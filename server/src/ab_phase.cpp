@@ -1,0 +1,261 @@
+// AbPhase: ABBA-interleaved timed runs of two arms, judged at the sequential design's looks.
+#include "qgate/server/ab_phase.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cmath>
+#include <map>
+
+#include "qgate/cotenant/periodic_sampling.h"
+#include "qgate/server/leak_check.h"
+#include "qgate/stats/sequential.h"
+
+namespace qgate::server {
+namespace {
+
+v1::Comparison to_proto(stats::Comparison c) {
+  switch (c) {
+    case stats::Comparison::same: return v1::COMPARISON_SAME;
+    case stats::Comparison::different: return v1::COMPARISON_DIFFERENT;
+    default: return v1::COMPARISON_UNKNOWN;
+  }
+}
+
+v1::Verdict to_proto(stats::Verdict v) {
+  switch (v) {
+    case stats::Verdict::pass: return v1::VERDICT_PASS;
+    case stats::Verdict::fail: return v1::VERDICT_FAIL;
+    default: return v1::VERDICT_INCONCLUSIVE;
+  }
+}
+
+std::map<std::string, double> time_by_type(const v1::ProfileRun& run) {
+  std::map<std::string, double> out;
+  for (const auto& g : run.gemms()) out[g.gemm().type()] += g.median_us() * g.gemm().count();
+  return out;
+}
+
+/// The pairs of the A/B so far, whole-profile and per weight type.
+struct PairBook {
+  std::vector<stats::AbPair> pairs;
+  std::map<std::string, std::vector<stats::AbPair>> by_type;
+  std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> type_us;
+  std::vector<double> tokens_a, tokens_b;
+  int contended = 0;
+
+  void add(const v1::ProfileRun& a, std::optional<bool> load_a, const v1::ProfileRun& b, std::optional<bool> load_b) {
+    // Flagged when the sampler saw different load on the two runs of the pair.
+    const bool mismatch = load_a.has_value() && load_b.has_value() && *load_a != *load_b;
+    contended += (load_a.value_or(false) || load_b.value_or(false)) ? 1 : 0;
+    pairs.push_back({a.tokens_per_s(), b.tokens_per_s(), mismatch});
+    tokens_a.push_back(a.tokens_per_s());
+    tokens_b.push_back(b.tokens_per_s());
+    auto ta = time_by_type(a), tb = time_by_type(b);
+    for (const auto& [type, us] : ta) {
+      if (!tb.count(type) || us <= 0 || tb[type] <= 0) continue;
+      by_type[type].push_back({1.0 / us, 1.0 / tb[type], false});
+      type_us[type].first.push_back(us);
+      type_us[type].second.push_back(tb[type]);
+    }
+  }
+};
+
+}  // namespace
+
+AbPhase::AbPhase(AbSetup setup, WorkerLauncher& launcher, JobRecorder& recorder, const JobControl& control,
+                 cotenant::Sampler& sampler)
+    : setup_(std::move(setup)), launcher_(launcher), recorder_(recorder), control_(control), sampler_(sampler) {}
+
+std::optional<v1::ProfileRun> AbPhase::sampled_run(ArmSession& arm, int64_t run_id, RunFailure* failure,
+                                                   std::vector<cotenant::Sample>* samples) {
+  // The sampler reads the GPU while the run's worker works. The job's own workers are not
+  // foreign: the other arm's worker is idle during this run, but NVML's per-process samples look
+  // back a few hundred ms and would carry its previous run into this one.
+  cotenant::PeriodicSampling sampling(sampler_);
+  own_pids_.insert(arm.pid());
+  sampling.start(own_pids_);
+  auto result = arm.run(run_id, failure);
+  *samples = sampling.stop();
+  return result;
+}
+
+v1::ProfileRun AbPhase::timed_run(ArmSession& arm, int pair_index) {
+  control_.check();
+  if (setup_.fresh_process || !arm.started()) {
+    if (arm.started()) arm.shutdown();
+    arm.start();
+    own_pids_.insert(arm.pid());
+  }
+  RunPlacement where;
+  where.arm = arm.spec().name;
+  where.build_id = arm.spec().build.id;
+  where.path = arm.path();
+  where.pair_index = pair_index;
+  where.seq = seq_++;
+  where.worker_pid = arm.pid();
+  where.repetitions = setup_.arms.run.repetitions();
+  where.fresh_process = setup_.fresh_process;
+  const db::RowId run_id = recorder_.start_run(where, arm.context(), setup_.profile, setup_.tokens);
+  RunFailure failure;
+  std::vector<cotenant::Sample> samples;
+  auto result = sampled_run(arm, run_id, &failure, &samples);
+  if (!result) {
+    // One restart and one retry; a second failure ends the job with both reasons.
+    recorder_.publish(*progress_, "arm " + arm.spec().name + ": run failed (" + failure.why +
+                                      "); restarting its worker and retrying once");
+    arm.restart();
+    own_pids_.insert(arm.pid());
+    RunFailure again;
+    result = sampled_run(arm, run_id, &again, &samples);
+    if (!result) {
+      recorder_.fail_run(run_id, setup_.tokens);
+      throw JobFailure("arm " + arm.spec().name + " failed twice: " + failure.why + "; then: " + again.why,
+                       again.fault);
+    }
+    recovered_.push_back("arm " + arm.spec().name + ": worker restarted once after " + failure.fault.detail);
+  }
+  recorder_.finish_run(run_id, *result, setup_.tokens);
+  last_contended_ = recorder_.record_cotenant(run_id, samples, setup_.quiet_max_foreign_sm_percent,
+                                              sampler_.available() ? "" : sampler_.unavailable_reason());
+  if (setup_.fresh_process) arm.shutdown();
+  return *result;
+}
+
+AbOutcome AbPhase::run(v1::JobProgress& progress) {
+  progress_ = &progress;
+  const stats::GatePolicy& policy = setup_.policy;
+  // Pairs are judged only at the design's planned looks (docs/ab-statistics.md).
+  const stats::SequentialDesign design = stats::SequentialDesign::from_policy(policy);
+  ArmSession a(setup_.a, setup_.arms, launcher_, control_);
+  ArmSession b(setup_.b, setup_.arms, launcher_, control_);
+
+  progress.set_phase("ab");
+  progress.set_pairs_max(policy.max_pairs);
+  recorder_.publish(progress, "starting the arms: A = " + setup_.a.label + ", B = " + setup_.b.label + ", profile " +
+                                  setup_.profile + ", " + std::to_string(setup_.tokens) + " tokens");
+  if (!setup_.fresh_process) {
+    a.start();
+    own_pids_.insert(a.pid());
+    b.start();
+    own_pids_.insert(b.pid());
+  }
+
+  PairBook book;
+  std::optional<stats::LookResult> look;
+  AbOutcome out;
+  if (setup_.order == v1::RUN_ORDER_SEQUENTIAL) {
+    // Every A run, then every B run: the order llama.cpp's compare-commits uses, kept only to show
+    // what a co-tenant or drift does to it. No early stop: both arms get max_pairs runs.
+    std::vector<v1::ProfileRun> runs_a, runs_b;
+    std::vector<std::optional<bool>> load_a, load_b;
+    for (int i = 0; i < policy.max_pairs; ++i) {
+      runs_a.push_back(timed_run(a, i));
+      load_a.push_back(last_contended_);
+      recorder_.publish(progress, "sequential: A run " + std::to_string(i + 1) + " of " +
+                                      std::to_string(policy.max_pairs));
+    }
+    for (int i = 0; i < policy.max_pairs; ++i) {
+      runs_b.push_back(timed_run(b, i));
+      load_b.push_back(last_contended_);
+      recorder_.publish(progress, "sequential: B run " + std::to_string(i + 1) + " of " +
+                                      std::to_string(policy.max_pairs));
+    }
+    for (int i = 0; i < policy.max_pairs; ++i) book.add(runs_a[i], load_a[i], runs_b[i], load_b[i]);
+    progress.set_pairs_done(int32_t(book.pairs.size()));
+    look = stats::evaluate_look(book.pairs, design, design.last_look());
+    out.report.add_reasons(
+        "sequential order (all A runs, then all B runs): drift and co-tenant phases are not balanced");
+  } else {
+    // ABBA: each block yields two pairs, (A, B) then (B, A), so drift hits both arms alike.
+    size_t next_look = 0;
+    while (true) {
+      const int index = int(book.pairs.size());
+      if (index % 2 == 0) {
+        auto ra = timed_run(a, index);
+        const auto ca = last_contended_;
+        auto rb = timed_run(b, index);
+        book.add(ra, ca, rb, last_contended_);
+      } else {
+        auto rb = timed_run(b, index);
+        const auto cb = last_contended_;
+        auto ra = timed_run(a, index);
+        book.add(ra, last_contended_, rb, cb);
+      }
+      progress.set_pairs_done(int32_t(book.pairs.size()));
+      if (int(book.pairs.size()) < design.looks[next_look]) {
+        recorder_.publish(progress);
+        continue;
+      }
+      // A planned look: the interval, verdict and comparison are read here and only here.
+      look = stats::evaluate_look(book.pairs, design, next_look);
+      progress.set_ratio(look->ratio);
+      progress.set_ci_low(look->lower);
+      progress.set_ci_high(look->upper);
+      recorder_.publish(progress, "look " + std::to_string(next_look + 1) + " of " +
+                                      std::to_string(design.looks.size()) + " at " +
+                                      std::to_string(book.pairs.size()) + " pairs: " +
+                                      std::string(stats::to_string(look->verdict)) + " (" +
+                                      std::string(stats::to_string(look->comparison)) + "), " +
+                                      std::string(stats::to_string(look->decision)));
+      if (look->decision == stats::LookDecision::stop) break;
+      ++next_look;
+    }
+  }
+  a.shutdown();
+  b.shutdown();
+  for (const ArmSession* arm : {&a, &b})
+    for (const ArmMemory& life : arm->memory())
+      if (auto leak = judge_arm_memory(life)) {
+        out.leaks.push_back(*leak);
+        break;
+      }
+
+  const stats::LookResult& decision = look.value();
+  std::vector<double> log_ratios;
+  for (const auto& p : book.pairs) log_ratios.push_back(std::log(p.a) - std::log(p.b));
+  v1::VerdictReport& report = out.report;
+  report.set_verdict(to_proto(decision.verdict));
+  report.set_comparison(to_proto(decision.comparison));
+  report.set_ratio(decision.ratio);
+  report.set_ci_low(decision.lower);
+  report.set_ci_high(decision.upper);
+  report.set_p_value(stats::wilcoxon_signed_rank_p(log_ratios));
+  report.set_pairs(int32_t(book.pairs.size()));
+  report.set_contended_pairs(book.contended);
+  report.set_profile(setup_.profile);
+  report.set_tokens(setup_.tokens);
+  if (!sampler_.available())
+    report.add_reasons("co-tenant load unknown (cotenant=unavailable: " + sampler_.unavailable_reason() + ")");
+  else if (book.contended > 0)
+    report.add_reasons(std::to_string(book.contended) + " of " + std::to_string(book.pairs.size()) +
+                       " pairs ran under co-tenant load; " + std::to_string(decision.contention_mismatches) +
+                       " saw different load on their two runs");
+  report.mutable_arm_a()->set_label(setup_.a.label);
+  report.mutable_arm_a()->set_tokens_per_s(stats::geometric_mean(book.tokens_a));
+  report.mutable_arm_a()->set_runs(int32_t(book.tokens_a.size()));
+  report.mutable_arm_b()->set_label(setup_.b.label);
+  report.mutable_arm_b()->set_tokens_per_s(stats::geometric_mean(book.tokens_b));
+  report.mutable_arm_b()->set_runs(int32_t(book.tokens_b.size()));
+  for (const auto& r : decision.reasons) report.add_reasons(r);
+  report.add_reasons("tok/s is prefill throughput of " + setup_.profile + "'s linear layers at " +
+                     std::to_string(setup_.tokens) + " tokens (" +
+                     (setup_.arms.run.whole_pass() ? "median whole pass" : "summed GEMM time") + ", cold L2)");
+  for (const auto& [type, tp] : book.by_type) {
+    // The same interval as the headline, at the look the A/B stopped at (a type missing from some
+    // runs has fewer pairs and gets none).
+    if (tp.size() != book.pairs.size()) continue;
+    const auto e = stats::judge_look(tp, design, decision.look_index);
+    auto* t = report.add_per_type();
+    t->set_weight_type(type);
+    t->set_ratio(e.ratio);
+    t->set_ci_low(e.lower);
+    t->set_ci_high(e.upper);
+    t->set_comparison(to_proto(e.comparison));
+    t->set_gemm_us_a(stats::geometric_mean(book.type_us[type].first));
+    t->set_gemm_us_b(stats::geometric_mean(book.type_us[type].second));
+  }
+  out.recovered = recovered_;
+  return out;
+}
+
+}  // namespace qgate::server

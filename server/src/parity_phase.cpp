@@ -1,0 +1,119 @@
+// ParityPhase: the candidate's parity sweep in one qgate-worker process, every case stored.
+#include "qgate/server/parity_phase.h"
+
+#include "qgate/server/fault_classifier.h"
+#include "qgate/server/leak_check.h"
+
+namespace qgate::server {
+
+std::string shape_set_name(v1::ShapeSet shapes) {
+  switch (shapes) {
+    case v1::SHAPE_SET_STANDARD: return "standard";
+    case v1::SHAPE_SET_QUICK: return "quick";
+    case v1::SHAPE_SET_NONE: return "none";
+    default: return "";
+  }
+}
+
+ParityPhase::ParityPhase(ParitySetup setup, WorkerLauncher& launcher, JobRecorder& recorder,
+                         const JobControl& control)
+    : setup_(std::move(setup)), launcher_(launcher), recorder_(recorder), control_(control) {}
+
+std::vector<std::string> ParityPhase::worker_args() const {
+  std::vector<std::string> args = {"parity"};
+  for (const auto& a : setup_.common_args) args.push_back(a);
+  for (const char* a : {"--types", "all", "--path", "both", "--format", "proto"}) args.push_back(a);
+  // A model file's tensors are the sweep on their own unless a shape set was asked for too.
+  if (setup_.gguf.empty() || setup_.shapes != v1::SHAPE_SET_UNSPECIFIED) {
+    args.push_back("--shapes");
+    args.push_back(setup_.shapes == v1::SHAPE_SET_UNSPECIFIED ? "standard" : shape_set_name(setup_.shapes));
+  }
+  if (!setup_.gguf.empty()) {
+    args.insert(args.end(), {"--gguf", setup_.gguf, "--tensors", setup_.tensors.empty() ? "blk.0.*" : setup_.tensors});
+  }
+  if (setup_.numerics != v1::NUMERICS_PROFILE_UNSPECIFIED) {
+    args.push_back("--numerics");
+    args.push_back(setup_.numerics == v1::NUMERICS_PROFILE_GGML ? "ggml" : "qgate");
+  }
+  return args;
+}
+
+ParityOutcome ParityPhase::run(v1::JobProgress& progress) {
+  progress.set_phase("parity");
+  recorder_.publish(progress, "parity sweep started");
+  WorkerLaunch launch;
+  launch.binary = setup_.worker_binary;
+  launch.args = worker_args();
+  launch.env = clean_worker_environment({});
+  launch.stderr_path = setup_.log_path;
+  std::unique_ptr<WorkerChannel> worker = launcher_.launch(launch);
+
+  ParityOutcome out;
+  std::vector<v1::ParityCase> cases;
+  const auto deadline = JobControl::Clock::now() + std::chrono::seconds(setup_.phase_timeout_s);
+  while (true) {
+    control_.check();
+    v1::WorkerRecord record;
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - JobControl::Clock::now());
+    const ReadEnd end = worker->read(
+        &record, control_.within(std::min(left, std::chrono::milliseconds(1000) * setup_.case_timeout_s)));
+    if (end == ReadEnd::timeout) {
+      if (JobControl::Clock::now() >= deadline)
+        control_.overran(*worker, "parity", "the parity phase", setup_.phase_timeout_s);
+      control_.overran(*worker, "parity", "run", setup_.case_timeout_s);
+    }
+    if (end == ReadEnd::malformed) {
+      worker->kill_group();
+      throw JobFailure("the parity worker's output is not a record stream (does the build write to stdout?)");
+    }
+    if (end != ReadEnd::record) {
+      const WorkerExit exit = worker->wait_exit(std::chrono::seconds(5));
+      throw JobFailure("the parity worker ended (" + exit.text + ") before finishing: " + worker->stderr_tail(400),
+                       FaultClassifier::died(exit, "the parity sweep"));
+    }
+    if (record.has_error())
+      throw JobFailure("parity worker: " + worker_error_kind_name(record.error().kind()) + ": " +
+                           record.error().message(),
+                       FaultClassifier::worker_error(record.error()));
+    if (record.has_summary()) {
+      out.leak = judge_parity_memory(record.summary());
+      break;
+    }
+    if (record.has_plan()) {
+      progress.set_parity_total(record.plan().cases());
+      recorder_.publish(progress, "parity: " + std::to_string(record.plan().cases()) + " cases, MMQ judged in " +
+                                      (record.plan().numerics() == v1::NUMERICS_PROFILE_GGML ? "ggml" : "qgate") +
+                                      " numerics (" + record.plan().numerics_source() + ")");
+    }
+    if (!record.has_parity()) continue;
+    const v1::ParityCase& p = record.parity();
+    cases.push_back(p);
+    const bool ok = p.outcome() == v1::CASE_OUTCOME_PASSED || p.outcome() == v1::CASE_OUTCOME_NOT_SUPPORTED;
+    if (ok) out.passed += p.outcome() == v1::CASE_OUTCOME_PASSED;
+    else ++out.failed;
+    progress.set_parity_done(int32_t(cases.size()));
+    const std::string case_name =
+        p.type() + " " + gemm_path_name(p.path()) + " " + std::to_string(p.shape().nt()) + "x" +
+        std::to_string(p.shape().od()) + "x" + std::to_string(p.shape().k()) +
+        (p.activation() == v1::ACTIVATION_KIND_RANDOM || p.activation() == v1::ACTIVATION_KIND_UNSPECIFIED
+             ? std::string()
+             : " (" + activation_kind_name(p.activation()) + " rows)");
+    if (!ok && out.first_failure.empty()) out.first_failure = case_name + ": " + p.message();
+    if (FaultClassifier::context_lost(p.cuda())) {
+      // Every later case would fail the same way: the build's kernel took the context down.
+      recorder_.add_parity_cases(setup_.build_id, cases);
+      worker->kill_group();
+      throw JobFailure("parity " + case_name + ": " + p.message(),
+                       FaultClassifier::failed("parity", p.message(), p.cuda(), "parity"));
+    }
+    if (!ok) recorder_.publish(progress, "parity FAILED: " + case_name + ": " + p.message());
+    else if (cases.size() % 8 == 0) recorder_.publish(progress);
+  }
+  worker->wait_exit(std::chrono::seconds(10));
+  recorder_.add_parity_cases(setup_.build_id, cases);
+  recorder_.publish(progress, "parity: " + std::to_string(out.passed) + " passed, " + std::to_string(out.failed) +
+                                  " failed");
+  return out;
+}
+
+}  // namespace qgate::server
