@@ -11,6 +11,7 @@
 #include <google/protobuf/descriptor.h>
 
 #include "qgate/client/exit_codes.h"
+#include "qgate/client/spec_words.h"
 
 namespace qgate::client {
 
@@ -226,6 +227,7 @@ std::string disposition_name(v1::Disposition d) {
     case v1::DISPOSITION_INCORRECT: return "INCORRECT";
     case v1::DISPOSITION_REJECTED: return "REJECTED";
     case v1::DISPOSITION_ERROR: return "ERROR";
+    case v1::DISPOSITION_LEAKED: return "LEAKED";
     default: return "-";
   }
 }
@@ -472,9 +474,11 @@ std::string format_job_details(const v1::Job& job, std::int64_t now_ms) {
     fields.emplace_back("baseline", job.has_baseline() ? build_summary(job.baseline())
                                                        : spec.baseline());
   std::string spec_text = fmt::format(
-      "profile {}, tokens {}, path {}, repetitions {}, seed {}, fresh process {}",
+      "profile {}, tokens {}, path {}, order {}, timing {}, parity shapes {}, repetitions {}, seed {}, "
+      "fresh process {}",
       spec.profile().empty() ? "default" : spec.profile(), or_default(spec.tokens()),
-      spec.path().empty() ? "default" : spec.path(), or_default(spec.repetitions()),
+      spec.path().empty() ? "default" : spec.path(), spec_word(spec.order()), spec_word(spec.timing()),
+      spec_word(spec.parity_shapes()), or_default(spec.repetitions()),
       spec.seed() == 0 ? std::string("default") : std::to_string(spec.seed()),
       spec.fresh_process() ? "yes" : "no");
   fields.emplace_back("spec", spec_text);

@@ -1,0 +1,22 @@
+// The short words the CLI reads and prints for a job spec's enumerations: run order (abba,
+// sequential), timing mode (gemm, pass) and parity shape set (standard, quick, none).
+#pragma once
+
+#include <optional>
+#include <string_view>
+
+#include "qgate/v1/harness.pb.h"
+
+namespace qgate::client {
+
+/// The word for a value; UNSPECIFIED reads as the default it means (abba, gemm, standard).
+std::string_view spec_word(v1::RunOrder order);
+std::string_view spec_word(v1::TimingMode timing);
+std::string_view spec_word(v1::ShapeSet shapes);
+
+/// The value a word names; none for a word that names nothing.
+std::optional<v1::RunOrder> run_order_from_word(std::string_view word);
+std::optional<v1::TimingMode> timing_mode_from_word(std::string_view word);
+std::optional<v1::ShapeSet> shape_set_from_word(std::string_view word);
+
+}  // namespace qgate::client

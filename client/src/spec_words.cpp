@@ -1,0 +1,47 @@
+// The words of the spec enumerations, both ways, from one table per enum.
+#include "qgate/client/spec_words.h"
+
+#include <array>
+#include <utility>
+
+namespace qgate::client {
+namespace {
+
+template <class Enum, std::size_t N>
+using WordTable = std::array<std::pair<Enum, std::string_view>, N>;
+
+constexpr WordTable<v1::RunOrder, 2> kOrderWords{{{v1::RUN_ORDER_ABBA, "abba"},
+                                                  {v1::RUN_ORDER_SEQUENTIAL, "sequential"}}};
+constexpr WordTable<v1::TimingMode, 2> kTimingWords{{{v1::TIMING_MODE_GEMM, "gemm"},
+                                                     {v1::TIMING_MODE_PASS, "pass"}}};
+constexpr WordTable<v1::ShapeSet, 3> kShapeWords{{{v1::SHAPE_SET_STANDARD, "standard"},
+                                                  {v1::SHAPE_SET_QUICK, "quick"},
+                                                  {v1::SHAPE_SET_NONE, "none"}}};
+
+template <class Enum, std::size_t N>
+std::string_view word_of(const WordTable<Enum, N>& table, Enum value, Enum fallback) {
+  for (const auto& [candidate, word] : table)
+    if (candidate == value) return word;
+  for (const auto& [candidate, word] : table)
+    if (candidate == fallback) return word;
+  return "?";
+}
+
+template <class Enum, std::size_t N>
+std::optional<Enum> value_of(const WordTable<Enum, N>& table, std::string_view word) {
+  for (const auto& [value, candidate] : table)
+    if (candidate == word) return value;
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string_view spec_word(v1::RunOrder order) { return word_of(kOrderWords, order, v1::RUN_ORDER_ABBA); }
+std::string_view spec_word(v1::TimingMode timing) { return word_of(kTimingWords, timing, v1::TIMING_MODE_GEMM); }
+std::string_view spec_word(v1::ShapeSet shapes) { return word_of(kShapeWords, shapes, v1::SHAPE_SET_STANDARD); }
+
+std::optional<v1::RunOrder> run_order_from_word(std::string_view word) { return value_of(kOrderWords, word); }
+std::optional<v1::TimingMode> timing_mode_from_word(std::string_view word) { return value_of(kTimingWords, word); }
+std::optional<v1::ShapeSet> shape_set_from_word(std::string_view word) { return value_of(kShapeWords, word); }
+
+}  // namespace qgate::client
