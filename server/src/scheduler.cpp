@@ -82,9 +82,10 @@ void Scheduler::settle_quiet_deadlines() {
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   db::JobFilter queued;
   queued.state = db::JobState::Queued;
+  queued.quiet_only = true;
   queued.limit = 100000;
   for (const db::Job& job : store_.list_jobs(queued)) {
-    if (!job.quiet_only || !job.deadline_ms || *job.deadline_ms > now_ms) continue;
+    if (!job.deadline_ms || *job.deadline_ms > now_ms) continue;
     const v1::JobSpec spec = spec_from_json(job.spec_json);
     v1::JobEvent e;
     e.set_job_id(job.id);
