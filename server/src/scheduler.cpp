@@ -86,11 +86,10 @@ void Scheduler::settle_quiet_deadlines() {
   queued.limit = 100000;
   for (const db::Job& job : store_.list_jobs(queued)) {
     if (!job.deadline_ms || *job.deadline_ms > now_ms) continue;
-    const v1::JobSpec spec = spec_from_json(job.spec_json);
     v1::JobEvent e;
     e.set_job_id(job.id);
     e.set_unix_ms(now_ms);
-    if (spec.run_contended_on_expiry()) {
+    if (job.run_contended_on_expiry) {
       if (!store_.set_job_quiet_only(job.id, false)) continue;
       spdlog::warn("job {}: no quiet window before its deadline; running it contended", job.id);
       e.set_state(v1::JOB_STATE_QUEUED);
