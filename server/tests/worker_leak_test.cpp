@@ -1,10 +1,13 @@
-// Leak detection end to end on the CPU: the real `qgate-worker serve` runs a profile with the leak
-// fault build (4 MiB of touched host memory per GEMM call, never freed) and with the reference
-// build; its memory readings go to the leak judge, which must call the first a leak and the
-// second not.
+// Leak detection end to end: the real `qgate-worker serve` runs a profile with the leak fault
+// build and with the reference build, and its memory readings go to the leak judge, which must call
+// the first a leak and the second not. On the CPU (this binary's default) the leak build keeps 4 MiB
+// of touched host memory per GEMM call; built with QGATE_LEAK_BACKEND="cuda" (the gpu-labelled
+// variant) it keeps 64 MiB of device memory per call, and a kernel that faults must be reported
+// with the build call that lost the context.
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <initializer_list>
 #include <string>
 #include <tuple>
@@ -12,6 +15,10 @@
 
 #include "qgate/server/leak_check.h"
 #include "worker_process.h"
+
+#ifndef QGATE_LEAK_BACKEND
+#define QGATE_LEAK_BACKEND "cpu"
+#endif
 
 namespace {
 
@@ -24,8 +31,18 @@ namespace v1 = qgate::v1;
 
 constexpr int64_t MiB = int64_t(1) << 20;
 constexpr int kRuns = 6;
-// Two GEMMs, each called once for warm-up and twice timed per run: six calls, 24 MiB per run.
+// Two GEMMs, each called once for warm-up and twice timed per run: six calls per run.
 constexpr int kCallsPerRun = 2 * (1 + 2);
+const bool kCuda = std::string(QGATE_LEAK_BACKEND) == "cuda";
+// What the leak build keeps per call, and where.
+const int64_t kLeakPerCall = kCuda ? 64 * MiB : 4 * MiB;
+int64_t leaking_figure(const v1::MemoryReading& r) { return kCuda ? r.device_bytes() : r.host_anon_bytes(); }
+
+/// A build's path: the environment variable `env` when set (a bundle on a GPU host), else `built`.
+std::string build_path(const char* env, const char* built) {
+  const char* value = std::getenv(env);
+  return value && *value ? value : built;
+}
 
 std::vector<v1::WorkerRequest> requests() {
   std::vector<v1::WorkerRequest> out;
@@ -55,13 +72,19 @@ std::vector<v1::WorkerRequest> requests() {
   return out;
 }
 
+/// Serves the profile with `build`.
+std::vector<v1::WorkerRecord> serve_records(const std::string& build) {
+  const auto r = run_worker_with_input("serve --backend " QGATE_LEAK_BACKEND " --threads 2 --build " + build,
+                                       serialize_requests(requests()));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return parse_records(r.out);
+}
+
 /// Serves the profile with `build` and collects what the judge reads.
 ArmMemory serve(const std::string& build) {
   ArmMemory arm;
   arm.arm = "A";
-  const auto r = run_worker_with_input("serve --backend cpu --threads 2 --build " + build, serialize_requests(requests()));
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  for (const auto& rec : parse_records(r.out)) {
+  for (const auto& rec : serve_records(build)) {
     if (rec.has_prepared()) {
       arm.prepared = rec.prepared();
       EXPECT_EQ(rec.prepared().outcome(), v1::CASE_OUTCOME_PASSED) << rec.prepared().message();
@@ -74,29 +97,29 @@ ArmMemory serve(const std::string& build) {
   }
   EXPECT_EQ(arm.runs.size(), size_t(kRuns));
   EXPECT_TRUE(arm.released.has_value()) << "serve must answer shutdown with ReleaseDone";
-  std::printf("%s\n  before prepare %.1f MiB, after %.1f MiB\n", build.c_str(),
-              double(arm.prepared.memory_before().host_anon_bytes()) / MiB,
-              double(arm.prepared.memory_after().host_anon_bytes()) / MiB);
-  for (const auto& m : arm.runs) std::printf("  run %.1f MiB (RSS %.1f MiB)\n", double(m.host_anon_bytes()) / MiB,
-                                             double(m.host_rss_bytes()) / MiB);
-  if (arm.released)
-    std::printf("  released %.1f MiB\n", double(arm.released->memory().host_anon_bytes()) / MiB);
+  const char* what = kCuda ? "device" : "host (anonymous)";
+  std::printf("%s, %s memory:\n  before prepare %.1f MiB, after %.1f MiB\n", build.c_str(), what,
+              double(leaking_figure(arm.prepared.memory_before())) / MiB,
+              double(leaking_figure(arm.prepared.memory_after())) / MiB);
+  for (const auto& m : arm.runs) std::printf("  run %.1f MiB\n", double(leaking_figure(m)) / MiB);
+  if (arm.released) std::printf("  released %.1f MiB\n", double(leaking_figure(arm.released->memory())) / MiB);
   return arm;
 }
 
 TEST(WorkerLeak, TheLeakBuildsReadingsGrowAndTheJudgeCallsItALeak) {
-  const ArmMemory arm = serve(QGATE_FAULT_LEAK);
+  const ArmMemory arm = serve(build_path("QGATE_FAULT_LEAK", QGATE_FAULT_LEAK));
   ASSERT_EQ(arm.runs.size(), size_t(kRuns));
-  // Every run keeps its calls' 4 MiB blocks: each reading is at least that much above the last.
+  if (kCuda) EXPECT_NE(arm.runs.front().device_source(), "") << "a CUDA worker reads its device memory";
+  // Every run keeps its calls' blocks: each reading is at least that much above the last.
   for (size_t i = 1; i < arm.runs.size(); ++i)
-    EXPECT_GE(arm.runs[i].host_anon_bytes() - arm.runs[i - 1].host_anon_bytes(), kCallsPerRun * 4 * MiB - MiB)
+    EXPECT_GE(leaking_figure(arm.runs[i]) - leaking_figure(arm.runs[i - 1]), kCallsPerRun * kLeakPerCall - MiB)
         << "run " << i;
   const auto leak = judge_arm_memory(arm);
   ASSERT_TRUE(leak.has_value());
   EXPECT_EQ(leak->where(), "arm A across runs");
-  EXPECT_GE(leak->host_bytes(), (kRuns - 1) * kCallsPerRun * 4 * MiB - 4 * MiB);
-  EXPECT_EQ(leak->device_bytes(), 0);
-  EXPECT_NE(leak->detail().find("host memory grew"), std::string::npos) << leak->detail();
+  const int64_t kept = kCuda ? leak->device_bytes() : leak->host_bytes();
+  EXPECT_GE(kept, (kRuns - 1) * kCallsPerRun * kLeakPerCall - 4 * MiB);
+  EXPECT_NE(leak->detail().find(kCuda ? "device memory grew" : "host memory grew"), std::string::npos) << leak->detail();
   std::printf("judged: %s: %s\n", leak->where().c_str(), leak->detail().c_str());
 
   // With the growth readings gone (a worker that ran once per process), release still catches it.
@@ -105,16 +128,36 @@ TEST(WorkerLeak, TheLeakBuildsReadingsGrowAndTheJudgeCallsItALeak) {
   const auto at_release = judge_arm_memory(released_only);
   ASSERT_TRUE(at_release.has_value());
   EXPECT_EQ(at_release->where(), "arm A at release");
-  EXPECT_GE(at_release->host_bytes(), kRuns * kCallsPerRun * 4 * MiB - 8 * MiB);
+  EXPECT_GE(kCuda ? at_release->device_bytes() : at_release->host_bytes(),
+            kRuns * kCallsPerRun * kLeakPerCall - 8 * MiB);
 }
 
 TEST(WorkerLeak, TheReferenceBuildDoesNotLeak) {
-  const ArmMemory arm = serve(QGATE_REF_LIBRARY);
+  const ArmMemory arm = serve(build_path("QGATE_REF_LIBRARY", QGATE_REF_LIBRARY));
   ASSERT_EQ(arm.runs.size(), size_t(kRuns));
   const auto leak = judge_arm_memory(arm);
   EXPECT_FALSE(leak.has_value()) << leak->where() << ": " << leak->detail();
   ASSERT_TRUE(arm.released.has_value());
   EXPECT_EQ(arm.released->released_gemms(), 2);
 }
+
+#ifdef QGATE_FAULT_ILLEGAL_ADDRESS
+TEST(WorkerLeak, AKernelFaultNamesTheCallThatLostTheContextOnEveryLaterAnswer) {
+  const auto records = serve_records(build_path("QGATE_FAULT_ILLEGAL_ADDRESS", QGATE_FAULT_ILLEGAL_ADDRESS));
+  int runs = 0;
+  for (const auto& rec : records) {
+    if (!rec.has_profile_run()) continue;
+    ++runs;
+    const auto& run = rec.profile_run();
+    EXPECT_EQ(run.outcome(), v1::CASE_OUTCOME_ERROR);
+    EXPECT_EQ(run.cuda().error(), "cudaErrorIllegalAddress") << run.message();
+    EXPECT_EQ(run.cuda().last_build_call(), "qgate_gemm_run") << run.message();
+    EXPECT_TRUE(run.cuda().context_lost());
+  }
+  EXPECT_EQ(runs, kRuns);
+  ASSERT_FALSE(records.empty());
+  EXPECT_TRUE(records.back().has_released()) << "the worker still answers shutdown";
+}
+#endif
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <optional>
 
 #include "qgate/worker/bench.h"
 #include "qgate/worker/cuda_failure.h"
@@ -229,6 +230,15 @@ int serve_requests(const KernelBuild& build, DeviceApi& device, int threads, int
                    RecordWriter& writer) {
   google::protobuf::io::FileInputStream input(input_fd);
   std::unique_ptr<PreparedProfile> prepared;
+  // Once a sticky CUDA error has lost the context every later call fails alike, after whatever
+  // build call came last: later requests are answered with the failure that lost it.
+  std::optional<v1::CudaFailure> lost;
+  auto answer_lost = [&](auto* record) {
+    record->set_outcome(v1::CASE_OUTCOME_ERROR);
+    record->set_message("the CUDA context was lost earlier (" + lost->error() + last_build_call_note(*lost) +
+                        "); this worker can run nothing more");
+    *record->mutable_cuda() = *lost;
+  };
   while (true) {
     v1::WorkerRequest req;
     bool clean_eof = false;
@@ -241,16 +251,27 @@ int serve_requests(const KernelBuild& build, DeviceApi& device, int threads, int
     switch (req.request_case()) {
       case v1::WorkerRequest::kPrepare:
         prepared.reset();
-        *r.mutable_prepared() = prepare(build, device, threads, req.prepare(), &prepared);
+        if (lost) {
+          r.mutable_prepared()->set_profile(req.prepare().profile().name());
+          answer_lost(r.mutable_prepared());
+        } else {
+          *r.mutable_prepared() = prepare(build, device, threads, req.prepare(), &prepared);
+        }
+        if (r.prepared().cuda().context_lost() && !lost) lost = r.prepared().cuda();
         break;
       case v1::WorkerRequest::kRun:
-        if (!prepared) {
+        if (lost) {
+          r.mutable_profile_run()->set_run_id(req.run().run_id());
+          answer_lost(r.mutable_profile_run());
+          *r.mutable_profile_run()->mutable_memory() = read_memory(device);
+        } else if (!prepared) {
           r.mutable_profile_run()->set_run_id(req.run().run_id());
           r.mutable_profile_run()->set_outcome(v1::CASE_OUTCOME_INVALID_PROBLEM);
           r.mutable_profile_run()->set_message("run before a successful prepare");
         } else {
           *r.mutable_profile_run() = run_profile(device, *prepared, req.run());
           *r.mutable_profile_run()->mutable_memory() = read_memory(device);
+          if (r.profile_run().cuda().context_lost()) lost = r.profile_run().cuda();
         }
         break;
       case v1::WorkerRequest::kShutdown:
