@@ -240,7 +240,10 @@ class Gen {
     j->mutable_policy()->set_target_halfwidth(f64());
     j->set_fresh_process(chance(50));
     j->set_repetitions(i32());
-    j->set_parity_shapes(choice({"", "standard", "none", "all", "../x"}));
+    // The spec's enums, with numbers no version of the schema defines too.
+    j->set_parity_shapes(static_cast<v1::ShapeSet>(chance(80) ? below(4) : i32()));
+    j->set_order(static_cast<v1::RunOrder>(chance(80) ? below(3) : i32()));
+    j->set_timing(static_cast<v1::TimingMode>(chance(80) ? below(3) : i32()));
     j->set_path(choice({"", "mmq", "f16", "MMQ", "cublas", std::string("mmq\0", 4).c_str()}));
     j->set_seed(u64());
     if (chance(30)) custom_profile(j->mutable_custom_profile());
