@@ -141,6 +141,31 @@ TEST(WorkerLeak, TheReferenceBuildDoesNotLeak) {
   EXPECT_EQ(arm.released->released_gemms(), 2);
 }
 
+/// A small parity sweep with `build`: two types, three shapes, both paths, so 12 GEMM calls.
+v1::WorkerSummary parity_summary(const std::string& build) {
+  const auto r = qgate::worker::testing::run_worker(
+      "parity --backend " QGATE_LEAK_BACKEND " --threads 2 --types q4_0,q8_0 --shapes none --shape 8x64x256 "
+      "--shape 16x128x512 --shape 4x96x256 --path both --format proto --build " + build);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const auto records = parse_records(r.out);
+  if (records.empty() || !records.back().has_summary()) {
+    ADD_FAILURE() << "no summary: " << r.err;
+    return {};
+  }
+  EXPECT_EQ(records.back().summary().passed(), 12);
+  return records.back().summary();
+}
+
+TEST(WorkerLeak, AParitySweepOfTheLeakBuildKeepsMemoryAndOfTheReferenceBuildNone) {
+  const auto leaked = qgate::server::judge_parity_memory(parity_summary(build_path("QGATE_FAULT_LEAK", QGATE_FAULT_LEAK)));
+  ASSERT_TRUE(leaked.has_value());
+  EXPECT_EQ(leaked->where(), "parity sweep");
+  EXPECT_GE(kCuda ? leaked->device_bytes() : leaked->host_bytes(), 12 * kLeakPerCall - 4 * MiB) << leaked->detail();
+  std::printf("judged: %s: %s\n", leaked->where().c_str(), leaked->detail().c_str());
+  const auto clean = qgate::server::judge_parity_memory(parity_summary(build_path("QGATE_REF_LIBRARY", QGATE_REF_LIBRARY)));
+  EXPECT_FALSE(clean.has_value()) << clean->detail();
+}
+
 #ifdef QGATE_FAULT_ILLEGAL_ADDRESS
 TEST(WorkerLeak, AKernelFaultNamesTheCallThatLostTheContextOnEveryLaterAnswer) {
   const auto records = serve_records(build_path("QGATE_FAULT_ILLEGAL_ADDRESS", QGATE_FAULT_ILLEGAL_ADDRESS));
