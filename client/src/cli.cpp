@@ -24,6 +24,7 @@
 #include "qgate/client/exit_codes.h"
 #include "qgate/client/format.h"
 #include "qgate/client/harness_client.h"
+#include "qgate/client/json_report.h"
 #include "qgate/client/options.h"
 #include "qgate/client/spec_words.h"
 
@@ -154,6 +155,12 @@ class Cli {
   void define();
   HarnessClient connect() const;
   void print_json(const nlohmann::json& value) const { std::cout << value.dump(2) << "\n"; }
+  /// Prints `data` in the --json envelope (json_report.h) under `key`, with the daemon's context.
+  void print_report(HarnessClient& client, const std::string& key, nlohmann::json data) const {
+    print_json(json_report(daemon_context(client), key, std::move(data)));
+  }
+  /// The context block: one GetDevice call; a daemon that does not answer it leaves its facts empty.
+  static ReportContext daemon_context(HarnessClient& client);
 
   int cmd_submit(bool ab_command);
   int cmd_watch(std::int64_t job_id);
@@ -364,6 +371,14 @@ void Cli::define() {
   handlers_[exp] = [this] { return cmd_export(); };
 }
 
+ReportContext Cli::daemon_context(HarnessClient& client) {
+  try {
+    return report_context(client.get_device(), QGATE_VERSION);
+  } catch (const std::exception& e) {
+    return report_context_without_daemon(QGATE_VERSION, e.what());
+  }
+}
+
 HarnessClient Cli::connect() const {
   const std::string address = resolve_server_address(
       global_.server_given ? std::optional<std::string>(global_.server) : std::nullopt,
@@ -449,7 +464,7 @@ int Cli::cmd_submit(bool ab_command) {
   const bool wait = ab_command ? !o.no_wait : o.wait;
   if (!wait) {
     if (global_.json)
-      print_json(to_json(response));
+      print_report(client, "submission", to_json(response));
     else
       std::cout << response.job_id() << "\n";
     return kExitOk;
@@ -521,7 +536,7 @@ int Cli::watch_until_done(HarnessClient& client, std::int64_t job_id) {
 
   const v1::Job job = client.get_job(job_id);
   if (global_.json) {
-    print_json(to_json(job));
+    print_report(client, "job", to_json(job));
   } else if (job.state() == v1::JOB_STATE_DONE) {
     if (job.spec().kind() == v1::JOB_KIND_AB)
       std::cout << fmt::format("job {}: A/B of build {}: arm A = MMQ (MINFER_MMQ=1), arm B = f16 "
@@ -557,9 +572,10 @@ int Cli::cmd_jobs() {
   v1::ListJobsRequest request;
   request.set_state(parse_state(list_.state));
   request.set_limit(list_.limit);
-  const auto response = connect().list_jobs(request);
+  HarnessClient client = connect();
+  const auto response = client.list_jobs(request);
   if (global_.json) {
-    print_json(to_json(response)["jobs"]);
+    print_report(client, "jobs", to_json(response)["jobs"]);
   } else if (response.jobs_size() == 0) {
     std::cout << "no jobs\n";
   } else {
@@ -570,18 +586,20 @@ int Cli::cmd_jobs() {
 }
 
 int Cli::cmd_show() {
-  const v1::Job job = connect().get_job(job_id_);
+  HarnessClient client = connect();
+  const v1::Job job = client.get_job(job_id_);
   if (global_.json)
-    print_json(to_json(job));
+    print_report(client, "job", to_json(job));
   else
     std::cout << format_job_details(job, now_unix_ms());
   return kExitOk;
 }
 
 int Cli::cmd_cancel() {
-  const v1::Job job = connect().cancel_job(job_id_);
+  HarnessClient client = connect();
+  const v1::Job job = client.cancel_job(job_id_);
   if (global_.json)
-    print_json(to_json(job));
+    print_report(client, "job", to_json(job));
   else
     std::cout << fmt::format("job {}: {}\n", job.id(), state_name(job.state()));
   return kExitOk;
@@ -605,7 +623,7 @@ int Cli::cmd_remeasure() {
   const v1::RemeasureResponse response = client.remeasure(request);
   if (!remeasure_.wait || global_.json) {
     if (global_.json) {
-      print_json(to_json(response));
+      print_report(client, "remeasure", to_json(response));
     } else {
       for (const auto& job : response.jobs())
         std::cout << fmt::format("job {}: re-measures job {}; waits for a quiet window until {}{}\n", job.id(),
@@ -635,9 +653,10 @@ int Cli::cmd_builds() {
   v1::ListBuildsRequest request;
   request.set_name(list_.name);
   request.set_limit(list_.limit);
-  const auto response = connect().list_builds(request);
+  HarnessClient client = connect();
+  const auto response = client.list_builds(request);
   if (global_.json) {
-    print_json(to_json(response)["builds"]);
+    print_report(client, "builds", to_json(response)["builds"]);
   } else if (response.builds_size() == 0) {
     std::cout << "no builds\n";
   } else {
@@ -649,7 +668,7 @@ int Cli::cmd_builds() {
 int Cli::cmd_device() {
   const auto device = connect().get_device();
   if (global_.json)
-    print_json(to_json(device));
+    print_json(json_report(report_context(device, QGATE_VERSION), "device", to_json(device)));
   else
     std::cout << format_device(device);
   return kExitOk;
@@ -670,9 +689,10 @@ v1::QueryTrendRequest Cli::trend_request(std::int64_t default_since_ms) const {
 
 int Cli::cmd_trend() {
   const auto request = trend_request(parse_since("30d", now_unix_ms()));
-  const auto response = connect().query_trend(request);
+  HarnessClient client = connect();
+  const auto response = client.query_trend(request);
   if (global_.json)
-    print_json(to_json(response)["points"]);
+    print_report(client, "points", to_json(response)["points"]);
   else
     std::cout << format_trend({response.points().begin(), response.points().end()});
   return kExitOk;
@@ -687,9 +707,10 @@ int Cli::cmd_compare() {
   request.set_tokens(compare_.tokens);
   request.set_weight_type(compare_.type);
   request.set_same_margin(compare_.margin_percent / 100);
-  const auto response = connect().compare(request);
+  HarnessClient client = connect();
+  const auto response = client.compare(request);
   if (global_.json)
-    print_json(to_json(response));
+    print_report(client, "compare", to_json(response));
   else
     std::cout << format_compare(response);
   return kExitOk;
@@ -697,11 +718,14 @@ int Cli::cmd_compare() {
 
 int Cli::cmd_export() {
   const auto request = trend_request(0);  // export defaults to all of history
-  const auto response = connect().query_trend(request);
+  HarnessClient client = connect();
+  const auto response = client.query_trend(request);
   const std::vector<v1::TrendPoint> points(response.points().begin(), response.points().end());
-  const std::string text = trend_.format == "csv"
-                               ? trend_csv(points)
-                               : to_json(response)["points"].dump(2) + "\n";
+  // JSON: the same envelope as --json (json_report.h).
+  const std::string text =
+      trend_.format == "csv"
+          ? trend_csv(points)
+          : json_report(daemon_context(client), "points", to_json(response)["points"]).dump(2) + "\n";
   if (trend_.output.empty()) {
     std::cout << text;
     return kExitOk;

@@ -531,11 +531,13 @@ std::string format_builds_table(const std::vector<v1::Build>& builds) {
 std::string format_device(const v1::DeviceStatus& d) {
   auto or_dash = [](const std::string& s) { return s.empty() ? std::string("-") : s; };
   return format_fields({
+      {"host", or_dash(d.host())},
       {"backend", or_dash(d.backend())},
       {"device", std::to_string(d.device())},
       {"name", or_dash(d.name())},
       {"uuid", or_dash(d.uuid())},
       {"memory", d.memory_bytes() > 0 ? format_bytes(d.memory_bytes()) : "-"},
+      {"driver", or_dash(d.driver_version())},
       {"qgate version", or_dash(d.qgate_version())},
       {"queued jobs", std::to_string(d.queued_jobs())},
       {"running job", d.running_job_id() == 0 ? "none" : std::to_string(d.running_job_id())},

@@ -246,7 +246,11 @@ TEST(Device, FieldsAligned) {
   d.set_name("NVIDIA H200");
   d.set_memory_bytes(150'000'000'000);
   d.set_uptime_s(3700);
+  d.set_host("gpu-host-1");
+  d.set_driver_version("560.35.03");
   const std::string text = format_device(d);
+  EXPECT_EQ(text.rfind("host           gpu-host-1\n", 0), 0u) << text;
+  EXPECT_NE(text.find("driver         560.35.03\n"), std::string::npos) << text;
   EXPECT_NE(text.find("memory         139.7 GiB\n"), std::string::npos) << text;
   EXPECT_NE(text.find("running job    none\n"), std::string::npos) << text;
   EXPECT_NE(text.find("uptime         1h 1m\n"), std::string::npos) << text;

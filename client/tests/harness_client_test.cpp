@@ -14,6 +14,7 @@
 
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 namespace qgate::client {
 namespace {
@@ -78,6 +79,16 @@ class FakeHarness final : public v1::Harness::Service {
     return grpc::Status::OK;
   }
 
+  grpc::Status GetDevice(grpc::ServerContext*, const v1::GetDeviceRequest*, v1::DeviceStatus* response) override {
+    if (!describes_device) return {grpc::UNIMPLEMENTED, "GetDevice is not served here"};
+    response->set_host("gpu-host-1");
+    response->set_backend("cuda");
+    response->set_name("NVIDIA H200");
+    response->set_driver_version("560.35.03");
+    response->set_qgate_version("0.0.9");
+    return grpc::Status::OK;
+  }
+
   v1::Job job() const {
     std::lock_guard lock(mu_);
     v1::Job j;
@@ -92,6 +103,7 @@ class FakeHarness final : public v1::Harness::Service {
   }
 
   v1::Verdict verdict = v1::VERDICT_FAIL;
+  bool describes_device = true;
   mutable std::mutex mu_;
   v1::SubmitHeader header_;
   std::vector<std::size_t> chunks_;
@@ -184,7 +196,10 @@ TEST_F(FakeServerTest, SubmitWaitExitsWithTheVerdict) {
   EXPECT_EQ(run_cli("submit --build " + so.string() + " --name mmq-x", &out), 0);
   EXPECT_EQ(out, "7\n");
   EXPECT_EQ(run_cli("submit --json --build " + so.string() + " --name mmq-x", &out), 0);
-  EXPECT_NE(out.find("\"job_id\": 7"), std::string::npos) << out;
+  const auto submitted = nlohmann::json::parse(out);
+  EXPECT_EQ(submitted["schema_version"], 1) << out;
+  EXPECT_EQ(submitted["submission"]["job_id"], 7) << out;
+  EXPECT_EQ(submitted["context"]["gpu_name"], "NVIDIA H200") << out;
   EXPECT_EQ(run_cli("watch 99", &out), 3);
 }
 
@@ -195,6 +210,39 @@ TEST_F(FakeServerTest, JobsTableAndJson) {
   EXPECT_NE(out.find(" 7  ab    done   mmq-x  default  FAIL     1.250"), std::string::npos) << out;
   ASSERT_EQ(run_cli("jobs --json", &out), 0);
   EXPECT_NE(out.find("\"state\": \"JOB_STATE_DONE\""), std::string::npos) << out;
+}
+
+// Every --json document: the schema version, the context from the daemon's GetDevice and this
+// CLI's version, the data under the command's key.
+TEST_F(FakeServerTest, JsonIsVersionedWithTheDaemonsContext) {
+  std::string out;
+  const std::vector<std::pair<std::string, std::string>> commands = {
+      {"jobs --json", "jobs"}, {"--json show 7", "job"}, {"--json watch 7", "job"}};
+  for (const auto& [command, key] : commands) {
+    run_cli(command, &out);
+    const auto doc = nlohmann::json::parse(out);
+    EXPECT_EQ(doc["schema_version"], 1) << command << ": " << out;
+    const auto& c = doc["context"];
+    EXPECT_EQ(c["host"], "gpu-host-1") << command;
+    EXPECT_EQ(c["gpu_name"], "NVIDIA H200") << command;
+    EXPECT_EQ(c["driver_version"], "560.35.03") << command;
+    EXPECT_EQ(c["qgate_version"], "0.0.9") << command;
+    EXPECT_FALSE(c["cli_version"].get<std::string>().empty()) << command;
+    EXPECT_FALSE(c.contains("error")) << command;
+    ASSERT_TRUE(doc.contains(key)) << command << ": " << out;
+  }
+  EXPECT_EQ(nlohmann::json::parse(out)["job"]["id"], 7);
+}
+
+TEST_F(FakeServerTest, JsonContextSaysWhyWhenTheDaemonDoesNotDescribeItsDevice) {
+  service_.describes_device = false;
+  std::string out;
+  ASSERT_EQ(run_cli("jobs --json", &out), 0);
+  const auto doc = nlohmann::json::parse(out);
+  EXPECT_EQ(doc["schema_version"], 1);
+  EXPECT_EQ(doc["context"]["gpu_name"], "");
+  EXPECT_NE(doc["context"]["error"].get<std::string>().find("GetDevice is not served here"), std::string::npos) << out;
+  EXPECT_EQ(doc["jobs"][0]["id"], 7);
 }
 
 }  // namespace

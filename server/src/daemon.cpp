@@ -39,6 +39,8 @@ std::string exe_dir() {
 /// Asks a worker to describe the device (qgated itself never creates a CUDA context).
 DeviceDescription describe_device(const DaemonOptions& o) {
   DeviceDescription d;
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) == 0) d.host = host;
   if (o.backend == "cpu") {
     d.name = "cpu";
     return d;
@@ -54,6 +56,7 @@ DeviceDescription describe_device(const DaemonOptions& o) {
       d.name = rec.context().device_name();
       d.uuid = rec.context().device_uuid();
       d.memory_bytes = rec.context().device_memory_bytes();
+      d.driver_version = rec.context().driver_version();
     } else if (rec.has_error()) {
       d.name = "unavailable: " + rec.error().message();
     }

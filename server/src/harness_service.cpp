@@ -440,6 +440,8 @@ grpc::ServerUnaryReactor* HarnessService::GetDevice(grpc::CallbackServerContext*
     response->set_uuid(device_.uuid);
     response->set_memory_bytes(device_.memory_bytes);
     response->set_qgate_version(QGATE_VERSION);
+    response->set_host(device_.host);
+    response->set_driver_version(device_.driver_version);
     const QueueCounts counts = queries_.queue_counts();
     response->set_queued_jobs(int32_t(counts.queued));
     response->set_running_job_id(scheduler_.running_job());

@@ -41,7 +41,7 @@ TEST_F(CompareE2eTest, ComparableBuildsPrintTheSeriesAndNPerSide) {
 
   const CliResult j = daemon_.cli("--json compare tile64 tile128 --tokens 512");
   ASSERT_EQ(j.code, 0) << j.err;
-  const json doc = json::parse(j.out);
+  const json doc = json_data(j, "compare");
   ASSERT_EQ(doc["rows"].size(), 1u);
   const json& row = doc["rows"][0];
   EXPECT_EQ(row["a"]["runs"].get<int>(), history_.tile64_runs);

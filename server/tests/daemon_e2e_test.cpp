@@ -37,7 +37,7 @@ TEST(DaemonEndToEnd, AbJobSubmitWatchVerdictTrendCompare) {
 
   auto jobs = d.cli("--json jobs");
   ASSERT_EQ(jobs.code, 0) << jobs.err;
-  auto list = json::parse(jobs.out);
+  auto list = json_data(jobs, "jobs");
   const auto& arr = list.is_array() ? list : list["jobs"];
   ASSERT_EQ(arr.size(), 1u);
   const int64_t job = std::stoll(arr[0]["id"].is_string() ? arr[0]["id"].get<std::string>()
@@ -59,7 +59,7 @@ TEST(DaemonEndToEnd, AbJobSubmitWatchVerdictTrendCompare) {
 
   auto t = d.cli("--json trend --profile cpu-tiny");
   ASSERT_EQ(t.code, 0) << t.err;
-  auto points = json::parse(t.out);
+  auto points = json_data(t, "points");
   const auto& pts = points.is_array() ? points : points["points"];
   EXPECT_EQ(int(pts.size()), 2 * v["pairs"].get<int>()) << "every run of both arms is in the history";
   auto human = d.cli("trend --profile cpu-tiny");
@@ -72,7 +72,7 @@ TEST(DaemonEndToEnd, AbJobSubmitWatchVerdictTrendCompare) {
   EXPECT_NE(csv.out.find("tokens_per_s"), std::string::npos) << csv.out.substr(0, 200);
   auto exported = d.cli("export --format json --profile cpu-tiny");
   ASSERT_EQ(exported.code, 0) << exported.err;
-  EXPECT_EQ(json::parse(exported.out).size(), pts.size());
+  EXPECT_EQ(json_data(exported, "points").size(), pts.size()) << "export writes the --json envelope too";
 
   // One build against itself would compare its runs with themselves: refused (compare_e2e_test covers compare).
   auto c = d.cli("--json compare ref ref");
@@ -80,10 +80,26 @@ TEST(DaemonEndToEnd, AbJobSubmitWatchVerdictTrendCompare) {
   EXPECT_NE(c.err.find("the same build"), std::string::npos) << c.err;
   auto b = d.cli("--json builds");
   EXPECT_EQ(b.code, 0) << b.err;
-  EXPECT_NE(b.out.find("ref"), std::string::npos);
+  EXPECT_EQ(json_data(b, "builds")[0]["metadata"]["name"], "ref") << b.out;
   auto dev = d.cli("--json device");
   EXPECT_EQ(dev.code, 0) << dev.err;
-  EXPECT_NE(dev.out.find("cpu"), std::string::npos);
+  EXPECT_EQ(json_data(dev, "device")["backend"], "cpu") << dev.out;
+
+  // Every read command's context block names the daemon's host, device and version and the CLI's.
+  for (const std::string& command : std::vector<std::string>{"jobs", "show " + std::to_string(job), "trend --profile cpu-tiny",
+                                                              "builds", "device", "watch " + std::to_string(job)}) {
+    const auto out = d.cli("--json " + command);
+    const json context = json::parse(out.out)["context"];
+    EXPECT_FALSE(context.value("host", "").empty()) << command << ": " << out.out;
+    EXPECT_EQ(context.value("backend", ""), "cpu") << command;
+    EXPECT_EQ(context.value("gpu_name", ""), "cpu") << command;
+    EXPECT_EQ(context.value("driver_version", "?"), "") << command << ": the CPU backend has no driver";
+    EXPECT_FALSE(context.value("qgate_version", "").empty()) << command;
+    EXPECT_FALSE(context.value("cli_version", "").empty()) << command;
+    EXPECT_FALSE(context.contains("error")) << command << ": " << out.out;
+  }
+  const json exported_context = json::parse(exported.out)["context"];
+  EXPECT_EQ(exported_context.value("backend", ""), "cpu") << exported.out;
 }
 
 TEST(DaemonEndToEnd, AnAaGateComesOutPassOrSame) {
@@ -105,7 +121,7 @@ TEST(DaemonEndToEnd, AnAaGateComesOutPassOrSame) {
                  " --name ref --baseline ref --profile cpu-tiny --max-pairs 24 --reps 9 --threshold 0.25 "
                  "--parity-shapes quick --wait");
   EXPECT_EQ(r.code, 0) << "A/A gate must PASS: " << r.out << r.err;
-  auto jobs = json::parse(d.cli("--json jobs").out);
+  auto jobs = json_data(d.cli("--json jobs"), "jobs");
   const auto& arr = jobs.is_array() ? jobs : jobs["jobs"];
   const auto& latest = arr[0];
   EXPECT_EQ(latest["verdict"]["verdict"], "VERDICT_PASS") << latest.dump();
@@ -203,7 +219,7 @@ TEST(DaemonEndToEnd, BadRequestsGetClearErrorsAndLoseNothing) {
   // Nothing of that was stored, and the daemon still serves a valid request.
   auto jobs = d.cli("--json jobs");
   ASSERT_EQ(jobs.code, 0) << jobs.err;
-  auto list = json::parse(jobs.out);
+  auto list = json_data(jobs, "jobs");
   EXPECT_EQ((list.is_array() ? list : list["jobs"]).size(), 0u) << jobs.out;
   auto builds = d.cli("--json builds");
   EXPECT_EQ(builds.out.find("empty"), std::string::npos);
@@ -258,7 +274,7 @@ TEST(DaemonEndToEnd, AProfileReadFromAGgufHeader) {
   auto r = d.cli("--json submit --build " + std::string(QGATE_REF_LIBRARY) + " --name ref --kind ab --gguf " + path +
                  " --tokens 16 --max-pairs 4 --wait");
   ASSERT_LE(r.code, 2) << r.err;
-  auto jobs = json::parse(d.cli("--json jobs").out);
+  auto jobs = json_data(d.cli("--json jobs"), "jobs");
   const auto& job = (jobs.is_array() ? jobs : jobs["jobs"])[0];
   EXPECT_EQ(job["verdict"]["profile"], "toy-2l") << job.dump();
   EXPECT_EQ(job["verdict"]["tokens"].get<int>(), 16);
@@ -283,7 +299,7 @@ TEST(DaemonEndToEnd, AWorkerThatDiesIsRestartedAndItsRunRetriedOnce) {
                  " --name crash-once --kind ab --profile cpu-tiny --max-pairs 4 --wait");
   EXPECT_LE(r.code, 2) << "the job must survive one worker death: " << r.out << r.err;
   EXPECT_TRUE(std::filesystem::exists(std::string(QGATE_FAULT_CRASH_ONCE_MARKER))) << "the fault fired";
-  auto jobs = json::parse(d.cli("--json jobs").out);
+  auto jobs = json_data(d.cli("--json jobs"), "jobs");
   const auto& job = (jobs.is_array() ? jobs : jobs["jobs"])[0];
   EXPECT_EQ(job["state"], "JOB_STATE_DONE") << job.dump();
   std::filesystem::remove(std::string(QGATE_FAULT_CRASH_ONCE_MARKER));
@@ -293,7 +309,7 @@ TEST(DaemonEndToEnd, AWorkerThatDiesIsRestartedAndItsRunRetriedOnce) {
   r = d.cli("submit --build " + std::string(QGATE_FAULT_CRASH_RUN) +
             " --name crash-run --kind ab --profile cpu-tiny --max-pairs 4 --wait");
   EXPECT_EQ(r.code, 3) << r.out << r.err;
-  jobs = json::parse(d.cli("--json jobs").out);
+  jobs = json_data(d.cli("--json jobs"), "jobs");
   const auto& failed = (jobs.is_array() ? jobs : jobs["jobs"])[0];
   EXPECT_EQ(failed["state"], "JOB_STATE_FAILED") << failed.dump();
   const std::string error = failed["error"].get<std::string>();
@@ -391,13 +407,13 @@ TEST(DaemonEndToEnd, EveryRunCarriesItsCoTenantLoadAndTrendsDefaultToQuietRuns) 
     ASSERT_TRUE(d.try_start({"--replay-samples", trace}, "", &why)) << why;
     auto r = d.cli("ab --build " + std::string(QGATE_REF_LIBRARY) + " --name ref --profile cpu-tiny --max-pairs 4");
     ASSERT_LE(r.code, 2) << r.err;
-    auto jobs = json::parse(d.cli("--json jobs").out);
+    auto jobs = json_data(d.cli("--json jobs"), "jobs");
     const auto& v = (jobs.is_array() ? jobs : jobs["jobs"])[0]["verdict"];
     const int pairs = v["pairs"].get<int>();
     EXPECT_EQ(v["contended_pairs"].get<int>(), busy ? pairs : 0) << v.dump();
 
-    auto quiet_only = json::parse(d.cli("--json trend --profile cpu-tiny").out);
-    auto all = json::parse(d.cli("--json trend --profile cpu-tiny --include-contended").out);
+    auto quiet_only = json_data(d.cli("--json trend --profile cpu-tiny"), "points");
+    auto all = json_data(d.cli("--json trend --profile cpu-tiny --include-contended"), "points");
     const auto& q = quiet_only.is_array() ? quiet_only : quiet_only["points"];
     const auto& a = all.is_array() ? all : all["points"];
     EXPECT_EQ(int(a.size()), 2 * pairs);
@@ -421,6 +437,6 @@ TEST(DaemonEndToEnd, WithoutASamplerRunsSayUnavailableNeverQuiet) {
   auto r = d.cli("ab --build " + std::string(QGATE_REF_LIBRARY) + " --name ref --profile cpu-tiny --max-pairs 4");
   ASSERT_LE(r.code, 2) << r.err;
   EXPECT_NE(r.out.find("cotenant=unavailable"), std::string::npos) << r.out;
-  auto all = json::parse(d.cli("--json trend --profile cpu-tiny").out);
+  auto all = json_data(d.cli("--json trend --profile cpu-tiny"), "points");
   for (const auto& p : (all.is_array() ? all : all["points"])) EXPECT_FALSE(p["cotenant_known"].get<bool>()) << p.dump();
 }

@@ -178,16 +178,26 @@ class DaemonUnderTest {
   size_t log_offset_ = 0;
 };
 
+/// The data of a --json document under `key`, after checking the envelope every --json document
+/// carries (client/include/qgate/client/json_report.h): schema_version 1 and the context block.
+inline json json_data(const CliResult& r, const std::string& key) {
+  const json doc = json::parse(r.out);
+  EXPECT_EQ(doc.value("schema_version", 0), 1) << r.out;
+  EXPECT_TRUE(doc.contains("context") && doc["context"].is_object()) << r.out;
+  EXPECT_TRUE(doc.contains(key)) << "no '" << key << "' in " << r.out;
+  return doc.contains(key) ? doc[key] : json();
+}
+
 inline json show(const DaemonUnderTest& d, int64_t job) {
   auto r = d.cli("--json show " + std::to_string(job));
   EXPECT_EQ(r.code, 0) << r.err;
-  return json::parse(r.out);
+  return json_data(r, "job");
 }
 
 inline int64_t submit_no_wait(const DaemonUnderTest& d, const std::string& args) {
   auto r = d.cli("--json submit --build " + std::string(QGATE_REF_LIBRARY) + " " + args);
   EXPECT_EQ(r.code, 0) << r.err;
-  return json::parse(r.out)["job_id"].get<int64_t>();
+  return json_data(r, "submission")["job_id"].get<int64_t>();
 }
 
 inline std::string state_of(const json& job) { return job.value("state", ""); }

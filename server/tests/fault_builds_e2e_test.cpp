@@ -34,7 +34,7 @@ Ended run_job(const DaemonUnderTest& d, const std::string& build, const std::str
   auto submitted = d.cli("--json submit --build " + build + " --name " + name + " " + args);
   EXPECT_EQ(submitted.code, 0) << submitted.err;
   if (submitted.code != 0) return out;
-  const int64_t id = json::parse(submitted.out)["job_id"].get<int64_t>();
+  const int64_t id = json_data(submitted, "submission")["job_id"].get<int64_t>();
   out.watch_code = d.cli("watch " + std::to_string(id)).code;
   out.job = show(d, id);
   return out;
@@ -210,7 +210,7 @@ TEST(FaultBuilds, EveryFaultEndsWithItsDispositionAndTheDaemonKeepsServing) {
   EXPECT_NE(table.out.find("DISPOSITION"), std::string::npos) << table.out;
   for (const char* shown : {"CRASHED", "TIMEOUT", "INCORRECT", "REJECTED", "OK"})
     EXPECT_NE(table.out.find(shown), std::string::npos) << shown << " missing from\n" << table.out;
-  auto listed = json::parse(d.cli("--json jobs").out);
+  auto listed = json_data(d.cli("--json jobs"), "jobs");
   EXPECT_EQ(listed.size(), 11u);
   for (const auto& job : listed) EXPECT_NE(disposition_of(job), "") << job.dump();
 

@@ -26,7 +26,7 @@ Ended parity_job(const DaemonUnderTest& d, const std::string& build, const std::
   auto submitted = d.cli("--json submit --build " + build + " --name " + name + " --kind parity" + shapes + args);
   EXPECT_EQ(submitted.code, 0) << submitted.err;
   if (submitted.code != 0) return out;
-  const int64_t id = json::parse(submitted.out)["job_id"].get<int64_t>();
+  const int64_t id = json_data(submitted, "submission")["job_id"].get<int64_t>();
   out.watch_code = d.cli("watch " + std::to_string(id)).code;
   out.job = show(d, id);
   return out;
@@ -76,7 +76,7 @@ TEST(NumericsEndToEnd, AParityJobRunsOnTheBlocksOfAModelFile) {
   auto submitted = d.cli("--json submit --build " + std::string(QGATE_REF_LIBRARY) +
                          " --name ref --kind parity --gguf " + model + " --tensors 'blk.0.*'");
   ASSERT_EQ(submitted.code, 0) << submitted.err;
-  const int64_t only_model = json::parse(submitted.out)["job_id"].get<int64_t>();
+  const int64_t only_model = json_data(submitted, "submission")["job_id"].get<int64_t>();
   EXPECT_EQ(d.cli("watch " + std::to_string(only_model)).code, 0);
   EXPECT_EQ(show(d, only_model)["verdict"]["parity_passed"].get<int>(), 2 * 7);
 

@@ -42,7 +42,7 @@ int64_t as_id(const json& v) { return v.is_string() ? std::stoll(v.get<std::stri
 int64_t first_ab_job(DaemonUnderTest& d) {
   auto r = d.cli("--json ab --build " + kRef + " --name ref --profile cpu-tiny --max-pairs 2 --reps 3");
   EXPECT_LE(r.code, 2) << r.err;
-  return as_id(json::parse(r.out)["id"]);
+  return as_id(json_data(r, "job")["id"]);
 }
 
 }  // namespace
@@ -59,7 +59,7 @@ TEST(QuietWindowEndToEnd, ARemeasureWaitsForTheQuietWindowAndIsStoredQuiet) {
   // The device now: contended by sglang.
   auto dev = d.cli("--json device");
   ASSERT_EQ(dev.code, 0) << dev.err;
-  const json now = json::parse(dev.out)["now"];
+  const json now = json_data(dev, "device")["now"];
   EXPECT_EQ(now["state"], "contended") << now.dump();
   ASSERT_EQ(now["foreign"].size(), 1u) << now.dump();
   EXPECT_EQ(now["foreign"][0]["name"], "sglang");
@@ -75,18 +75,18 @@ TEST(QuietWindowEndToEnd, ARemeasureWaitsForTheQuietWindowAndIsStoredQuiet) {
   // Re-measure it: the job waits for quiet.
   auto rm = d.cli("--json remeasure " + std::to_string(original) + " --deadline 120s");
   ASSERT_EQ(rm.code, 0) << rm.err;
-  const json queued = json::parse(rm.out);
+  const json queued = json_data(rm, "remeasure");
   ASSERT_EQ(queued["jobs"].size(), 1u) << rm.out;
   const int64_t again = as_id(queued["jobs"][0]["id"]);
   EXPECT_EQ(queued["jobs"][0]["state"], "JOB_STATE_WAITING_QUIET");
   EXPECT_EQ(as_id(queued["jobs"][0]["spec"]["remeasure_of"]), original) << queued.dump();
   // A second request for the same job is reported, not queued twice.
-  const json dup = json::parse(d.cli("--json remeasure " + std::to_string(original)).out);
+  const json dup = json_data(d.cli("--json remeasure " + std::to_string(original)), "remeasure");
   EXPECT_FALSE(dup.contains("jobs") && dup["jobs"].size() > 0) << dup.dump();
   EXPECT_EQ(as_id(dup["skipped_job_ids"][0]), original) << dup.dump();
-  auto waiting = json::parse(d.cli("--json jobs --state waiting-quiet").out);
+  auto waiting = json_data(d.cli("--json jobs --state waiting-quiet"), "jobs");
   ASSERT_EQ(jobs_of(waiting).size(), 1u);
-  EXPECT_EQ(json::parse(d.cli("--json device").out)["now"]["waiting_jobs"], 1);
+  EXPECT_EQ(json_data(d.cli("--json device"), "device")["now"]["waiting_jobs"], 1);
 
   // It runs once the trace turns quiet and the 2 s hold has passed, and its runs are quiet.
   auto w = d.cli("watch " + std::to_string(again));
@@ -96,13 +96,13 @@ TEST(QuietWindowEndToEnd, ARemeasureWaitsForTheQuietWindowAndIsStoredQuiet) {
   EXPECT_GE(as_id(remeasured["started_unix_ms"]), t0 + kBusyMs + 2000)
       << "started before the quiet window: " << remeasured.dump();
   EXPECT_EQ(remeasured["verdict"]["contended_pairs"].get<int>(), 0) << remeasured.dump();
-  const json after = json::parse(d.cli("--json device").out)["now"];
+  const json after = json_data(d.cli("--json device"), "device")["now"];
   EXPECT_EQ(after["state"], "quiet") << after.dump();
   EXPECT_EQ(as_id(after["ms_since_quiet_window"]), 0);
 
   // Trends show the quiet re-measure by default, and the contended original only when asked.
-  auto quiet_points = json::parse(d.cli("--json trend --profile cpu-tiny").out);
-  auto all_points = json::parse(d.cli("--json trend --profile cpu-tiny --include-contended").out);
+  auto quiet_points = json_data(d.cli("--json trend --profile cpu-tiny"), "points");
+  auto all_points = json_data(d.cli("--json trend --profile cpu-tiny --include-contended"), "points");
   const auto& q = quiet_points.is_array() ? quiet_points : quiet_points["points"];
   const auto& a = all_points.is_array() ? all_points : all_points["points"];
   ASSERT_FALSE(q.empty());
@@ -120,14 +120,14 @@ TEST(QuietWindowEndToEnd, ARemeasureExpiresAtItsDeadlineOrRunsContendedIfAsked) 
 
   auto expired = d.cli("remeasure " + std::to_string(original) + " --deadline 2s --wait");
   EXPECT_EQ(expired.code, 4) << "exit 4: no quiet window before the deadline\n" << expired.out << expired.err;
-  const json jobs = jobs_of(json::parse(d.cli("--json jobs").out));
+  const json jobs = jobs_of(json_data(d.cli("--json jobs"), "jobs"));
   EXPECT_EQ(jobs[0]["state"], "JOB_STATE_EXPIRED") << jobs[0].dump();
   EXPECT_NE(jobs[0]["error"].get<std::string>().find("quiet"), std::string::npos) << jobs[0].dump();
   EXPECT_FALSE(jobs[0].contains("verdict") && jobs[0]["verdict"].contains("pairs")) << "no half verdict";
 
   auto forced = d.cli("--json remeasure " + std::to_string(original) + " --deadline 1s --run-contended");
   ASSERT_EQ(forced.code, 0) << forced.err;
-  const int64_t forced_job = as_id(json::parse(forced.out)["jobs"][0]["id"]);
+  const int64_t forced_job = as_id(json_data(forced, "remeasure")["jobs"][0]["id"]);
   auto w = d.cli("watch " + std::to_string(forced_job));
   EXPECT_LE(w.code, 2) << w.err;
   const json ran = show(d, forced_job);
@@ -137,7 +137,7 @@ TEST(QuietWindowEndToEnd, ARemeasureExpiresAtItsDeadlineOrRunsContendedIfAsked) 
   // --contended finds every finished job with a contended run.
   auto all = d.cli("--json remeasure --contended --since 1h --deadline 1s");
   ASSERT_EQ(all.code, 0) << all.err;
-  const json all_jobs = json::parse(all.out)["jobs"];
+  const json all_jobs = json_data(all, "remeasure")["jobs"];
   EXPECT_GE(all_jobs.size(), 1u) << all.out;
   for (const auto& j : all_jobs) EXPECT_EQ(as_id(j["spec"]["remeasure_of"]), original) << j.dump();
 
@@ -157,6 +157,6 @@ TEST(QuietWindowEndToEnd, ADaemonThatCannotSampleRefusesToRemeasure) {
   auto r = d.cli("remeasure " + std::to_string(original));
   EXPECT_EQ(r.code, 3);
   EXPECT_NE(r.err.find("never find a quiet window"), std::string::npos) << r.err;
-  const json now = json::parse(d.cli("--json device").out)["now"];
+  const json now = json_data(d.cli("--json device"), "device")["now"];
   EXPECT_EQ(now["state"], "unavailable") << now.dump();
 }

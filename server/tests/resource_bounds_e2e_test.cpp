@@ -77,7 +77,7 @@ TEST(ResourceBounds, AnUploadOverMaxUploadBytesIsRefused) {
   EXPECT_NE(r.err.find("the limit is 4096"), std::string::npos) << r.err;
   auto jobs = d.cli("--json jobs");
   ASSERT_EQ(jobs.code, 0) << jobs.err;
-  const json list = json::parse(jobs.out);
+  const json list = json_data(jobs, "jobs");
   EXPECT_EQ((list.is_array() ? list : list["jobs"]).size(), 0u) << jobs.out;
 }
 

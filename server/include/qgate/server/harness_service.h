@@ -22,6 +22,8 @@ struct DeviceDescription {
   std::string uuid;
   int64_t memory_bytes = 0;
   std::string cotenant;  // how co-tenant load is sampled, or why it is unavailable
+  std::string host;            // the host qgated runs on
+  std::string driver_version;  // the NVIDIA driver the worker saw; "" on the CPU backend
 };
 
 class HarnessService final : public v1::Harness::CallbackService {
