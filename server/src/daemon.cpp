@@ -183,7 +183,11 @@ void Daemon::start() {
   }
   device.cotenant = parts_->sampler->available() ? sampler_kind + ": sampled during every run"
                                                  : "unavailable: " + parts_->sampler->unavailable_reason();
-  spdlog::debug("co-tenant sampler: {}", device.cotenant);
+  // On a GPU an unsampled run cannot be told quiet from contended: worth a warning, not so on the CPU.
+  if (!parts_->sampler->available() && options_.backend == "cuda")
+    spdlog::warn("co-tenant sampler: {}; every run's load is recorded as unknown", device.cotenant);
+  else
+    spdlog::debug("co-tenant sampler: {}", device.cotenant);
   cotenant::DeviceWatchOptions watch_options;
   watch_options.window.policy.max_foreign_sm_percent = options_.quiet_max_foreign_sm_percent;
   watch_options.window.hold_ms = static_cast<int64_t>(options_.quiet_hold_s * 1000);

@@ -17,8 +17,8 @@ spdlog::level::level_enum parse_log_level(std::string_view text) {
   if (text == "warn") return spdlog::level::warn;
   if (text == "error") return spdlog::level::err;
   if (text == "off") return spdlog::level::off;
-  throw std::invalid_argument("--log-level must be one of " + std::string(kLogLevelNames) + ", got '" +
-                              std::string(text) + "'");
+  // CLI11 puts the option's name in front: "--log-level: log level 'loud' is not one of ...".
+  throw std::invalid_argument("log level '" + std::string(text) + "' is not one of " + std::string(kLogLevelNames));
 }
 
 void install_daemon_log(spdlog::level::level_enum level, const std::string& file) {
