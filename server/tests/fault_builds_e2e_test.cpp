@@ -150,9 +150,12 @@ TEST(FaultBuilds, EveryFaultEndsWithItsDispositionAndTheDaemonKeepsServing) {
   {
     SCOPED_TRACE("leak (correct numbers, memory never freed)");
     auto e = run_job(d, QGATE_FAULT_LEAK, "leak", parity);
-    EXPECT_EQ(e.watch_code, 0);
+    EXPECT_EQ(e.watch_code, 1) << "a leak fails the gate";
     EXPECT_EQ(state_of(e.job), "JOB_STATE_DONE") << e.job.dump();
-    EXPECT_EQ(disposition_of(e.job), "DISPOSITION_OK") << e.job.dump();
+    EXPECT_EQ(disposition_of(e.job), "DISPOSITION_LEAKED") << e.job.dump();
+    EXPECT_EQ(e.job["verdict"]["verdict"], "VERDICT_FAIL") << e.job.dump();
+    EXPECT_NE(detail_of(e.job).find("parity sweep"), std::string::npos) << detail_of(e.job);
+    EXPECT_GT(e.job["verdict"]["leaks"][0].value("host_bytes", int64_t(0)), int64_t(64) << 20) << e.job.dump();
     expect_daemon_serving(d, "leak");
   }
   {
