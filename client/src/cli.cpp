@@ -26,7 +26,7 @@
 #include "qgate/client/harness_client.h"
 #include "qgate/client/json_report.h"
 #include "qgate/client/options.h"
-#include "qgate/client/spec_words.h"
+#include "qgate/v1/spec_words.h"
 
 #ifndef QGATE_VERSION
 #define QGATE_VERSION "unknown"
@@ -453,11 +453,11 @@ int Cli::cmd_submit(bool ab_command) {
   if (o.threshold > 0) spec->mutable_policy()->set_slowdown_threshold(o.threshold);
   if (o.min_pairs > 0) spec->mutable_policy()->set_min_pairs(o.min_pairs);
   // The words were checked by the option parser (IsMember); unset ones stay UNSPECIFIED.
-  if (!o.parity_shapes.empty()) spec->set_parity_shapes(shape_set_from_word(o.parity_shapes).value());
+  if (!o.parity_shapes.empty()) spec->set_parity_shapes(words::shape_set_from_word(o.parity_shapes).value());
   if (!o.numerics.empty())
     spec->set_numerics(o.numerics == "ggml" ? v1::NUMERICS_PROFILE_GGML : v1::NUMERICS_PROFILE_QGATE);
-  if (!o.order.empty()) spec->set_order(run_order_from_word(o.order).value());
-  if (!o.timing.empty()) spec->set_timing(timing_mode_from_word(o.timing).value());
+  if (!o.order.empty()) spec->set_order(words::run_order_from_word(o.order).value());
+  if (!o.timing.empty()) spec->set_timing(words::timing_mode_from_word(o.timing).value());
 
   HarnessClient client = connect();
   const v1::SubmitBuildResponse response = client.submit_build(std::move(header), o.build_file);

@@ -11,7 +11,7 @@
 #include <google/protobuf/descriptor.h>
 
 #include "qgate/client/exit_codes.h"
-#include "qgate/client/spec_words.h"
+#include "qgate/v1/spec_words.h"
 
 namespace qgate::client {
 
@@ -477,8 +477,8 @@ std::string format_job_details(const v1::Job& job, std::int64_t now_ms) {
       "profile {}, tokens {}, path {}, order {}, timing {}, parity shapes {}, repetitions {}, seed {}, "
       "fresh process {}",
       spec.profile().empty() ? "default" : spec.profile(), or_default(spec.tokens()),
-      spec.path().empty() ? "default" : spec.path(), spec_word(spec.order()), spec_word(spec.timing()),
-      spec_word(spec.parity_shapes()), or_default(spec.repetitions()),
+      spec.path().empty() ? "default" : spec.path(), words::spec_word(spec.order()), words::spec_word(spec.timing()),
+      words::spec_word(spec.parity_shapes()), or_default(spec.repetitions()),
       spec.seed() == 0 ? std::string("default") : std::to_string(spec.seed()),
       spec.fresh_process() ? "yes" : "no");
   fields.emplace_back("spec", spec_text);

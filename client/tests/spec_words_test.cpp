@@ -1,12 +1,13 @@
 // Tests of the spec enumerations' words: both directions, unknown words, and `qgate show` printing
 // the words rather than the enum names.
-#include "qgate/client/spec_words.h"
+#include "qgate/v1/spec_words.h"
 
 #include <gtest/gtest.h>
 
 #include "qgate/client/format.h"
 
 namespace qgate::client {
+using namespace qgate::words;
 namespace {
 
 TEST(SpecWords, EveryWordNamesItsValueAndBack) {

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "qgate/server/fault_classifier.h"
+#include "qgate/v1/record_words.h"
 
 namespace qgate::server {
 
@@ -54,7 +55,7 @@ void ArmSession::start() {
     }
     if (record.has_context()) context_ = record.context();
     if (record.has_error())
-      throw JobFailure(who + ": " + worker_error_kind_name(record.error().kind()) + ": " + record.error().message(),
+      throw JobFailure(who + ": " + std::string(words::word(record.error().kind())) + ": " + record.error().message(),
                        FaultClassifier::worker_error(record.error()));
     if (!record.has_prepared()) continue;
     const v1::PrepareDone& prepared = record.prepared();
@@ -62,7 +63,7 @@ void ArmSession::start() {
     if (prepared.outcome() != v1::CASE_OUTCOME_PASSED)
       throw JobFailure(who + " could not prepare " + settings_.prepare.profile().name() + ": " + prepared.message(),
                        FaultClassifier::failed("prepare failed", prepared.message(), prepared.cuda(), "prepare"));
-    path_ = prepared.path() == v1::GEMM_PATH_MMQ ? "mmq" : prepared.path() == v1::GEMM_PATH_F16 ? "f16" : "unknown";
+    path_ = words::word(prepared.path());
     return;
   }
 }

@@ -2,24 +2,9 @@
 #include "qgate/server/fault_classifier.h"
 
 #include "qgate/server/job_control.h"
+#include "qgate/v1/record_words.h"
 
 namespace qgate::server {
-
-std::string worker_error_kind_name(v1::WorkerErrorKind kind) {
-  switch (kind) {
-    case v1::WORKER_ERROR_KIND_NOT_FOUND: return "not_found";
-    case v1::WORKER_ERROR_KIND_NOT_ELF: return "not_elf";
-    case v1::WORKER_ERROR_KIND_DLOPEN_FAILED: return "dlopen_failed";
-    case v1::WORKER_ERROR_KIND_MISSING_SYMBOL: return "missing_symbol";
-    case v1::WORKER_ERROR_KIND_ABI_MISMATCH: return "abi_mismatch";
-    case v1::WORKER_ERROR_KIND_INVALID_ARGUMENT: return "invalid_argument";
-    case v1::WORKER_ERROR_KIND_INVALID_REQUEST: return "invalid_request";
-    case v1::WORKER_ERROR_KIND_DEVICE: return "device";
-    case v1::WORKER_ERROR_KIND_UNKNOWN_NUMERICS: return "unknown_numerics";
-    case v1::WORKER_ERROR_KIND_MODEL_FILE: return "model_file";
-    default: return "unspecified";
-  }
-}
 
 Fault FaultClassifier::died(const WorkerExit& exit, std::string_view phase) {
   if (exit.signal == 0)
@@ -39,7 +24,7 @@ Fault FaultClassifier::worker_error(const v1::WorkerError& error) {
     default: break;
   }
   if (refused) return {v1::DISPOSITION_REJECTED, std::string(refused) + ": " + error.message()};
-  return {v1::DISPOSITION_ERROR, worker_error_kind_name(error.kind()) + ": " + error.message()};
+  return {v1::DISPOSITION_ERROR, std::string(words::word(error.kind())) + ": " + error.message()};
 }
 
 Fault FaultClassifier::failed(std::string_view what, const std::string& message, const v1::CudaFailure& cuda,

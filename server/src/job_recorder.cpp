@@ -9,6 +9,7 @@
 #include "qgate/cotenant/sampler.h"
 #include "qgate/cotenant/summary.h"
 #include "qgate/server/job_records.h"
+#include "qgate/v1/record_words.h"
 
 namespace qgate::server {
 namespace {
@@ -19,41 +20,6 @@ int64_t now_ms() {
 }
 
 }  // namespace
-
-std::string gemm_path_name(v1::GemmPath path) {
-  switch (path) {
-    case v1::GEMM_PATH_MMQ: return "mmq";
-    case v1::GEMM_PATH_F16: return "f16";
-    case v1::GEMM_PATH_CUBLASLT_F16: return "cublaslt";
-    default: return "unknown";
-  }
-}
-
-std::string case_outcome_name(v1::CaseOutcome outcome) {
-  switch (outcome) {
-    case v1::CASE_OUTCOME_PASSED: return "passed";
-    case v1::CASE_OUTCOME_INCORRECT: return "incorrect";
-    case v1::CASE_OUTCOME_ERROR: return "error";
-    case v1::CASE_OUTCOME_NOT_SUPPORTED: return "not_supported";
-    case v1::CASE_OUTCOME_INVALID_PROBLEM: return "invalid_problem";
-    default: return "unspecified";
-  }
-}
-
-std::string numerics_profile_name(v1::NumericsProfile numerics) {
-  return numerics == v1::NUMERICS_PROFILE_GGML ? "ggml" : "qgate";
-}
-
-std::string activation_kind_name(v1::ActivationKind activation) {
-  switch (activation) {
-    case v1::ACTIVATION_KIND_ZERO: return "zero";
-    case v1::ACTIVATION_KIND_OUTLIER: return "outlier";
-    case v1::ACTIVATION_KIND_TINY: return "tiny";
-    case v1::ACTIVATION_KIND_TIES: return "ties";
-    case v1::ACTIVATION_KIND_LARGE: return "large";
-    default: return "random";
-  }
-}
 
 JobRecorder::JobRecorder(db::Store& store, EventHub& events, const db::Job& job, std::string backend)
     : store_(store), events_(events), job_(job), backend_(std::move(backend)) {}
@@ -76,13 +42,13 @@ void JobRecorder::add_parity_cases(db::RowId build_id, const std::vector<v1::Par
     db::ParityCaseRecord c;
     c.job_id = job_.id;
     c.build_id = build_id;
-    c.path = gemm_path_name(p.path());
+    c.path = words::word(p.path());
     c.weight_type = p.type();
     c.nt = p.shape().nt();
     c.od = p.shape().od();
     c.k = p.shape().k();
     c.seed = p.seed();
-    c.outcome = case_outcome_name(p.outcome());
+    c.outcome = words::word(p.outcome());
     c.reference = p.reference();
     c.tolerance = p.tolerance();
     c.max_abs_diff = p.max_abs_diff();
@@ -91,8 +57,8 @@ void JobRecorder::add_parity_cases(db::RowId build_id, const std::vector<v1::Par
     c.inf_count = p.inf_count();
     c.unwritten_count = p.unwritten_count();
     c.message = p.message();
-    c.numerics = numerics_profile_name(p.numerics());
-    c.activation = activation_kind_name(p.activation());
+    c.numerics = p.numerics() == v1::NUMERICS_PROFILE_GGML ? "ggml" : "qgate";  // as judged
+    c.activation = words::word(p.activation());
     c.atol = p.atol();
     c.rtol = p.rtol();
     c.worst_tolerance_fraction = p.worst_tolerance_fraction();

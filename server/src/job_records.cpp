@@ -4,6 +4,8 @@
 
 #include <google/protobuf/util/json_util.h>
 
+#include "qgate/v1/record_words.h"
+
 namespace qgate::server {
 namespace {
 
@@ -37,14 +39,6 @@ v1::JobSpec spec_from_json(const std::string& json) {
   return spec;
 }
 
-std::string numerics_name(v1::NumericsProfile numerics) {
-  switch (numerics) {
-    case v1::NUMERICS_PROFILE_QGATE: return "qgate";
-    case v1::NUMERICS_PROFILE_GGML: return "ggml";
-    default: return "";
-  }
-}
-
 db::Job job_row(const v1::JobSpec& spec) {
   db::Job job;
   job.kind = kind_name(spec.kind());
@@ -55,7 +49,7 @@ db::Job job_row(const v1::JobSpec& spec) {
   job.timing = from_proto(spec.timing());
   job.parity_shapes = from_proto(spec.parity_shapes());
   job.path = spec.path().empty() ? "mmq" : spec.path();
-  job.numerics = numerics_name(spec.numerics());
+  job.numerics = std::string(words::word(spec.numerics()));  // "" = the build declares it
   job.wait_for_quiet = spec.wait_for_quiet();
   job.quiet_only = spec.wait_for_quiet();
   if (spec.quiet_deadline_unix_ms() > 0) job.deadline_ms = spec.quiet_deadline_unix_ms();

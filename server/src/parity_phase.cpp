@@ -3,17 +3,10 @@
 
 #include "qgate/server/fault_classifier.h"
 #include "qgate/server/leak_check.h"
+#include "qgate/v1/record_words.h"
+#include "qgate/v1/spec_words.h"
 
 namespace qgate::server {
-
-std::string shape_set_name(v1::ShapeSet shapes) {
-  switch (shapes) {
-    case v1::SHAPE_SET_STANDARD: return "standard";
-    case v1::SHAPE_SET_QUICK: return "quick";
-    case v1::SHAPE_SET_NONE: return "none";
-    default: return "";
-  }
-}
 
 ParityPhase::ParityPhase(ParitySetup setup, WorkerLauncher& launcher, JobRecorder& recorder,
                          const JobControl& control)
@@ -26,14 +19,14 @@ std::vector<std::string> ParityPhase::worker_args() const {
   // A model file's tensors are the sweep on their own unless a shape set was asked for too.
   if (setup_.gguf.empty() || setup_.shapes != v1::SHAPE_SET_UNSPECIFIED) {
     args.push_back("--shapes");
-    args.push_back(setup_.shapes == v1::SHAPE_SET_UNSPECIFIED ? "standard" : shape_set_name(setup_.shapes));
+    args.push_back(std::string(words::spec_word(setup_.shapes)));  // UNSPECIFIED reads as standard
   }
   if (!setup_.gguf.empty()) {
     args.insert(args.end(), {"--gguf", setup_.gguf, "--tensors", setup_.tensors.empty() ? "blk.0.*" : setup_.tensors});
   }
   if (setup_.numerics != v1::NUMERICS_PROFILE_UNSPECIFIED) {
     args.push_back("--numerics");
-    args.push_back(setup_.numerics == v1::NUMERICS_PROFILE_GGML ? "ggml" : "qgate");
+    args.push_back(std::string(words::word(setup_.numerics)));
   }
   return args;
 }
@@ -72,7 +65,7 @@ ParityOutcome ParityPhase::run(v1::JobProgress& progress) {
                        FaultClassifier::died(exit, "the parity sweep"));
     }
     if (record.has_error())
-      throw JobFailure("parity worker: " + worker_error_kind_name(record.error().kind()) + ": " +
+      throw JobFailure("parity worker: " + std::string(words::word(record.error().kind())) + ": " +
                            record.error().message(),
                        FaultClassifier::worker_error(record.error()));
     if (record.has_summary()) {
@@ -82,7 +75,7 @@ ParityOutcome ParityPhase::run(v1::JobProgress& progress) {
     if (record.has_plan()) {
       progress.set_parity_total(record.plan().cases());
       recorder_.publish(progress, "parity: " + std::to_string(record.plan().cases()) + " cases, MMQ judged in " +
-                                      (record.plan().numerics() == v1::NUMERICS_PROFILE_GGML ? "ggml" : "qgate") +
+                                      std::string(words::word(record.plan().numerics())) +
                                       " numerics (" + record.plan().numerics_source() + ")");
     }
     if (!record.has_parity()) continue;
@@ -93,11 +86,11 @@ ParityOutcome ParityPhase::run(v1::JobProgress& progress) {
     else ++out.failed;
     progress.set_parity_done(int32_t(cases.size()));
     const std::string case_name =
-        p.type() + " " + gemm_path_name(p.path()) + " " + std::to_string(p.shape().nt()) + "x" +
+        p.type() + " " + std::string(words::word(p.path())) + " " + std::to_string(p.shape().nt()) + "x" +
         std::to_string(p.shape().od()) + "x" + std::to_string(p.shape().k()) +
         (p.activation() == v1::ACTIVATION_KIND_RANDOM || p.activation() == v1::ACTIVATION_KIND_UNSPECIFIED
              ? std::string()
-             : " (" + activation_kind_name(p.activation()) + " rows)");
+             : " (" + std::string(words::word(p.activation())) + " rows)");
     if (!ok && out.first_failure.empty()) out.first_failure = case_name + ": " + p.message();
     if (FaultClassifier::context_lost(p.cuda())) {
       // Every later case would fail the same way: the build's kernel took the context down.

@@ -6,6 +6,7 @@
 
 #include <cstdio>
 
+#include "qgate/v1/record_words.h"
 #include "qgate/worker/worker_errors.h"
 
 namespace qgate::worker {
@@ -41,26 +42,6 @@ const char* outcome_name(v1::CaseOutcome outcome) {
   }
 }
 
-const char* path_name(v1::GemmPath path) {
-  switch (path) {
-    case v1::GEMM_PATH_F16: return "f16";
-    case v1::GEMM_PATH_MMQ: return "mmq";
-    case v1::GEMM_PATH_CUBLASLT_F16: return "cublaslt";
-    default: return "?";
-  }
-}
-
-const char* activation_name(v1::ActivationKind kind) {
-  switch (kind) {
-    case v1::ACTIVATION_KIND_ZERO: return "zero";
-    case v1::ACTIVATION_KIND_OUTLIER: return "outlier";
-    case v1::ACTIVATION_KIND_TINY: return "tiny";
-    case v1::ACTIVATION_KIND_TIES: return "ties";
-    case v1::ACTIVATION_KIND_LARGE: return "large";
-    default: return "random";
-  }
-}
-
 std::string describe_memory(const v1::MemoryReading& reading) {
   char buf[160];
   const double mib = 1024.0 * 1024.0;
@@ -93,17 +74,17 @@ std::string describe_record(const v1::WorkerRecord& record) {
       const auto& p = record.parity();
       std::snprintf(buf, sizeof buf,
                     "%-15s %-5s %-4s %-16s %-7s max|diff| %.3e  of bound %5.3f  rel %.2e  nmse(exact) %.2e  %s",
-                    outcome_name(p.outcome()), p.type().c_str(), path_name(p.path()),
+                    outcome_name(p.outcome()), p.type().c_str(), words::word(p.path()).data(),
                     (std::to_string(p.shape().nt()) + "x" + std::to_string(p.shape().od()) + "x" +
                      std::to_string(p.shape().k())).c_str(),
-                    activation_name(p.activation()), p.max_abs_diff(), p.worst_tolerance_fraction(),
+                    words::word(p.activation()).data(), p.max_abs_diff(), p.worst_tolerance_fraction(),
                     p.max_rel_diff(), p.exact_nmse(), p.message().c_str());
       return buf;
     }
     case v1::WorkerRecord::kTiming: {
       const auto& t = record.timing();
       std::snprintf(buf, sizeof buf, "%-13s %-5s %-8s %-18s %10.1f us  %7.2f TMAC/s  %s",
-                    outcome_name(t.outcome()), t.type().c_str(), path_name(t.path()),
+                    outcome_name(t.outcome()), t.type().c_str(), words::word(t.path()).data(),
                     (std::to_string(t.shape().nt()) + "x" + std::to_string(t.shape().od()) + "x" +
                      std::to_string(t.shape().k())).c_str(),
                     t.median_us(), t.tmac_per_s(), t.message().c_str());
@@ -112,10 +93,10 @@ std::string describe_record(const v1::WorkerRecord& record) {
     case v1::WorkerRecord::kPlan: {
       const auto& p = record.plan();
       return "# " + std::to_string(p.cases()) + " cases; MMQ judged in " +
-             (p.numerics() == v1::NUMERICS_PROFILE_GGML ? "ggml" : "qgate") + " numerics (" + p.numerics_source() + ")";
+             std::string(words::word(p.numerics())) + " numerics (" + p.numerics_source() + ")";
     }
     case v1::WorkerRecord::kError:
-      return std::string("error (") + to_string(record.error().kind()) + "): " + record.error().message();
+      return std::string("error (") + std::string(words::word(record.error().kind())) + "): " + record.error().message();
     case v1::WorkerRecord::kSummary: {
       const auto& s = record.summary();
       std::snprintf(buf, sizeof buf, "# %d cases: %d passed, %d failed, %d skipped (%.1f s)",
@@ -128,7 +109,7 @@ std::string describe_record(const v1::WorkerRecord& record) {
     case v1::WorkerRecord::kPrepared: {
       const auto& p = record.prepared();
       std::string line = std::string(outcome_name(p.outcome())) + " prepared " + p.profile() + " (" +
-                         path_name(p.path()) + ")";
+                         words::word(p.path()).data() + ")";
       if (p.has_memory_before()) line += "; memory before " + describe_memory(p.memory_before());
       if (p.has_memory_after()) line += ", after " + describe_memory(p.memory_after());
       if (!p.message().empty()) line += "; " + p.message();

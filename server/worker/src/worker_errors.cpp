@@ -1,4 +1,5 @@
-// Worker error kinds: the load-error mapping, their names and the error record.
+// Worker error kinds: the load-error mapping and the error record (the kinds' words are in
+// qgate/v1/record_words.h).
 #include "qgate/worker/worker_errors.h"
 
 namespace qgate::worker {
@@ -13,22 +14,6 @@ v1::WorkerErrorKind to_error_kind(BuildLoadError error) {
     case BuildLoadError::abi_mismatch: return v1::WORKER_ERROR_KIND_ABI_MISMATCH;
   }
   return v1::WORKER_ERROR_KIND_UNSPECIFIED;
-}
-
-const char* to_string(v1::WorkerErrorKind kind) {
-  switch (kind) {
-    case v1::WORKER_ERROR_KIND_NOT_FOUND: return "not_found";
-    case v1::WORKER_ERROR_KIND_NOT_ELF: return "not_elf";
-    case v1::WORKER_ERROR_KIND_DLOPEN_FAILED: return "dlopen_failed";
-    case v1::WORKER_ERROR_KIND_MISSING_SYMBOL: return "missing_symbol";
-    case v1::WORKER_ERROR_KIND_ABI_MISMATCH: return "abi_mismatch";
-    case v1::WORKER_ERROR_KIND_INVALID_ARGUMENT: return "invalid_argument";
-    case v1::WORKER_ERROR_KIND_INVALID_REQUEST: return "invalid_request";
-    case v1::WORKER_ERROR_KIND_DEVICE: return "device";
-    case v1::WORKER_ERROR_KIND_UNKNOWN_NUMERICS: return "unknown_numerics";
-    case v1::WORKER_ERROR_KIND_MODEL_FILE: return "model_file";
-    default: return "unspecified";
-  }
 }
 
 v1::WorkerRecord error_record(v1::WorkerErrorKind kind, const std::string& message) {

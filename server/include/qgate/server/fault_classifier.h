@@ -29,7 +29,4 @@ class FaultClassifier {
   static bool context_lost(const v1::CudaFailure& cuda) { return cuda.context_lost(); }
 };
 
-/// The enum's short word: "not_elf", "device", ...
-std::string worker_error_kind_name(v1::WorkerErrorKind kind);
-
 }  // namespace qgate::server

@@ -63,10 +63,4 @@ class JobRecorder {
   std::string backend_;
 };
 
-/// Text forms the store keeps.
-std::string gemm_path_name(v1::GemmPath path);
-std::string case_outcome_name(v1::CaseOutcome outcome);
-std::string numerics_profile_name(v1::NumericsProfile numerics);
-std::string activation_kind_name(v1::ActivationKind activation);
-
 }  // namespace qgate::server

@@ -55,7 +55,5 @@ v1::Verdict to_proto(db::VerdictValue verdict);
 db::VerdictValue from_proto(v1::Verdict verdict);
 v1::Comparison to_proto(db::Comparison comparison);
 db::Comparison from_proto(v1::Comparison comparison);
-/// The numerics column's text ("" = the build's declaration, "qgate", "ggml").
-std::string numerics_name(v1::NumericsProfile numerics);
 
 }  // namespace qgate::server

@@ -49,7 +49,4 @@ class ParityPhase {
   const JobControl& control_;
 };
 
-/// "standard", "quick", "none" ("" for unspecified).
-std::string shape_set_name(v1::ShapeSet shapes);
-
 }  // namespace qgate::server

@@ -29,6 +29,5 @@ std::string describe_record(const v1::WorkerRecord& record);
 std::string describe_memory(const v1::MemoryReading& reading);
 std::string to_json(const google::protobuf::Message& message, bool pretty = false);
 const char* outcome_name(v1::CaseOutcome outcome);
-const char* path_name(v1::GemmPath path);
 
 }  // namespace qgate::worker

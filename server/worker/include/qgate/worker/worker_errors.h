@@ -1,5 +1,5 @@
 // The kinds of fatal worker errors (v1::WorkerErrorKind): how a build that cannot load maps onto
-// them, their stable names for people and logs, and the error record the worker writes.
+// them, and the error record the worker writes. Their words are in qgate/v1/record_words.h.
 #pragma once
 
 #include <string>
@@ -11,9 +11,6 @@ namespace qgate::worker {
 
 /// The error kind of a build that could not be loaded (UNSPECIFIED for BuildLoadError::none).
 v1::WorkerErrorKind to_error_kind(BuildLoadError error);
-/// "not_found", "not_elf", "dlopen_failed", "missing_symbol", "abi_mismatch", "invalid_argument",
-/// "invalid_request", "device", "unknown_numerics", "model_file"; "unspecified" otherwise.
-const char* to_string(v1::WorkerErrorKind kind);
 /// A WorkerRecord carrying one WorkerError.
 v1::WorkerRecord error_record(v1::WorkerErrorKind kind, const std::string& message);
 

@@ -1,10 +1,10 @@
 // The words of the spec enumerations, both ways, from one table per enum.
-#include "qgate/client/spec_words.h"
+#include "qgate/v1/spec_words.h"
 
 #include <array>
 #include <utility>
 
-namespace qgate::client {
+namespace qgate::words {
 namespace {
 
 template <class Enum, std::size_t N>
@@ -44,4 +44,4 @@ std::optional<v1::RunOrder> run_order_from_word(std::string_view word) { return 
 std::optional<v1::TimingMode> timing_mode_from_word(std::string_view word) { return value_of(kTimingWords, word); }
 std::optional<v1::ShapeSet> shape_set_from_word(std::string_view word) { return value_of(kShapeWords, word); }
 
-}  // namespace qgate::client
+}  // namespace qgate::words

@@ -1,4 +1,4 @@
-// The short words the CLI reads and prints for a job spec's enumerations: run order (abba,
+// The short words of a job spec's enumerations, read by the CLI and printed everywhere: run order (abba,
 // sequential), timing mode (gemm, pass) and parity shape set (standard, quick, none).
 #pragma once
 
@@ -7,7 +7,7 @@
 
 #include "qgate/v1/harness.pb.h"
 
-namespace qgate::client {
+namespace qgate::words {
 
 /// The word for a value; UNSPECIFIED reads as the default it means (abba, gemm, standard).
 std::string_view spec_word(v1::RunOrder order);
@@ -19,4 +19,4 @@ std::optional<v1::RunOrder> run_order_from_word(std::string_view word);
 std::optional<v1::TimingMode> timing_mode_from_word(std::string_view word);
 std::optional<v1::ShapeSet> shape_set_from_word(std::string_view word);
 
-}  // namespace qgate::client
+}  // namespace qgate::words

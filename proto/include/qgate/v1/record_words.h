@@ -1,0 +1,17 @@
+// The short words of the worker protocol's enumerations, as the store keeps them and people read
+// them: "mmq", "passed", "ties", "ggml", "not_elf". One table per enum, used by the worker and qgated.
+#pragma once
+
+#include <string_view>
+
+#include "qgate/v1/worker.pb.h"
+
+namespace qgate::words {
+
+std::string_view word(v1::GemmPath path);                // mmq, f16, cublaslt ("unknown")
+std::string_view word(v1::CaseOutcome outcome);          // passed, incorrect, error, not_supported, invalid_problem
+std::string_view word(v1::ActivationKind activation);    // random (also for UNSPECIFIED), zero, outlier, tiny, ties, large
+std::string_view word(v1::NumericsProfile numerics);     // qgate, ggml ("" for UNSPECIFIED)
+std::string_view word(v1::WorkerErrorKind kind);         // not_found, not_elf, ..., model_file ("unspecified")
+
+}  // namespace qgate::words

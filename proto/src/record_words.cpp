@@ -1,0 +1,61 @@
+// The worker protocol's enum words, one switch per enum.
+#include "qgate/v1/record_words.h"
+
+namespace qgate::words {
+
+std::string_view word(v1::GemmPath path) {
+  switch (path) {
+    case v1::GEMM_PATH_MMQ: return "mmq";
+    case v1::GEMM_PATH_F16: return "f16";
+    case v1::GEMM_PATH_CUBLASLT_F16: return "cublaslt";
+    default: return "unknown";
+  }
+}
+
+std::string_view word(v1::CaseOutcome outcome) {
+  switch (outcome) {
+    case v1::CASE_OUTCOME_PASSED: return "passed";
+    case v1::CASE_OUTCOME_INCORRECT: return "incorrect";
+    case v1::CASE_OUTCOME_ERROR: return "error";
+    case v1::CASE_OUTCOME_NOT_SUPPORTED: return "not_supported";
+    case v1::CASE_OUTCOME_INVALID_PROBLEM: return "invalid_problem";
+    default: return "unspecified";
+  }
+}
+
+std::string_view word(v1::ActivationKind activation) {
+  switch (activation) {
+    case v1::ACTIVATION_KIND_ZERO: return "zero";
+    case v1::ACTIVATION_KIND_OUTLIER: return "outlier";
+    case v1::ACTIVATION_KIND_TINY: return "tiny";
+    case v1::ACTIVATION_KIND_TIES: return "ties";
+    case v1::ACTIVATION_KIND_LARGE: return "large";
+    default: return "random";
+  }
+}
+
+std::string_view word(v1::NumericsProfile numerics) {
+  switch (numerics) {
+    case v1::NUMERICS_PROFILE_QGATE: return "qgate";
+    case v1::NUMERICS_PROFILE_GGML: return "ggml";
+    default: return "";
+  }
+}
+
+std::string_view word(v1::WorkerErrorKind kind) {
+  switch (kind) {
+    case v1::WORKER_ERROR_KIND_NOT_FOUND: return "not_found";
+    case v1::WORKER_ERROR_KIND_NOT_ELF: return "not_elf";
+    case v1::WORKER_ERROR_KIND_DLOPEN_FAILED: return "dlopen_failed";
+    case v1::WORKER_ERROR_KIND_MISSING_SYMBOL: return "missing_symbol";
+    case v1::WORKER_ERROR_KIND_ABI_MISMATCH: return "abi_mismatch";
+    case v1::WORKER_ERROR_KIND_INVALID_ARGUMENT: return "invalid_argument";
+    case v1::WORKER_ERROR_KIND_INVALID_REQUEST: return "invalid_request";
+    case v1::WORKER_ERROR_KIND_DEVICE: return "device";
+    case v1::WORKER_ERROR_KIND_UNKNOWN_NUMERICS: return "unknown_numerics";
+    case v1::WORKER_ERROR_KIND_MODEL_FILE: return "model_file";
+    default: return "unspecified";
+  }
+}
+
+}  // namespace qgate::words
