@@ -82,6 +82,7 @@ struct SubmitOptions {
   std::uint64_t seed = 0;
   std::int64_t job_timeout_s = 0;  // 0 = the daemon's --job-timeout
   bool fresh_process = false;
+  bool allow_leaks = false;
   bool wait = false;
   bool no_wait = false;  // `ab` waits unless told not to
 };
@@ -252,6 +253,8 @@ void add_submit_options(CLI::App* sub, SubmitOptions& o, bool ab_command) {
   sub->add_option("--commit", o.commit, "source commit of the build");
   sub->add_option("--branch", o.branch, "source branch of the build");
   sub->add_option("--flags", o.flags, "build flags, for the record");
+  sub->add_flag("--allow-leaks", o.allow_leaks,
+                "a build that keeps memory is still LEAKED, but the leak does not fail the gate");
   sub->add_option("--job-timeout", o.job_timeout_s,
                   "seconds the whole job may take before it ends TIMEOUT (default: the daemon's --job-timeout)")
       ->check(whole_number(false));
@@ -452,6 +455,7 @@ int Cli::cmd_submit(bool ab_command) {
   if (o.max_pairs > 0) spec->mutable_policy()->set_max_pairs(o.max_pairs);
   if (o.threshold > 0) spec->mutable_policy()->set_slowdown_threshold(o.threshold);
   if (o.min_pairs > 0) spec->mutable_policy()->set_min_pairs(o.min_pairs);
+  if (o.allow_leaks) spec->mutable_policy()->set_allow_leaks(true);
   // The words were checked by the option parser (IsMember); unset ones stay UNSPECIFIED.
   if (!o.parity_shapes.empty()) spec->set_parity_shapes(words::shape_set_from_word(o.parity_shapes).value());
   if (!o.numerics.empty())

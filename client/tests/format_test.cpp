@@ -197,6 +197,33 @@ TEST(Verdict, ReportSaysRatioArmsPairsTypesReasonsAndWhatTokPerSIs) {
   EXPECT_NE(text.find("prefill throughput of the profile's linear layers"), std::string::npos);
 }
 
+TEST(Progress, AnEarlyLookThatCannotBoundTheRatioSaysSo) {
+  v1::JobProgress progress;
+  progress.set_pairs_done(5);
+  progress.set_pairs_max(40);
+  progress.set_ratio(0.534);
+  progress.set_ci_low(0.0);
+  progress.set_ci_high(1.1e30);
+  EXPECT_EQ(progress_line(1, v1::JOB_STATE_RUNNING, progress), "job 1 running: pairs 5/40, ratio 0.534 [0.000, unbounded]");
+  progress.set_ci_low(0.527);
+  progress.set_ci_high(0.539);
+  EXPECT_EQ(progress_line(1, v1::JOB_STATE_RUNNING, progress), "job 1 running: pairs 5/40, ratio 0.534 [0.527, 0.539]");
+}
+
+TEST(Verdict, ReportListsTheMemoryABuildKept) {
+  v1::VerdictReport report = sample_job().verdict();
+  EXPECT_EQ(format_verdict_report(report).find("memory kept"), std::string::npos) << "no leak, no section";
+  auto* leak = report.add_leaks();
+  leak->set_where("arm A across runs");
+  leak->set_device_bytes(int64_t(448) << 20);
+  leak->set_detail("device memory grew 64.0 MiB per run over 7 runs");
+  const std::string text = format_verdict_report(report);
+  EXPECT_NE(text.find("memory kept by the build:\n  - arm A across runs: device 448.0 MiB, host 0 B: device memory "
+                      "grew 64.0 MiB per run over 7 runs\n"),
+            std::string::npos)
+      << text;
+}
+
 TEST(Trend, GroupsByBuildPathBackendInTimeOrderAndMarksContended) {
   std::vector<v1::TrendPoint> points;
   auto add = [&](const std::string& build, std::int64_t t, double tps, bool contended) {

@@ -10,11 +10,11 @@
 #include <map>
 #include <vector>
 
-#include "detail/nvml_api.h"
+#include "qgate/nvml/nvml_api.h"
 
 namespace qgate::cotenant {
 
-using namespace detail;
+using namespace nvml;
 
 struct NvmlSampler::Nvml {
   void* handle = nullptr;

@@ -10,11 +10,11 @@
 #include <limits>
 #include <vector>
 
-#include "detail/nvml_api.h"
+#include "qgate/nvml/nvml_api.h"
 
 namespace qgate::worker {
 
-using namespace cotenant::detail;
+using namespace nvml;
 
 int64_t host_rss_bytes() {
   std::ifstream statm("/proc/self/statm");

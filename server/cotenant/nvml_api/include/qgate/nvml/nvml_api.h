@@ -1,11 +1,12 @@
 // The few NVML declarations qgate uses, written from NVML's documented ABI (nvml.h is not needed to
 // build): opaque handles, the structs' layouts, the constants, and the function-pointer types that
-// dlsym results are cast to. Private to qgate_cotenant (and its fake-NVML test fixture).
+// dlsym results are cast to. For the code that dlopens NVML: the co-tenant sampler, the worker's
+// memory probe, and the fake-NVML test fixture (target qgate_nvml_api, a header only).
 #pragma once
 
 #include <cstdint>
 
-namespace qgate::cotenant::detail {
+namespace qgate::nvml {
 
 using nvmlReturn_t = int;  // enum nvmlReturn_enum
 using nvmlDevice_t = struct nvmlDevice_st*;
@@ -58,4 +59,4 @@ using nvmlDeviceGetReasons_fn = nvmlReturn_t (*)(nvmlDevice_t, unsigned long lon
 using nvmlDeviceGetTemperature_fn = nvmlReturn_t (*)(nvmlDevice_t, nvmlTemperatureSensors_t, unsigned int*);
 using nvmlDeviceGetPowerUsage_fn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*);  // milliwatts
 
-}  // namespace qgate::cotenant::detail
+}  // namespace qgate::nvml
