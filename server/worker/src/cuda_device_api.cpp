@@ -149,7 +149,9 @@ class CudaDeviceApi final : public DeviceApi {
     int driver = 0, runtime = 0;
     cudaDriverGetVersion(&driver);
     cudaRuntimeGetVersion(&runtime);
-    c->set_driver_version("CUDA " + version_text(driver));
+    // The NVIDIA driver's own version when NVML gives it, with the CUDA version the driver supports.
+    const std::string nvidia = nvml_ ? nvml_->driver_version() : "";
+    c->set_driver_version(nvidia.empty() ? "CUDA " + version_text(driver) : nvidia + " (CUDA " + version_text(driver) + ")");
     c->set_cuda_runtime_version(version_text(runtime));
     (*c->mutable_options())["compute_capability"] =
         std::to_string(props_.major) + "." + std::to_string(props_.minor);

@@ -47,6 +47,7 @@ struct NvmlProcessMemory::Nvml {
   bool initialized = false;
   nvmlDevice_t device = nullptr;
   nvmlDeviceGetComputeRunningProcesses_fn get_processes = nullptr;
+  nvmlSystemGetDriverVersion_fn get_driver_version = nullptr;
 
   ~Nvml() {
     if (initialized && shutdown) shutdown();
@@ -81,6 +82,7 @@ NvmlProcessMemory::NvmlProcessMemory(const std::string& uuid, unsigned index, co
   // _v2 and _v3 fill the nvmlProcessInfo_v2_t layout; the v1 layout differs and is not used.
   n.get_processes = n.lookup<nvmlDeviceGetComputeRunningProcesses_fn>(
       {"nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v2"});
+  n.get_driver_version = n.lookup<nvmlSystemGetDriverVersion_fn>({"nvmlSystemGetDriverVersion"});
   if (!init || !n.shutdown || !by_index || !n.get_processes) {
     unavailable(library + " lacks nvmlInit, nvmlShutdown, nvmlDeviceGetHandleByIndex or "
                 "nvmlDeviceGetComputeRunningProcesses_v2/_v3");
@@ -98,6 +100,13 @@ NvmlProcessMemory::NvmlProcessMemory(const std::string& uuid, unsigned index, co
 }
 
 NvmlProcessMemory::~NvmlProcessMemory() = default;
+
+std::string NvmlProcessMemory::driver_version() const {
+  if (!nvml_ || !nvml_->get_driver_version) return "";
+  char text[96] = {};
+  if (nvml_->get_driver_version(text, sizeof text) != NVML_SUCCESS) return "";
+  return text;
+}
 
 std::optional<int64_t> NvmlProcessMemory::used_by(int pid) const {
   if (!nvml_) return std::nullopt;

@@ -35,6 +35,8 @@ class NvmlProcessMemory {
   /// The device memory NVML accounts to `pid`; nullopt when NVML does not list it (another pid
   /// namespace, as in a container, or no context yet) or does not know its figure.
   std::optional<int64_t> used_by(int pid) const;
+  /// The NVIDIA driver's version ("580.159.04"); "" when NVML does not say.
+  std::string driver_version() const;
 
  private:
   struct Nvml;

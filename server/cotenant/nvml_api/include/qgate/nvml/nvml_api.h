@@ -48,6 +48,7 @@ struct nvmlProcessUtilizationSample_t {
 using nvmlInit_fn = nvmlReturn_t (*)();
 using nvmlShutdown_fn = nvmlReturn_t (*)();
 using nvmlErrorString_fn = const char* (*)(nvmlReturn_t);
+using nvmlSystemGetDriverVersion_fn = nvmlReturn_t (*)(char*, unsigned int);
 using nvmlDeviceGetHandleByIndex_fn = nvmlReturn_t (*)(unsigned int, nvmlDevice_t*);
 using nvmlDeviceGetString_fn = nvmlReturn_t (*)(nvmlDevice_t, char*, unsigned int);  // UUID, Name
 using nvmlDeviceGetComputeRunningProcesses_fn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*, nvmlProcessInfo_t*);
