@@ -1,0 +1,55 @@
+// Change points in a performance history: E-divisive means (Matteson & James 2014) over a time-ordered
+// series of per-build log tok/s, with a seeded permutation test deciding whether each split is real, and
+// the step at each change as a ratio of geometric means with Welch's interval. docs/change-points.md
+// describes the method and its parameters.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace qgate::stats {
+
+struct ChangePointOptions {
+  /// Fewest points (builds) on each side of a split; also the shortest segment between two changes.
+  size_t min_segment = 5;
+  /// A split is kept while its permutation p-value is below alpha. Small, because every series is
+  /// scanned again with each new build and many series are scanned (docs/change-points.md).
+  double alpha = 0.01;
+  /// Permutations per test; the smallest p-value reachable is 1 / (permutations + 1).
+  size_t permutations = 499;
+  /// The exponent of the energy distance |x - y|^exponent, in (0, 2).
+  double exponent = 1.0;
+  /// Confidence of the step's interval.
+  double confidence = 0.95;
+  /// At most this many changes are reported (the search stops earlier when a split is not significant).
+  size_t max_changes = 16;
+  /// Seed of the permutations: one seed and one series give one answer.
+  uint64_t seed = 1;
+};
+
+/// One change: the level moves at `index` (the first point of the new level).
+struct ChangePoint {
+  size_t index = 0;
+  /// Points in the segments on either side within the final partition ([start, index) and [index, end)).
+  size_t n_before = 0;
+  size_t n_after = 0;
+  /// exp(mean after - mean before) of the log values: > 1 is faster after the change.
+  double ratio = 1;
+  double lower = 0;  // Welch interval on the ratio scale
+  double upper = 0;
+  /// Permutation p-value of the split when it was found: (1 + permutations at least as extreme) / (R + 1).
+  double p = 1;
+  /// The E-divisive statistic of the split between its final neighbours.
+  double statistic = 0;
+};
+
+/// Changes in `log_values` (log tok/s, one per build, oldest first), sorted by index. Throws
+/// std::invalid_argument on a non-finite value or invalid options (min_segment < 2, alpha outside
+/// (0, 1), no permutations, exponent outside (0, 2), confidence outside (0, 1)). A series shorter than
+/// 2 * min_segment has no changes.
+std::vector<ChangePoint> detect_change_points(std::span<const double> log_values,
+                                              const ChangePointOptions& options = {});
+
+}  // namespace qgate::stats
