@@ -1,0 +1,25 @@
+// One entry point for `qgate import`: the file's text and a format (or auto) in, ExternalRuns out.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "qgate/interop/external_run.h"
+
+namespace qgate::interop {
+
+/// The formats `qgate import --format` accepts, "auto" first.
+const std::vector<std::string>& import_formats();
+
+struct ParsedImport {
+  std::string format;  // the format read (auto resolved)
+  std::vector<ExternalRun> runs;
+  std::size_t skipped = 0;  // rows read but not imported (test-backend-ops: other ops, unsupported)
+};
+
+/// `file_name` only helps `auto` (its extension). Throws ImportError for a bad file (line, field)
+/// and std::invalid_argument for an unknown format.
+ParsedImport parse_import(const std::string& text, const std::string& format, const std::string& file_name);
+
+}  // namespace qgate::interop

@@ -1,0 +1,35 @@
+// llama-bench's results (tools/llama-bench, -o sql|json|jsonl|csv) as ExternalRuns, and the column
+// set both the importer and `qgate export --format llama-bench-sql` use. Mapping: docs/interop.md.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "qgate/interop/external_run.h"
+#include "qgate/interop/table_rows.h"
+
+namespace qgate::interop {
+
+enum class SqlType { Text, Integer, Real };
+
+struct LlamaBenchColumn {
+  std::string_view name;
+  SqlType type;
+};
+
+/// llama-bench's columns in its order, with the SQL types its -o sql writes (the JSON forms add
+/// samples_ns and samples_ts arrays).
+const std::vector<LlamaBenchColumn>& llama_bench_columns();
+std::string_view sql_type_name(SqlType type);
+
+/// One run per row. Needs build_commit, model_type, n_prompt, n_gen, test_time and avg_ts; throws
+/// ImportError naming the row's line and the field otherwise.
+std::vector<ExternalRun> llama_bench_runs(const std::vector<TableRow>& rows);
+
+/// "2026-11-30T01:22:59Z" as Unix milliseconds; throws ImportError for any other shape.
+std::int64_t parse_test_time(const std::string& text, std::size_t line, const std::string& field);
+/// The inverse, for the exporter.
+std::string format_test_time(std::int64_t unix_ms);
+
+}  // namespace qgate::interop

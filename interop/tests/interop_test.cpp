@@ -1,0 +1,195 @@
+// The interop library on small files in each format: what each row becomes, the errors a bad file
+// gets (line and field), and the llama-bench SQL export read back by the importer.
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "qgate/interop/import_file.h"
+#include "qgate/interop/llama_bench.h"
+#include "qgate/interop/llama_bench_export.h"
+#include "qgate/interop/table_rows.h"
+
+namespace qgate::interop {
+namespace {
+
+std::string data(const std::string& name) {
+  std::ifstream in(std::string(QGATE_INTEROP_DATA) + "/" + name, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_TRUE(in.good() || in.eof()) << name;
+  return text.str();
+}
+
+std::string error_of(const std::string& text, const std::string& format) {
+  try {
+    parse_import(text, format, "");
+  } catch (const ImportError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+void expect_llama_bench_rows(const ParsedImport& parsed, const std::string& format) {
+  SCOPED_TRACE(format);
+  EXPECT_EQ(parsed.format, format);
+  ASSERT_EQ(parsed.runs.size(), 2u);
+  const ExternalRun& pp = parsed.runs[0];
+  EXPECT_EQ(pp.tool, "llama-bench");
+  EXPECT_EQ(pp.build_commit, "5a7c2f1");
+  EXPECT_EQ(pp.backend, "CUDA");
+  EXPECT_EQ(pp.gpu_name, "NVIDIA H200");
+  EXPECT_EQ(pp.profile, "llama 8B Q4_K - Medium");
+  EXPECT_EQ(pp.path, "pp");
+  EXPECT_EQ(pp.tokens, 512);
+  EXPECT_DOUBLE_EQ(pp.tokens_per_s, 11000.5);
+  EXPECT_EQ(pp.started_ms, 1796004600000);  // 2026-11-30T02:10:00Z
+  EXPECT_NE(pp.options_json.find("\"n_ubatch\":\"512\""), std::string::npos) << pp.options_json;
+  const ExternalRun& tg = parsed.runs[1];
+  EXPECT_EQ(tg.path, "tg");
+  EXPECT_EQ(tg.tokens, 128);
+  EXPECT_DOUBLE_EQ(tg.tokens_per_s, 169.6);
+  EXPECT_EQ(tg.started_ms, 1796004630000);
+}
+
+TEST(LlamaBenchImport, EveryFormatGivesTheSameRuns) {
+  expect_llama_bench_rows(parse_import(data("llama_bench.sql"), "auto", "results.sql"), "llama-bench-sql");
+  expect_llama_bench_rows(parse_import(data("llama_bench.json"), "auto", "results.json"), "llama-bench-json");
+  expect_llama_bench_rows(parse_import(data("llama_bench.jsonl"), "auto", "results.jsonl"), "llama-bench-jsonl");
+  expect_llama_bench_rows(parse_import(data("llama_bench.csv"), "auto", "results.csv"), "llama-bench-csv");
+}
+
+TEST(LlamaBenchImport, JsonSamplesBecomeTheRunsSamples) {
+  const auto parsed = parse_import(data("llama_bench.json"), "llama-bench-json", "");
+  std::vector<double> samples;
+  for (const auto& s : parsed.runs[0].samples)
+    if (s.metric == "tokens_per_s") samples.push_back(s.value);
+  EXPECT_EQ(samples, (std::vector<double>{11058.3, 11000.5, 10942.7}));
+  // SQL has no samples: the average stands for them, and stddev_ts is kept beside it.
+  const auto sql = parse_import(data("llama_bench.sql"), "llama-bench-sql", "");
+  ASSERT_EQ(sql.runs[0].samples.size(), 2u);
+  EXPECT_EQ(sql.runs[0].samples[1].metric, "stddev_tokens_per_s");
+  EXPECT_DOUBLE_EQ(sql.runs[0].samples[1].value, 54.25);
+}
+
+TEST(LlamaBenchImport, BadValuesNameTheLineAndField) {
+  std::string csv = data("llama_bench.csv");
+  csv.replace(csv.find("\"11000.5\""), 9, "\"fast\"");
+  EXPECT_EQ(error_of(csv, "llama-bench-csv"), "line 2, field avg_ts: 'fast' is not a number");
+
+  std::string jsonl = data("llama_bench.jsonl");
+  jsonl.replace(jsonl.rfind("\"n_gen\": 128"), 12, "\"n_gen\": -1");
+  EXPECT_EQ(error_of(jsonl, "llama-bench-jsonl"), "line 2, field n_gen: must not be negative");
+
+  std::string json = data("llama_bench.json");
+  json.replace(json.rfind("2026-11-30T02:10:30Z"), 20, "yesterday");
+  const std::string e = error_of(json, "llama-bench-json");
+  EXPECT_NE(e.find(", field test_time: 'yesterday' is not a time"), std::string::npos) << e;
+  EXPECT_EQ(e.rfind("line 47,", 0), 0u) << e;  // the line the second object starts on
+
+  std::string sql = data("llama_bench.sql");
+  sql.replace(sql.find("'llama 8B"), 1, "");
+  EXPECT_NE(error_of(sql, "llama-bench-sql").find("line 37"), std::string::npos) << error_of(sql, "llama-bench-sql");
+}
+
+TEST(LlamaBenchImport, MissingRequiredFieldIsNamed) {
+  const std::string jsonl = "{\"build_commit\": \"abc\", \"model_type\": \"m\", \"n_prompt\": 1, \"n_gen\": 0}\n";
+  EXPECT_EQ(error_of(jsonl, "llama-bench-jsonl"), "line 1, field test_time: missing");
+}
+
+TEST(TestBackendOpsImport, MulMatRowsBecomeTokensPerSecondOfOneGemm) {
+  const auto parsed = parse_import(data("test_backend_ops_mulmat_h200.sql"), "auto", "mulmat.sql");
+  EXPECT_EQ(parsed.format, "test-backend-ops-sql");
+  ASSERT_EQ(parsed.runs.size(), 4u);
+  const ExternalRun& q4 = parsed.runs[2];
+  EXPECT_EQ(q4.tool, "test-backend-ops");
+  EXPECT_EQ(q4.build_commit, "unknown");
+  EXPECT_EQ(q4.backend, "CUDA0");
+  EXPECT_EQ(q4.gpu_name, "NVIDIA H200");  // from the tool's "Device 0:" line
+  EXPECT_EQ(q4.profile, "mul_mat-m4096-k14336");
+  EXPECT_EQ(q4.path, "q4_0");
+  EXPECT_EQ(q4.weight_type, "q4_0");
+  EXPECT_EQ(q4.tokens, 512);
+  EXPECT_NEAR(q4.tokens_per_s, 512 / 324.788961e-6, 1e-6);
+  EXPECT_NEAR(*q4.gemm_ms, 0.324788961, 1e-12);
+  EXPECT_EQ(q4.started_ms, 1796001783000);  // 2026-11-30T01:23:03Z
+}
+
+TEST(TestBackendOpsImport, OtherOpsAndUnsupportedRowsAreSkipped) {
+  std::string sql = data("test_backend_ops_mulmat_h200.sql");
+  const auto first = sql.find("'MUL_MAT'");
+  sql.replace(first, 9, "'ADD'");
+  sql.replace(sql.find("'perf', '1'", sql.find("'MUL_MAT'")), 11, "'perf', '0'");
+  const auto parsed = parse_import(sql, "test-backend-ops-sql", "");
+  EXPECT_EQ(parsed.runs.size(), 2u);
+  EXPECT_EQ(parsed.skipped, 2u);
+}
+
+TEST(TestBackendOpsImport, ABadThirdRowNamesItsLineAndField) {
+  EXPECT_EQ(error_of(data("test_backend_ops_bad_third_row.sql"), "auto"),
+            "line 24, field time_us: 'fast' is not a number");
+}
+
+TEST(Import, UnknownFormatIsRefused) {
+  EXPECT_THROW(parse_import("", "llama-bench-xml", ""), std::invalid_argument);
+}
+
+TEST(LlamaBenchExport, ColumnsAndTypesAreTheImportersSchema) {
+  ExternalRun run;
+  run.build_commit = "tile64";
+  run.backend = "cuda";
+  run.gpu_name = "NVIDIA H200";
+  run.profile = "llama-7b-q4_K_M";
+  run.tokens = 512;
+  run.tokens_per_s = 412.5;
+  run.started_ms = 1796004600000;
+  const std::string sql = write_llama_bench_sql({run});
+  // The CREATE TABLE lists llama_bench_columns() in order with their types.
+  std::string expected = "CREATE TABLE IF NOT EXISTS test (\n";
+  const auto& columns = llama_bench_columns();
+  for (std::size_t i = 0; i < columns.size(); ++i)
+    expected += std::string("  ") + std::string(columns[i].name) + " " + std::string(sql_type_name(columns[i].type)) +
+                (i + 1 < columns.size() ? ",\n" : "\n");
+  expected += ");\n";
+  EXPECT_EQ(sql.substr(0, expected.size()), expected);
+  // Each value has its column's type: quoted text, bare numbers.
+  const auto rows = read_sql_inserts(sql);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].table, "test");
+  EXPECT_EQ(rows[0].fields.size(), columns.size());
+  for (const auto& column : columns) {
+    SCOPED_TRACE(std::string(column.name));
+    if (column.type == SqlType::Integer) EXPECT_NO_THROW(rows[0].integer(std::string(column.name)));
+    if (column.type == SqlType::Real) EXPECT_NO_THROW(rows[0].real(std::string(column.name)));
+  }
+  EXPECT_EQ(rows[0].integer("avg_ns"), 1241212121);  // 512 tokens at 412.5 tok/s
+}
+
+TEST(LlamaBenchExport, RoundTripKeepsTheValues) {
+  ExternalRun run;
+  run.build_commit = "it's-a-build";
+  run.backend = "cuda";
+  run.gpu_name = "NVIDIA H200";
+  run.profile = "llama-7b-q4_K_M";
+  run.tokens = 256;
+  run.tokens_per_s = 1234.5;
+  run.started_ms = 1796004600000;
+  run.samples = {{"tokens_per_s", "tok/s", 1230.0}, {"tokens_per_s", "tok/s", 1239.0}};
+  const auto back = parse_import(write_llama_bench_sql({run, run}), "auto", "export.sql");
+  EXPECT_EQ(back.format, "llama-bench-sql");
+  ASSERT_EQ(back.runs.size(), 2u);
+  const ExternalRun& r = back.runs[0];
+  EXPECT_EQ(r.build_commit, run.build_commit);
+  EXPECT_EQ(r.backend, run.backend);
+  EXPECT_EQ(r.gpu_name, run.gpu_name);
+  EXPECT_EQ(r.profile, run.profile);
+  EXPECT_EQ(r.path, "pp");
+  EXPECT_EQ(r.tokens, run.tokens);
+  EXPECT_DOUBLE_EQ(r.tokens_per_s, run.tokens_per_s);
+  EXPECT_EQ(r.started_ms, run.started_ms);
+  ASSERT_EQ(r.samples.size(), 2u);
+  EXPECT_NEAR(r.samples[1].value, 6.363961, 1e-6);  // the samples' sd as stddev_ts
+}
+
+}  // namespace
+}  // namespace qgate::interop
