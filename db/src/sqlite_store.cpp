@@ -620,6 +620,51 @@ class SqliteStore final : public Store {
     });
   }
 
+  ImportOutcome import_external(const ExternalImport& batch) override {
+    return guarded("import_external", [&] {
+      SQLite::Transaction transaction(database_, SQLite::TransactionBehavior::IMMEDIATE);
+      ImportOutcome outcome;
+      for (const Build& build : batch.builds) {
+        if (auto existing = select_build("sha256 = ?", build.sha256)) {
+          outcome.build_ids.push_back(existing->id);
+          continue;
+        }
+        ScopedStatement insert(prepared(
+            "INSERT INTO builds (sha256, name, commit_sha, branch, flags, size_bytes, artifact_path, "
+            "abi_version, build_name, build_version, external, created_ms) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+        bind_all(*insert, build.sha256, build.name, build.commit_sha, build.branch, build.flags,
+                 build.size_bytes, build.artifact_path, build.abi_version, build.build_name,
+                 build.build_version, build.external, or_now(build.created_ms));
+        insert->exec();
+        outcome.build_ids.push_back(database_.getLastInsertRowid());
+        ++outcome.builds_added;
+      }
+      for (const ImportedRun& imported : batch.runs) {
+        if (imported.build_index >= outcome.build_ids.size()) {
+          throw StoreError(StoreErrorKind::Constraint,
+                           fmt::format("imported run names build {} of {}", imported.build_index,
+                                       outcome.build_ids.size()));
+        }
+        Run run = imported.bundle.run;
+        run.build_id = outcome.build_ids[imported.build_index];
+        ScopedStatement same(prepared(
+            "SELECT 1 FROM runs WHERE job_id IS NULL AND build_id = ? AND started_ms = ? AND profile = ? "
+            "AND path = ? AND tokens = ? AND tokens_per_s IS ? LIMIT 1"));
+        bind_all(*same, run.build_id, run.started_ms, run.profile, run.path, run.tokens, run.tokens_per_s);
+        if (same->executeStep()) {
+          ++outcome.runs_already_stored;
+          continue;
+        }
+        const RowId run_id = insert_run(run, run.contended);
+        insert_samples(run_id, imported.bundle.samples);
+        outcome.run_ids.push_back(run_id);
+      }
+      transaction.commit();
+      return outcome;
+    });
+  }
+
   std::optional<Run> find_run(RowId id) override {
     return guarded("find_run", [&]() -> std::optional<Run> {
       ScopedStatement select(prepared(fmt::format("SELECT {} FROM runs WHERE id = ?", kRunColumns)));

@@ -320,6 +320,43 @@ TEST_F(SqliteStoreTest, RunWhoseSampleFailsMidwayLeavesNoRow) {
   EXPECT_EQ(store_->count_runs(std::nullopt), 1);
 }
 
+TEST_F(SqliteStoreTest, ImportStoresBuildsAndRunsTogetherOrNothing) {
+  ExternalImport batch;
+  Build external = make_build("llama.cpp@abc/CUDA0/NVIDIA H200", "ext-sha-1");
+  external.external = true;
+  batch.builds = {external};
+  ImportedRun good;
+  good.bundle.run = make_done_run(0, "mul_mat-m4096-k14336", "q4_0", 1000, 1.5e6, std::nullopt);
+  good.bundle.samples = {{"gemm_us", "us", 341.0}};
+  ImportedRun bad = good;
+  bad.bundle.run.started_ms = 3000;
+  bad.bundle.samples = {{"", "us", 2.0}};  // breaks a CHECK
+  batch.runs = {good, good, bad};
+  batch.runs[1].bundle.run.started_ms = 2000;
+
+  EXPECT_THROW(store_->import_external(batch), StoreError);
+  EXPECT_FALSE(store_->find_build_by_sha256("ext-sha-1"));
+  EXPECT_EQ(store_->count_runs(std::nullopt), 0);
+
+  batch.runs.pop_back();
+  const ImportOutcome first = store_->import_external(batch);
+  EXPECT_EQ(first.builds_added, 1);
+  ASSERT_EQ(first.run_ids.size(), 2u);
+  const auto stored = store_->find_build(first.build_ids.at(0));
+  ASSERT_TRUE(stored);
+  EXPECT_TRUE(stored->external);
+  EXPECT_EQ(store_->find_run(first.run_ids[0])->build_id, stored->id);
+  EXPECT_EQ(store_->run_samples(first.run_ids[1]).size(), 1u);
+
+  // The same results again: the build is found, the runs are not stored twice.
+  const ImportOutcome again = store_->import_external(batch);
+  EXPECT_EQ(again.builds_added, 0);
+  EXPECT_EQ(again.build_ids, first.build_ids);
+  EXPECT_TRUE(again.run_ids.empty());
+  EXPECT_EQ(again.runs_already_stored, 2);
+  EXPECT_EQ(store_->count_runs(std::nullopt), 2);
+}
+
 TEST_F(SqliteStoreTest, FailedFinishLeavesTheRunUnfinished) {
   db::Run run = make_done_run(build_id_, "llama-7b", "q4_K", 1000, 0.0, std::nullopt);
   run.state = RunState::Running;

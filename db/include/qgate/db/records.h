@@ -290,6 +290,25 @@ struct RunBundle {
   std::vector<CotenantSample> cotenant_samples;
 };
 
+/// An import of external results (llama-bench, test-backend-ops): builds (external = true) and their
+/// runs, stored together by Store::import_external.
+struct ImportedRun {
+  std::size_t build_index = 0;  // into ExternalImport::builds; bundle.run.build_id is ignored
+  RunBundle bundle;
+};
+
+struct ExternalImport {
+  std::vector<Build> builds;
+  std::vector<ImportedRun> runs;
+};
+
+struct ImportOutcome {
+  std::vector<RowId> build_ids;    // per ExternalImport::builds, new or already stored (by sha256)
+  int builds_added = 0;
+  std::vector<RowId> run_ids;      // the runs stored, in order
+  int runs_already_stored = 0;     // the same run (build, start, profile, path, tokens, tok/s) was there
+};
+
 // --- Queries ---
 
 struct TrendQuery {

@@ -85,6 +85,10 @@ class Store {
   /// Stores finished runs with their samples and co-tenant rows, the whole batch in one
   /// transaction (imports of external results, bulk loads). Returns the new run ids in order.
   virtual std::vector<RowId> record_runs(std::span<const RunBundle> bundles) = 0;
+  /// Stores imported builds (found by sha256 when already there) and their runs in one
+  /// transaction: everything or nothing. A run already stored by an earlier import of the same
+  /// results is not stored twice.
+  virtual ImportOutcome import_external(const ExternalImport& batch) = 0;
   virtual std::optional<Run> find_run(RowId id) = 0;
   virtual std::vector<Sample> run_samples(RowId run_id) = 0;
   /// All runs, or those of one job.
