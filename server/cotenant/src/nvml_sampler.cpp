@@ -2,28 +2,22 @@
 // unavailable with the reason; a failing query leaves that figure unknown. Nothing here throws.
 #include "qgate/cotenant/nvml_sampler.h"
 
-#include <dlfcn.h>
-
 #include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <map>
 #include <vector>
 
-#include "qgate/nvml/nvml_api.h"
+#include "qgate/nvml/nvml_library.h"
 
 namespace qgate::cotenant {
 
 using namespace nvml;
 
 struct NvmlSampler::Nvml {
-  void* handle = nullptr;
-  bool initialized = false;
+  nvml::Library library;
   nvmlDevice_t device = nullptr;
 
-  nvmlInit_fn init = nullptr;
-  nvmlShutdown_fn shutdown = nullptr;
-  nvmlErrorString_fn error_string = nullptr;
   nvmlDeviceGetHandleByIndex_fn get_handle = nullptr;
   nvmlDeviceGetString_fn get_uuid = nullptr;
   nvmlDeviceGetString_fn get_name = nullptr;
@@ -36,42 +30,21 @@ struct NvmlSampler::Nvml {
   nvmlDeviceGetTemperature_fn get_temperature = nullptr;
   nvmlDeviceGetPowerUsage_fn get_power = nullptr;
 
-  ~Nvml() {
-    if (initialized && shutdown) shutdown();
-    if (handle) dlclose(handle);
-  }
-
-  // The first of the names the library exports (newer versions first), or nullptr.
   template <typename Fn>
   Fn lookup(std::initializer_list<const char*> names) const {
-    for (const char* name : names) {
-      if (void* symbol = dlsym(handle, name)) return reinterpret_cast<Fn>(symbol);
-    }
-    return nullptr;
+    return library.template lookup<Fn>(names);
   }
-
-  std::string describe(const char* call, nvmlReturn_t rc) const {
-    std::string text = std::string(call) + ": ";
-    const char* message = error_string ? error_string(rc) : nullptr;
-    text += message ? message : "NVML error " + std::to_string(rc);
-    return text;
-  }
+  std::string describe(const char* call, nvmlReturn_t rc) const { return library.describe(call, rc); }
 };
 
 NvmlSampler::NvmlSampler(NvmlSamplerOptions options, const Clock& clock)
     : options_(std::move(options)), clock_(clock), nvml_(std::make_unique<Nvml>()) {
   auto& n = *nvml_;
-  n.handle = dlopen(options_.nvml_path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!n.handle) {
-    const char* error = dlerror();
-    unavailable_reason_ =
-        "cannot load " + options_.nvml_path + " (NVIDIA driver's NVML library): " + (error ? error : "dlopen failed");
+  if (std::string why = n.library.open(options_.nvml_path); !why.empty()) {
+    unavailable_reason_ = std::move(why);
     nvml_.reset();
     return;
   }
-  n.init = n.lookup<nvmlInit_fn>({"nvmlInit_v2", "nvmlInit"});
-  n.shutdown = n.lookup<nvmlShutdown_fn>({"nvmlShutdown"});
-  n.error_string = n.lookup<nvmlErrorString_fn>({"nvmlErrorString"});
   n.get_handle =
       n.lookup<nvmlDeviceGetHandleByIndex_fn>({"nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetHandleByIndex"});
   n.get_uuid = n.lookup<nvmlDeviceGetString_fn>({"nvmlDeviceGetUUID"});
@@ -88,17 +61,11 @@ NvmlSampler::NvmlSampler(NvmlSamplerOptions options, const Clock& clock)
   n.get_temperature = n.lookup<nvmlDeviceGetTemperature_fn>({"nvmlDeviceGetTemperature"});
   n.get_power = n.lookup<nvmlDeviceGetPowerUsage_fn>({"nvmlDeviceGetPowerUsage"});
 
-  if (!n.init || !n.shutdown || !n.get_handle) {
-    unavailable_reason_ = options_.nvml_path + " lacks nvmlInit/nvmlShutdown/nvmlDeviceGetHandleByIndex";
+  if (!n.get_handle) {
+    unavailable_reason_ = options_.nvml_path + " lacks nvmlDeviceGetHandleByIndex";
     nvml_.reset();
     return;
   }
-  if (const nvmlReturn_t rc = n.init(); rc != NVML_SUCCESS) {
-    unavailable_reason_ = n.describe("nvmlInit_v2", rc) + " (" + options_.nvml_path + " loaded, no usable driver)";
-    nvml_.reset();
-    return;
-  }
-  n.initialized = true;
   if (const nvmlReturn_t rc = n.get_handle(options_.device_index, &n.device); rc != NVML_SUCCESS) {
     unavailable_reason_ = n.describe("nvmlDeviceGetHandleByIndex_v2", rc) + " (device index " +
                           std::to_string(options_.device_index) + ")";

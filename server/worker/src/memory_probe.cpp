@@ -2,7 +2,6 @@
 // the device memory accounted to this pid. The NVML declarations are qgate_cotenant's.
 #include "qgate/worker/memory_probe.h"
 
-#include <dlfcn.h>
 #include <malloc.h>
 #include <unistd.h>
 
@@ -10,7 +9,7 @@
 #include <limits>
 #include <vector>
 
-#include "qgate/nvml/nvml_api.h"
+#include "qgate/nvml/nvml_library.h"
 
 namespace qgate::worker {
 
@@ -42,23 +41,10 @@ using nvmlDeviceGetHandleByUUID_fn = nvmlReturn_t (*)(const char*, nvmlDevice_t*
 }  // namespace
 
 struct NvmlProcessMemory::Nvml {
-  void* handle = nullptr;
-  nvmlShutdown_fn shutdown = nullptr;
-  bool initialized = false;
+  nvml::Library library;
   nvmlDevice_t device = nullptr;
   nvmlDeviceGetComputeRunningProcesses_fn get_processes = nullptr;
   nvmlSystemGetDriverVersion_fn get_driver_version = nullptr;
-
-  ~Nvml() {
-    if (initialized && shutdown) shutdown();
-    if (handle) dlclose(handle);
-  }
-  template <typename Fn>
-  Fn lookup(std::initializer_list<const char*> names) const {
-    for (const char* name : names)
-      if (void* symbol = dlsym(handle, name)) return reinterpret_cast<Fn>(symbol);
-    return nullptr;
-  }
 };
 
 NvmlProcessMemory::NvmlProcessMemory(const std::string& uuid, unsigned index, const std::string& library)
@@ -68,35 +54,25 @@ NvmlProcessMemory::NvmlProcessMemory(const std::string& uuid, unsigned index, co
     unavailable_reason_ = why;
     nvml_.reset();
   };
-  n.handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!n.handle) {
-    const char* error = dlerror();
-    unavailable("cannot load " + library + ": " + (error ? error : "dlopen failed"));
+  if (const std::string why = n.library.open(library); !why.empty()) {
+    unavailable(why);
     return;
   }
-  const auto init = n.lookup<nvmlInit_fn>({"nvmlInit_v2", "nvmlInit"});
-  n.shutdown = n.lookup<nvmlShutdown_fn>({"nvmlShutdown"});
-  const auto by_index =
-      n.lookup<nvmlDeviceGetHandleByIndex_fn>({"nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetHandleByIndex"});
-  const auto by_uuid = n.lookup<nvmlDeviceGetHandleByUUID_fn>({"nvmlDeviceGetHandleByUUID"});
+  const auto by_index = n.library.lookup<nvmlDeviceGetHandleByIndex_fn>(
+      {"nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetHandleByIndex"});
+  const auto by_uuid = n.library.lookup<nvmlDeviceGetHandleByUUID_fn>({"nvmlDeviceGetHandleByUUID"});
   // _v2 and _v3 fill the nvmlProcessInfo_v2_t layout; the v1 layout differs and is not used.
-  n.get_processes = n.lookup<nvmlDeviceGetComputeRunningProcesses_fn>(
+  n.get_processes = n.library.lookup<nvmlDeviceGetComputeRunningProcesses_fn>(
       {"nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v2"});
-  n.get_driver_version = n.lookup<nvmlSystemGetDriverVersion_fn>({"nvmlSystemGetDriverVersion"});
-  if (!init || !n.shutdown || !by_index || !n.get_processes) {
-    unavailable(library + " lacks nvmlInit, nvmlShutdown, nvmlDeviceGetHandleByIndex or "
-                "nvmlDeviceGetComputeRunningProcesses_v2/_v3");
+  n.get_driver_version = n.library.lookup<nvmlSystemGetDriverVersion_fn>({"nvmlSystemGetDriverVersion"});
+  if (!by_index || !n.get_processes) {
+    unavailable(library + " lacks nvmlDeviceGetHandleByIndex or nvmlDeviceGetComputeRunningProcesses_v2/_v3");
     return;
   }
-  if (const nvmlReturn_t rc = init(); rc != NVML_SUCCESS) {
-    unavailable("nvmlInit failed with NVML error " + std::to_string(rc));
-    return;
-  }
-  n.initialized = true;
   if (!uuid.empty() && by_uuid && by_uuid(uuid.c_str(), &n.device) == NVML_SUCCESS) return;
   if (const nvmlReturn_t rc = by_index(index, &n.device); rc != NVML_SUCCESS)
     unavailable("NVML has no device " + (uuid.empty() ? "" : uuid + " or ") + "at index " + std::to_string(index) +
-                " (NVML error " + std::to_string(rc) + ")");
+                " (" + n.library.describe("nvmlDeviceGetHandleByIndex_v2", rc) + ")");
 }
 
 NvmlProcessMemory::~NvmlProcessMemory() = default;
