@@ -5,7 +5,8 @@ add_library(qgate_jobs STATIC
   src/job_records.cpp
   src/compare_builds.cpp
   src/job_submission.cpp
-  src/jobs_application.cpp)
+  src/jobs_application.cpp
+  src/result_import.cpp)
 target_include_directories(qgate_jobs PUBLIC include)
 target_link_libraries(qgate_jobs
   PUBLIC qgate_grpc qgate_store qgate_profiles qgate_ab_stats qgate_common qgate_cotenant)

@@ -26,6 +26,8 @@
 #include "qgate/client/harness_client.h"
 #include "qgate/client/json_report.h"
 #include "qgate/client/options.h"
+#include "qgate/interop/import_file.h"
+#include "qgate/interop/llama_bench_export.h"
 #include "qgate/v1/spec_words.h"
 
 #ifndef QGATE_VERSION
@@ -138,6 +140,11 @@ struct TrendOptions {
   std::string output;
 };
 
+struct ImportOptions {
+  std::string file;
+  std::string format = "auto";
+};
+
 struct CompareOptions {
   std::string a;
   std::string b;
@@ -174,6 +181,7 @@ class Cli {
   int cmd_trend();
   int cmd_compare();
   int cmd_export();
+  int cmd_import();
 
   int watch_until_done(HarnessClient& client, std::int64_t job_id);
   v1::QueryTrendRequest trend_request(std::int64_t default_since_ms) const;
@@ -186,6 +194,7 @@ class Cli {
   ListOptions list_;
   TrendOptions trend_;
   CompareOptions compare_;
+  ImportOptions import_;
   RemeasureOptions remeasure_;
   std::int64_t job_id_ = 0;
   std::map<const CLI::App*, std::function<int()>> handlers_;
@@ -363,15 +372,22 @@ void Cli::define() {
   handlers_[compare] = [this] { return cmd_compare(); };
 
   auto* exp = app_.add_subcommand("export", "trend points as JSON or CSV");
-  exp->add_option("--format", trend_.format, "json or csv")
+  exp->add_option("--format", trend_.format, "json, csv or llama-bench-sql (prefill runs as llama-bench's SQL)")
       ->required()
-      ->check(CLI::IsMember({"json", "csv"}));
+      ->check(CLI::IsMember({"json", "csv", "llama-bench-sql"}));
   exp->add_option("--profile", trend_.profile, "model profile (default all)");
   exp->add_option("--since", trend_.since, "how far back: Ns, Nm, Nh, Nd or Nw (default all)");
   exp->add_flag("--include-contended", trend_.include_contended,
                 "also runs measured under co-tenant load");
   exp->add_option("--output", trend_.output, "write here instead of stdout");
   handlers_[exp] = [this] { return cmd_export(); };
+
+  auto* imp = app_.add_subcommand(
+      "import", "store llama-bench or test-backend-ops results as external builds, beside qgate's runs");
+  imp->add_option("file", import_.file, "the results file")->required();
+  imp->add_option("--format", import_.format, "auto (default) or one of the formats")
+      ->check(CLI::IsMember(interop::import_formats()));
+  handlers_[imp] = [this] { return cmd_import(); };
 }
 
 ReportContext Cli::daemon_context(HarnessClient& client) {
@@ -720,16 +736,88 @@ int Cli::cmd_compare() {
   return kExitOk;
 }
 
+// A qgate run as a llama-bench row: the build's name stands in build_commit, the profile in model_type.
+static std::vector<interop::ExternalRun> llama_bench_rows(const std::vector<v1::TrendPoint>& points) {
+  std::vector<interop::ExternalRun> rows;
+  for (const auto& p : points) {
+    interop::ExternalRun row;
+    row.build_commit = p.build_name();
+    row.backend = p.backend();
+    row.gpu_name = p.gpu_name();
+    row.profile = p.profile();
+    row.tokens = p.tokens();
+    row.tokens_per_s = p.tokens_per_s();
+    row.started_ms = p.started_unix_ms();
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+int Cli::cmd_import() {
+  std::ifstream in(import_.file, std::ios::binary);
+  if (!in) throw CommandError(fmt::format("cannot read {}", import_.file));
+  std::stringstream text;
+  text << in.rdbuf();
+  interop::ParsedImport parsed;
+  try {
+    parsed = interop::parse_import(text.str(), import_.format, import_.file);
+  } catch (const interop::ImportError& e) {
+    throw CommandError(fmt::format("{}: {} (nothing imported)", import_.file, e.what()));
+  }
+  if (parsed.runs.empty())
+    throw CommandError(fmt::format("{}: no results to import ({} rows skipped)", import_.file, parsed.skipped));
+  v1::ImportResultsRequest request;
+  request.set_source(std::filesystem::path(import_.file).filename().string());
+  request.set_format(parsed.format);
+  for (const auto& run : parsed.runs) {
+    auto* r = request.add_results();
+    r->set_tool(run.tool);
+    r->set_build_commit(run.build_commit);
+    r->set_backend(run.backend);
+    r->set_gpu_name(run.gpu_name);
+    r->set_profile(run.profile);
+    r->set_path(run.path);
+    r->set_weight_type(run.weight_type.value_or(""));
+    r->set_tokens(run.tokens);
+    r->set_tokens_per_s(run.tokens_per_s);
+    r->set_gemm_ms(run.gemm_ms.value_or(0.0));
+    r->set_started_unix_ms(run.started_ms);
+    r->set_options_json(run.options_json);
+    r->set_line(static_cast<std::int64_t>(run.line));
+    for (const auto& s : run.samples) {
+      auto* sample = r->add_samples();
+      sample->set_metric(s.metric);
+      sample->set_unit(s.unit);
+      sample->set_value(s.value);
+    }
+  }
+  HarnessClient client = connect();
+  const auto response = client.import_results(request);
+  if (global_.json) {
+    auto data = to_json(response);
+    data["format"] = parsed.format;
+    data["rows_skipped"] = parsed.skipped;
+    print_report(client, "import", std::move(data));
+  } else {
+    std::cout << format_import(response, parsed.format, parsed.skipped);
+  }
+  return kExitOk;
+}
+
 int Cli::cmd_export() {
   const auto request = trend_request(0);  // export defaults to all of history
   HarnessClient client = connect();
   const auto response = client.query_trend(request);
-  const std::vector<v1::TrendPoint> points(response.points().begin(), response.points().end());
+  std::vector<v1::TrendPoint> points(response.points().begin(), response.points().end());
+  if (trend_.format == "llama-bench-sql") {
+    // qgate's own prefill runs only: imported ones (no job) are llama.cpp's already.
+    std::erase_if(points, [](const v1::TrendPoint& p) { return p.job_id() == 0; });
+  }
   // JSON: the same envelope as --json (json_report.h).
   const std::string text =
-      trend_.format == "csv"
-          ? trend_csv(points)
-          : json_report(daemon_context(client), "points", to_json(response)["points"]).dump(2) + "\n";
+      trend_.format == "csv"               ? trend_csv(points)
+      : trend_.format == "llama-bench-sql" ? interop::write_llama_bench_sql(llama_bench_rows(points))
+                                           : json_report(daemon_context(client), "points", to_json(response)["points"]).dump(2) + "\n";
   if (trend_.output.empty()) {
     std::cout << text;
     return kExitOk;

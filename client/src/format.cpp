@@ -607,6 +607,17 @@ std::vector<TrendGroup> group_trend(const std::vector<v1::TrendPoint>& points) {
   return groups;
 }
 
+std::string format_import(const v1::ImportResultsResponse& response, const std::string& format, std::size_t skipped) {
+  std::string out = fmt::format("imported {} run{} as {}", response.runs_added(), response.runs_added() == 1 ? "" : "s", format);
+  if (response.runs_already_stored() > 0)
+    out += fmt::format(" ({} already stored, not added again)", response.runs_already_stored());
+  if (skipped > 0) out += fmt::format(" ({} row{} skipped: other ops or unsupported)", skipped, skipped == 1 ? "" : "s");
+  out += "\n";
+  for (const auto& b : response.builds()) out += fmt::format("  build {} (id {}, external)\n", b.metadata().name(), b.id());
+  for (const auto& p : response.profiles()) out += fmt::format("  see: qgate trend --profile '{}'\n", p);
+  return out;
+}
+
 std::string format_trend(const std::vector<v1::TrendPoint>& points) {
   if (points.empty()) return "no runs match\n";
   Table table{{"BUILD", "PATH", "BACKEND", "RUNS", "MEDIAN tok/s", "MIN", "MAX", "LAST", "TREND"},

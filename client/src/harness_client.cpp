@@ -104,6 +104,14 @@ v1::RemeasureResponse HarnessClient::remeasure(const v1::RemeasureRequest& reque
   return response;
 }
 
+v1::ImportResultsResponse HarnessClient::import_results(const v1::ImportResultsRequest& request) {
+  grpc::ClientContext context;
+  set_deadline(context, options_);
+  v1::ImportResultsResponse response;
+  if (auto status = stub_->ImportResults(&context, request, &response); !status.ok()) fail(status);
+  return response;
+}
+
 v1::DeviceStatus HarnessClient::get_device() {
   grpc::ClientContext context;
   set_deadline(context, options_);

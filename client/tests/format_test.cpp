@@ -335,5 +335,63 @@ TEST(Compare, ShowsTheSeriesNPerSideTheUnpairedIntervalAndThePairedJobs) {
   EXPECT_NE(text.find("within 1 +- 2%"), std::string::npos) << text;
 }
 
+v1::SeriesChange* add_change(v1::ChangeSeries* series, const std::string& build, const std::string& previous,
+                             double ratio, std::int64_t started_ms) {
+  v1::SeriesChange* c = series->add_changes();
+  c->set_build_name(build);
+  c->set_previous_build_name(previous);
+  c->set_ratio(ratio);
+  c->set_ci_low(ratio - 0.005);
+  c->set_ci_high(ratio + 0.005);
+  c->set_p_value(0.002);
+  c->set_builds_before(12);
+  c->set_builds_after(12);
+  c->set_started_unix_ms(started_ms);
+  return c;
+}
+
+v1::QueryChangesResponse two_series_with_changes() {
+  v1::QueryChangesResponse r;
+  r.set_alpha(0.01);
+  r.set_permutations(499);
+  r.set_min_segment(5);
+  v1::ChangeSeries* mmq = r.add_series();
+  mmq->set_series("cuda on NVIDIA H200 at 512 tokens, path mmq");
+  mmq->set_builds(24);
+  mmq->set_runs(120);
+  add_change(mmq, "mmq-13", "mmq-12", 0.97, 1'764'554'400'000);  // 2025-12-01 02:00:00Z
+  add_change(mmq, "mmq-20", "mmq-19", 1.05, 1'764'558'000'000);
+  v1::ChangeSeries* f16 = r.add_series();
+  f16->set_series("cuda on NVIDIA H200 at 512 tokens, path f16");
+  f16->set_builds(16);
+  f16->set_runs(80);
+  add_change(f16, "f16-05", "f16-04", 0.90, 1'764'550'800'000);  // an hour before mmq-13
+  return r;
+}
+
+TEST(Changes, EachSeriesWithItsChangesOrNone) {
+  v1::QueryChangesResponse r = two_series_with_changes();
+  r.mutable_series(1)->clear_changes();
+  const std::string text = format_changes(r);
+  EXPECT_NE(text.find("\nseries  cuda on NVIDIA H200 at 512 tokens, path mmq  (24 builds, 120 quiet runs)\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("  mmq-13      mmq-12  0.970  [0.965, 0.975]  0.002"), std::string::npos) << text;
+  EXPECT_NE(text.find("path f16  (16 builds, 80 quiet runs)\n  no changes\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("permutation p < 0.01 (499 permutations), at least 5 builds per level"), std::string::npos)
+      << text;
+}
+
+TEST(Regressions, OnlySlowdownsAcrossSeriesOldestFirst) {
+  const std::string text = format_regressions(two_series_with_changes());
+  const size_t f16 = text.find("f16-05"), mmq = text.find("mmq-13");
+  ASSERT_NE(f16, std::string::npos) << text;
+  ASSERT_NE(mmq, std::string::npos) << text;
+  EXPECT_LT(f16, mmq) << text;                          // oldest first, across series
+  EXPECT_EQ(text.find("mmq-20"), std::string::npos);    // a speed-up is not a regression
+  v1::QueryChangesResponse none;
+  EXPECT_EQ(format_regressions(none).rfind("no slowdowns\n", 0), 0u);
+}
+
 }  // namespace
 }  // namespace qgate::client

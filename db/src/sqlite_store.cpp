@@ -892,7 +892,8 @@ class SqliteStore final : public Store {
       // is prepared once and cached.
       std::string sql =
           "SELECT r.id, r.build_id, b.name, b.sha256, r.started_ms, r.tokens_per_s, r.contended, "
-          "r.profile, r.weight_type, r.path, r.series_key, r.job_id "
+          "r.profile, r.weight_type, r.path, r.series_key, r.job_id, r.tokens, r.backend, r.gpu_name, "
+          "b.commit_sha "
           "FROM runs r JOIN builds b ON b.id = r.build_id "
           "WHERE r.state = 'done' AND r.tokens_per_s IS NOT NULL AND r.started_ms >= ?";
       if (query.profile) sql += " AND r.profile = ?";
@@ -928,6 +929,10 @@ class SqliteStore final : public Store {
         row.path = select->getColumn(9).getString();
         row.series_key = select->getColumn(10).getString();
         row.job_id = optional_int(select->getColumn(11));
+        row.tokens = select->getColumn(12).getInt64();
+        row.backend = select->getColumn(13).getString();
+        row.gpu_name = select->getColumn(14).getString();
+        row.commit_sha = select->getColumn(15).getString();
         rows.push_back(std::move(row));
       }
       return rows;

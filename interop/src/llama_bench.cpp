@@ -94,6 +94,7 @@ std::vector<double> json_numbers(const TableRow& row, const std::string& field) 
 ExternalRun run_of(const TableRow& row) {
   ExternalRun run;
   run.tool = "llama-bench";
+  run.line = row.line;
   run.build_commit = row.text("build_commit");
   run.backend = row.text_or("backends", "");
   run.gpu_name = row.text_or("gpu_info", "");

@@ -91,6 +91,7 @@ TestBackendOpsRuns test_backend_ops_runs(const std::vector<TableRow>& rows, cons
 
     ExternalRun run;
     run.tool = "test-backend-ops";
+    run.line = row.line;
     run.build_commit = row.text("build_commit");
     run.backend = row.text("backend_name");
     run.gpu_name = gpu_for(row, run.backend, devices);

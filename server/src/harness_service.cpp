@@ -405,6 +405,10 @@ grpc::ServerUnaryReactor* HarnessService::QueryTrend(grpc::CallbackServerContext
       p->set_contended(row.contended.value_or(false));
       p->set_cotenant_known(row.contended.has_value());
       p->set_profile(row.profile);
+      p->set_backend(row.backend);
+      p->set_tokens(row.tokens);
+      p->set_gpu_name(row.gpu_name);
+      p->set_commit_sha(row.commit_sha);
     }
     return grpc::Status::OK;
   }));
@@ -500,6 +504,16 @@ grpc::ServerUnaryReactor* HarnessService::Remeasure(grpc::CallbackServerContext*
   if (grpc::Status auth = authorize(context); !auth.ok()) return finish(context, auth);
   return finish(context, guarded([&]() -> grpc::Status {
     *response = remeasurement_.remeasure(*request, device_now());
+    return grpc::Status::OK;
+  }));
+}
+
+grpc::ServerUnaryReactor* HarnessService::ImportResults(grpc::CallbackServerContext* context,
+                                                        const v1::ImportResultsRequest* request,
+                                                        v1::ImportResultsResponse* response) {
+  if (grpc::Status auth = authorize(context); !auth.ok()) return finish(context, auth);
+  return finish(context, guarded([&]() -> grpc::Status {
+    *response = importer_.import(*request);
     return grpc::Status::OK;
   }));
 }

@@ -130,6 +130,8 @@ struct TrendGroup {
 std::vector<TrendGroup> group_trend(const std::vector<v1::TrendPoint>& points);
 /// `qgate trend`: build, path, backend, runs, median, min, max, last, sparkline; contended runs
 /// counted with a '*' and a legend under the table.
+/// What `qgate import` stored: runs, builds, and the trend command that shows them.
+std::string format_import(const v1::ImportResultsResponse& response, const std::string& format, std::size_t skipped);
 std::string format_trend(const std::vector<v1::TrendPoint>& points);
 
 /// `qgate compare`: per matched series, each side's runs and jobs, the unpaired ratio with its Welch

@@ -28,6 +28,7 @@ class HarnessClient {
   v1::QueryTrendResponse query_trend(const v1::QueryTrendRequest& request);
   v1::CompareResponse compare(const v1::CompareRequest& request);
   v1::RemeasureResponse remeasure(const v1::RemeasureRequest& request);
+  v1::ImportResultsResponse import_results(const v1::ImportResultsRequest& request);
 
   /// Calls `on_event` for each event until the job ends. No deadline: a job runs as long as its
   /// pair budget needs; a dead server still ends the stream with UNAVAILABLE.

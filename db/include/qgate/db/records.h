@@ -337,6 +337,10 @@ struct TrendRow {
   std::optional<std::string> weight_type;
   std::string path;
   std::string series_key;
+  std::int64_t tokens = 0;
+  std::string backend;
+  std::string gpu_name;
+  std::string commit_sha;  // the build's
 };
 
 /// Which of one build's runs `qgate compare` reads: finished runs with a tokens_per_s, optionally

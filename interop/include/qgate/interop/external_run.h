@@ -43,6 +43,7 @@ struct ExternalRun {
   std::int64_t started_ms = 0;    // the row's test_time
   std::string options_json = "{}";  // every other field of the row, as it was
   std::vector<ExternalSample> samples;
+  std::size_t line = 0;  // where the row is in the file
 };
 
 }  // namespace qgate::interop

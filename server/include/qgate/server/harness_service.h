@@ -12,6 +12,7 @@
 #include "qgate/server/daemon_hooks.h"
 #include "qgate/server/event_hub.h"
 #include "qgate/server/jobs_application.h"
+#include "qgate/server/result_import.h"
 #include "qgate/server/scheduler.h"
 #include "qgate/v1/harness.grpc.pb.h"
 
@@ -51,6 +52,9 @@ class HarnessService final : public v1::Harness::CallbackService {
                                       v1::DeviceStatus* response) override;
   grpc::ServerUnaryReactor* Remeasure(grpc::CallbackServerContext* context, const v1::RemeasureRequest* request,
                                       v1::RemeasureResponse* response) override;
+  grpc::ServerUnaryReactor* ImportResults(grpc::CallbackServerContext* context,
+                                          const v1::ImportResultsRequest* request,
+                                          v1::ImportResultsResponse* response) override;
 
   /// The daemon's always-on device reading (quiet windows, `qgate device`); none = unavailable.
   void set_device_watch(const cotenant::DeviceWatch* watch) { watch_ = watch; }
@@ -79,6 +83,7 @@ class HarnessService final : public v1::Harness::CallbackService {
   Scheduler& scheduler_;
   const DaemonOptions& options_;
   DeviceDescription device_;
+  ResultImporter importer_{store_};
   const cotenant::DeviceWatch* watch_ = nullptr;
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   std::unique_ptr<DaemonHooks> hooks_;  // the scheduler and the event hub, for the application

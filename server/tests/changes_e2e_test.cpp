@@ -1,0 +1,102 @@
+// `qgate trend --changes` and `qgate regressions` end to end: a real qgated over a seeded build history,
+// driven through the real CLI. The 3% slowdown is found at its build with its ratio and p-value; the
+// contended runs, the flat series and the step older than --since give no change.
+#include <gtest/gtest.h>
+
+#include "change_history.h"
+#include "daemon_under_test.h"
+#include "qgate/db/sqlite_store.h"
+
+namespace qgate::testing {
+namespace {
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+/// Some line of `text` holds `first` and, after it, `second`.
+bool line_with(const std::string& text, const std::string& first, const std::string& second) {
+  for (size_t begin = 0; begin < text.size();) {
+    size_t end = text.find('\n', begin);
+    if (end == std::string::npos) end = text.size();
+    const std::string line = text.substr(begin, end - begin);
+    const size_t at = line.find(first);
+    if (at != std::string::npos && line.find(second, at + first.size()) != std::string::npos) return true;
+    begin = end + 1;
+  }
+  return false;
+}
+
+class ChangesE2eTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    {
+      db::SqliteOptions options;
+      options.path = daemon_.dir() + "/qgate.db";
+      auto store = db::open_sqlite_store(options);
+      history_ = seed_change_history(*store);
+    }
+    daemon_.start();
+  }
+
+  DaemonUnderTest daemon_;
+  ChangeHistory history_;
+};
+
+TEST_F(ChangesE2eTest, TrendShowsEachSeriesChangesUnderTheTable) {
+  const CliResult r = daemon_.cli(std::string("trend --profile ") + kChangeProfile + " --changes");
+  ASSERT_EQ(r.code, 0) << r.err << daemon_.log();
+  EXPECT_TRUE(contains(r.out, "MEDIAN tok/s")) << r.out;  // the trend table is still there
+  EXPECT_TRUE(contains(r.out, "path mmq, gemm timing  (24 builds, 120 quiet runs)")) << r.out;
+  EXPECT_TRUE(contains(r.out, "path f16, gemm timing  (16 builds, 80 quiet runs)")) << r.out;
+  EXPECT_TRUE(contains(r.out, "  no changes")) << r.out;
+  EXPECT_TRUE(line_with(r.out, history_.first_slow_build, history_.last_fast_build)) << r.out;
+
+  const CliResult j = daemon_.cli(std::string("--json trend --profile ") + kChangeProfile + " --changes");
+  ASSERT_EQ(j.code, 0) << j.err;
+  const json doc = json_data(j, "trend");
+  EXPECT_FALSE(doc["points"].empty());
+  const json& series = doc["changes"]["series"];
+  ASSERT_EQ(series.size(), 2u) << j.out;
+  int with_changes = 0;
+  for (const json& s : series) {
+    if (s["changes"].empty()) continue;
+    ++with_changes;
+    // One change only: the contended runs at half speed on builds 3-6 do not count.
+    ASSERT_EQ(s["changes"].size(), 1u) << s.dump();
+    const json& c = s["changes"][0];
+    EXPECT_EQ(c["build_name"], history_.first_slow_build);
+    EXPECT_EQ(c["previous_build_name"], history_.last_fast_build);
+    EXPECT_NEAR(c["ratio"].get<double>(), 0.97, 0.01);
+    EXPECT_LT(c["ci_low"].get<double>(), 0.97);
+    EXPECT_GT(c["ci_high"].get<double>(), 0.97);
+    EXPECT_LT(c["p_value"].get<double>(), 0.01);
+    EXPECT_EQ(c["builds_before"].get<int>(), kBuildsPerLevel);
+    EXPECT_EQ(c["builds_after"].get<int>(), kBuildsPerLevel);
+  }
+  EXPECT_EQ(with_changes, 1);
+}
+
+TEST_F(ChangesE2eTest, RegressionsListSlowdownsAcrossSeriesSinceTheWindow) {
+  CliResult r = daemon_.cli("regressions --since 30d");
+  ASSERT_EQ(r.code, 0) << r.err << daemon_.log();
+  EXPECT_TRUE(contains(r.out, history_.first_slow_build)) << r.out;
+  EXPECT_FALSE(contains(r.out, "old-")) << r.out;  // its step is 40 days old
+
+  r = daemon_.cli("regressions --since 60d");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, history_.first_slow_build)) << r.out;
+  EXPECT_TRUE(line_with(r.out, "old-09", "old-08")) << r.out;
+
+  const CliResult j = daemon_.cli("--json regressions --since 30d");
+  ASSERT_EQ(j.code, 0) << j.err;
+  const json doc = json_data(j, "regressions");
+  ASSERT_EQ(doc["series"].size(), 1u) << j.out;  // only series with a slowdown
+  EXPECT_EQ(doc["series"][0]["changes"][0]["build_name"], history_.first_slow_build);
+  EXPECT_EQ(doc["permutations"].get<int>(), 499);
+
+  r = daemon_.cli("regressions --since 30d --path f16");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "no slowdowns")) << r.out;
+}
+
+}  // namespace
+}  // namespace qgate::testing

@@ -1,0 +1,163 @@
+// `qgate import` and `qgate export --format llama-bench-sql` end to end: a real qgated, the real CLI.
+// test-backend-ops' MUL_MAT rows show up in `qgate trend` as an external build; a bad row anywhere
+// leaves the store as it was; qgate's own runs exported as llama-bench SQL import back unchanged.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+
+#include "compare_history.h"
+#include "daemon_under_test.h"
+#include "qgate/db/sqlite_store.h"
+
+namespace qgate::testing {
+namespace {
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+const std::string kData = QGATE_INTEROP_DATA;
+const std::string kMulMat = "mul_mat-m4096-k14336";
+
+class ImportE2eTest : public ::testing::Test {
+ protected:
+  void SetUp() override { daemon_.start(); }
+
+  json trend(const std::string& args) {
+    const CliResult r = daemon_.cli("--json trend --since 5000d " + args);
+    EXPECT_EQ(r.code, 0) << r.err;
+    return json_data(r, "points");
+  }
+
+  DaemonUnderTest daemon_;
+};
+
+TEST_F(ImportE2eTest, TestBackendOpsMulMatShowsUpInTrend) {
+  const CliResult r = daemon_.cli("import " + kData + "/test_backend_ops_mulmat_h200.sql");
+  ASSERT_EQ(r.code, 0) << r.err << daemon_.log();
+  EXPECT_TRUE(contains(r.out, "imported 4 runs as test-backend-ops-sql")) << r.out;
+  EXPECT_TRUE(contains(r.out, "build llama.cpp@unknown/CUDA0/NVIDIA H200")) << r.out;
+  EXPECT_TRUE(contains(r.out, "qgate trend --profile '" + kMulMat + "'")) << r.out;
+
+  const CliResult text = daemon_.cli("trend --since 5000d --profile " + kMulMat);
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_TRUE(contains(text.out, "llama.cpp@unknown/CUDA0/NVIDIA H200")) << text.out;
+  EXPECT_TRUE(contains(text.out, "q4_0")) << text.out;
+
+  const json points = trend("--profile " + kMulMat + " --type q4_0");
+  ASSERT_EQ(points.size(), 1u) << points.dump();
+  EXPECT_NEAR(points[0]["tokens_per_s"].get<double>(), 512 / 324.788961e-6, 1e-3);
+  EXPECT_EQ(points[0]["backend"], "CUDA0");
+  EXPECT_EQ(points[0]["job_id"], 0);  // imported: no job
+
+  const CliResult builds = daemon_.cli("--json builds");
+  ASSERT_EQ(builds.code, 0) << builds.err;
+  EXPECT_EQ(json_data(builds, "builds").size(), 1u);
+
+  // The same file again stores nothing twice.
+  const CliResult again = daemon_.cli("--json import " + kData + "/test_backend_ops_mulmat_h200.sql");
+  ASSERT_EQ(again.code, 0) << again.err;
+  const json outcome = json_data(again, "import");
+  EXPECT_EQ(outcome.value("runs_added", 0), 0) << outcome.dump();
+  EXPECT_EQ(outcome.value("runs_already_stored", 0), 4) << outcome.dump();
+  EXPECT_EQ(trend("--profile " + kMulMat).size(), 4u);
+}
+
+TEST_F(ImportE2eTest, ABadThirdRowImportsNothing) {
+  const CliResult r = daemon_.cli("import " + kData + "/test_backend_ops_bad_third_row.sql");
+  EXPECT_EQ(r.code, 3) << r.out;
+  EXPECT_TRUE(contains(r.err, "line 24, field time_us: 'fast' is not a number")) << r.err;
+  EXPECT_TRUE(contains(r.err, "nothing imported")) << r.err;
+  EXPECT_TRUE(trend("--profile " + kMulMat).empty());
+  EXPECT_TRUE(json_data(daemon_.cli("--json builds"), "builds").empty());
+}
+
+TEST_F(ImportE2eTest, TheDaemonRefusesABadResultAndStoresNoneOfTheOthers) {
+  v1::ImportResultsRequest request;
+  request.set_source("crafted");
+  request.set_format("test-backend-ops-sql");
+  for (int i = 0; i < 3; ++i) {
+    auto* r = request.add_results();
+    r->set_tool("test-backend-ops");
+    r->set_build_commit("abc123");
+    r->set_backend("CUDA0");
+    r->set_gpu_name("NVIDIA H200");
+    r->set_profile(kMulMat);
+    r->set_path("q4_0");
+    r->set_tokens(512);
+    r->set_tokens_per_s(i == 2 ? -1.0 : 1.5e6);
+    r->set_started_unix_ms(1'796'000'000'000 + i);
+    r->set_line(20 + i);
+  }
+  grpc::ClientContext context;
+  v1::ImportResultsResponse response;
+  const grpc::Status status = daemon_.stub()->ImportResults(&context, request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(status.error_message(), "line 22, field tokens_per_s")) << status.error_message();
+  EXPECT_TRUE(trend("--profile " + kMulMat).empty());
+  EXPECT_TRUE(json_data(daemon_.cli("--json builds"), "builds").empty());
+}
+
+class ExportRoundTripTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    {
+      db::SqliteOptions options;
+      options.path = daemon_.dir() + "/qgate.db";
+      auto store = db::open_sqlite_store(options);
+      seed_history(*store);
+    }
+    daemon_.start();
+  }
+
+  DaemonUnderTest daemon_;
+};
+
+TEST_F(ExportRoundTripTest, LlamaBenchSqlExportImportsBackWithItsValues) {
+  const std::string file = daemon_.dir() + "/export.sql";
+  const CliResult exported =
+      daemon_.cli("export --format llama-bench-sql --profile " + std::string(kProfile) + " --output " + file);
+  ASSERT_EQ(exported.code, 0) << exported.err;
+  const std::string sql = slurp(file);
+  EXPECT_EQ(sql.rfind("CREATE TABLE IF NOT EXISTS test (\n  build_commit TEXT,\n  build_number INTEGER,", 0), 0u)
+      << sql.substr(0, 200);
+
+  const CliResult before = daemon_.cli("--json trend --since 5000d --profile " + std::string(kProfile));
+  ASSERT_EQ(before.code, 0) << before.err;
+  // What went out: the quiet and unknown runs of qgate's jobs, keyed by build and start.
+  std::map<std::pair<std::string, std::int64_t>, json> originals;
+  for (const auto& p : json_data(before, "points"))
+    if (p["job_id"].get<std::int64_t>() != 0)
+      originals[{p["build_name"].get<std::string>(), p["started_unix_ms"].get<std::int64_t>()}] = p;
+  ASSERT_FALSE(originals.empty());
+
+  const CliResult imported = daemon_.cli("--json import " + file);
+  ASSERT_EQ(imported.code, 0) << imported.err << daemon_.log();
+  const json outcome = json_data(imported, "import");
+  EXPECT_EQ(outcome["format"], "llama-bench-sql");
+  EXPECT_EQ(outcome.value("runs_added", 0), static_cast<int>(originals.size())) << outcome.dump();
+
+  const CliResult after = daemon_.cli("--json trend --since 5000d --profile " + std::string(kProfile) +
+                                      " --build-glob 'llama.cpp@*'");
+  ASSERT_EQ(after.code, 0) << after.err;
+  const json back = json_data(after, "points");
+  ASSERT_EQ(back.size(), originals.size());
+  for (const auto& p : back) {
+    // "llama.cpp@tile64/cuda/NVIDIA H200": the qgate build's name stood in build_commit.
+    const std::string name = p["build_name"].get<std::string>();
+    const std::string build = name.substr(10, name.find('/') - 10);
+    const auto it = originals.find({build, p["started_unix_ms"].get<std::int64_t>()});
+    ASSERT_NE(it, originals.end()) << p.dump();
+    const json& original = it->second;
+    EXPECT_EQ(name, "llama.cpp@" + build + "/" + original["backend"].get<std::string>() + "/" +
+                        original["gpu_name"].get<std::string>());
+    EXPECT_EQ(p["backend"], original["backend"]);
+    EXPECT_EQ(p["gpu_name"], original["gpu_name"]);
+    EXPECT_EQ(p["tokens"], original["tokens"]);
+    EXPECT_EQ(p["profile"], original["profile"]);
+    EXPECT_EQ(p["path"], "pp");
+    EXPECT_NEAR(p["tokens_per_s"].get<double>(), original["tokens_per_s"].get<double>(), 1e-6) << p.dump();
+  }
+}
+
+}  // namespace
+}  // namespace qgate::testing
