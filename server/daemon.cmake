@@ -4,6 +4,7 @@
 add_library(qgate_jobs STATIC
   src/job_records.cpp
   src/compare_builds.cpp
+  src/series_changes.cpp
   src/job_submission.cpp
   src/jobs_application.cpp
   src/result_import.cpp)

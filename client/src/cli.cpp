@@ -135,6 +135,7 @@ struct TrendOptions {
   std::string since;
   std::string build_glob;
   bool include_contended = false;
+  bool changes = false;  // trend --changes
   int limit = 0;
   std::string format;
   std::string output;
@@ -179,12 +180,14 @@ class Cli {
   int cmd_builds();
   int cmd_device();
   int cmd_trend();
+  int cmd_regressions();
   int cmd_compare();
   int cmd_export();
   int cmd_import();
 
   int watch_until_done(HarnessClient& client, std::int64_t job_id);
   v1::QueryTrendRequest trend_request(std::int64_t default_since_ms) const;
+  v1::QueryChangesRequest changes_request(std::int64_t default_since_ms, bool slowdowns_only) const;
 
   CLI::App app_{"qgate: parity and performance gate for quantized GEMM kernels; the client of "
                 "qgated. Exit codes: 0 ok/PASS, 1 FAIL, 2 INCONCLUSIVE, 3 error, 4 expired (no quiet window).",
@@ -354,7 +357,18 @@ void Cli::define() {
                   "also runs measured under co-tenant load");
   trend->add_option("--limit", trend_.limit, "at most this many points")
       ->check(whole_number(true));
+  trend->add_flag("--changes", trend_.changes,
+                  "also where each series' speed moved (change points over its builds' quiet runs)");
   handlers_[trend] = [this] { return cmd_trend(); };
+
+  auto* regressions = app_.add_subcommand(
+      "regressions", "changes that slowed a series down, across series (change points over quiet runs)");
+  regressions->add_option("--since", trend_.since, "how far back: Ns, Nm, Nh, Nd or Nw (default 30d)");
+  regressions->add_option("--profile", trend_.profile, "only this model profile");
+  regressions->add_option("--type", trend_.type, "only this weight type (e.g. q4_K)");
+  regressions->add_option("--path", trend_.path, "mmq or f16 (default both)")->check(CLI::IsMember({"mmq", "f16"}));
+  regressions->add_option("--build-glob", trend_.build_glob, "build names matching, e.g. 'mmq-*'");
+  handlers_[regressions] = [this] { return cmd_regressions(); };
 
   auto* compare = app_.add_subcommand(
       "compare",
@@ -707,14 +721,46 @@ v1::QueryTrendRequest Cli::trend_request(std::int64_t default_since_ms) const {
   return request;
 }
 
+v1::QueryChangesRequest Cli::changes_request(std::int64_t default_since_ms, bool slowdowns_only) const {
+  v1::QueryChangesRequest request;
+  request.set_profile(trend_.profile);
+  request.set_weight_type(trend_.type);
+  request.set_path(trend_.path);
+  request.set_build_glob(trend_.build_glob);
+  request.set_slowdowns_only(slowdowns_only);
+  request.set_since_unix_ms(trend_.since.empty() ? default_since_ms : parse_since(trend_.since, now_unix_ms()));
+  return request;
+}
+
 int Cli::cmd_trend() {
-  const auto request = trend_request(parse_since("30d", now_unix_ms()));
+  const std::int64_t default_since = parse_since("30d", now_unix_ms());
+  const auto request = trend_request(default_since);
   HarnessClient client = connect();
   const auto response = client.query_trend(request);
+  if (!trend_.changes) {
+    if (global_.json)
+      print_report(client, "points", to_json(response)["points"]);
+    else
+      std::cout << format_trend({response.points().begin(), response.points().end()});
+    return kExitOk;
+  }
+  // Changes count quiet runs only, whatever --include-contended shows in the table.
+  const auto changes = client.query_changes(changes_request(default_since, false));
+  if (global_.json) {
+    print_report(client, "trend", {{"points", to_json(response)["points"]}, {"changes", to_json(changes)}});
+  } else {
+    std::cout << format_trend({response.points().begin(), response.points().end()}) << format_changes(changes);
+  }
+  return kExitOk;
+}
+
+int Cli::cmd_regressions() {
+  HarnessClient client = connect();
+  const auto response = client.query_changes(changes_request(parse_since("30d", now_unix_ms()), true));
   if (global_.json)
-    print_report(client, "points", to_json(response)["points"]);
+    print_report(client, "regressions", to_json(response));
   else
-    std::cout << format_trend({response.points().begin(), response.points().end()});
+    std::cout << format_regressions(response);
   return kExitOk;
 }
 

@@ -648,6 +648,73 @@ std::string format_trend(const std::vector<v1::TrendPoint>& points) {
 
 namespace {
 
+/// Every line of `text` (each ending in '\n') with `prefix` in front.
+std::string indent(const std::string& text, const std::string& prefix) {
+  std::string out;
+  bool line_start = true;
+  for (char c : text) {
+    if (line_start) out += prefix;
+    out += c;
+    line_start = c == '\n';
+  }
+  return out;
+}
+
+std::string detector_note(const v1::QueryChangesResponse& response) {
+  return fmt::format("changes: E-divisive means over per-build medians of quiet runs, permutation p < {:g} ({} "
+                     "permutations), at least {} builds per level\n",
+                     response.alpha(), response.permutations(), response.min_segment());
+}
+
+}  // namespace
+
+std::string format_changes(const v1::QueryChangesResponse& response) {
+  std::string out;
+  for (const auto& series : response.series()) {
+    out += fmt::format("\nseries  {}  ({} builds, {} quiet runs)\n", series.series(), series.builds(), series.runs());
+    if (series.changes_size() == 0) {
+      out += "  no changes\n";
+      continue;
+    }
+    Table table{{"FROM BUILD", "AFTER", "RATIO", "95% CI", "p", "BUILDS BEFORE/AFTER", "STARTED"},
+                {false, false, true, false, true, true, false},
+                {}};
+    for (const auto& c : series.changes())
+      table.rows.push_back({c.build_name(), c.previous_build_name(), format_ratio(c.ratio()),
+                            format_interval(c.ci_low(), c.ci_high()), fmt::format("{:.3g}", c.p_value()),
+                            fmt::format("{}/{}", c.builds_before(), c.builds_after()),
+                            format_timestamp(c.started_unix_ms())});
+    out += indent(format_table(table), "  ");
+  }
+  if (response.series_size() == 0) out += "\nno quiet runs to look for changes in\n";
+  return out + detector_note(response);
+}
+
+std::string format_regressions(const v1::QueryChangesResponse& response) {
+  struct Row {
+    std::int64_t started;
+    std::vector<std::string> cells;
+  };
+  std::vector<Row> rows;
+  for (const auto& series : response.series())
+    for (const auto& c : series.changes())
+      if (c.ratio() < 1)
+        rows.push_back({c.started_unix_ms(),
+                        {c.build_name(), c.previous_build_name(), format_ratio(c.ratio()),
+                         format_interval(c.ci_low(), c.ci_high()), fmt::format("{:.3g}", c.p_value()),
+                         format_timestamp(c.started_unix_ms()), series.series()}});
+  if (rows.empty()) return "no slowdowns\n" + detector_note(response);
+  std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.started < b.started; });
+  Table table{{"FROM BUILD", "AFTER", "RATIO", "95% CI", "p", "STARTED", "SERIES"},
+              {false, false, true, false, true, false, false},
+              {}};
+  for (Row& r : rows) table.rows.push_back(std::move(r.cells));
+  return format_table(table) + "ratio: new level / old (geometric means of per-build medians); < 1 is slower\n" +
+         detector_note(response);
+}
+
+namespace {
+
 std::string compare_side_line(const v1::CompareSide& side) {
   std::string jobs;
   for (int i = 0; i < side.job_ids_size() && i < 6; ++i) jobs += (i == 0 ? "" : ", ") + std::to_string(side.job_ids(i));

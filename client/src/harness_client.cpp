@@ -129,6 +129,14 @@ v1::QueryTrendResponse HarnessClient::query_trend(const v1::QueryTrendRequest& r
   return response;
 }
 
+v1::QueryChangesResponse HarnessClient::query_changes(const v1::QueryChangesRequest& request) {
+  grpc::ClientContext context;
+  set_deadline(context, options_);
+  v1::QueryChangesResponse response;
+  if (auto status = stub_->QueryChanges(&context, request, &response); !status.ok()) fail(status);
+  return response;
+}
+
 v1::CompareResponse HarnessClient::compare(const v1::CompareRequest& request) {
   grpc::ClientContext context;
   set_deadline(context, options_);

@@ -301,7 +301,8 @@ HarnessService::HarnessService(db::Store& store, EventHub& events, Scheduler& sc
       queries_(store),
       cancellation_(store, *hooks_),
       remeasurement_(store, *hooks_, options),
-      comparer_(store) {}
+      comparer_(store),
+      changes_(store) {}
 
 grpc::Status HarnessService::validate_header(const v1::SubmitHeader& header) const {
   return guarded([&]() -> grpc::Status {
@@ -410,6 +411,29 @@ grpc::ServerUnaryReactor* HarnessService::QueryTrend(grpc::CallbackServerContext
       p->set_gpu_name(row.gpu_name);
       p->set_commit_sha(row.commit_sha);
     }
+    return grpc::Status::OK;
+  }));
+}
+
+grpc::ServerUnaryReactor* HarnessService::QueryChanges(grpc::CallbackServerContext* context,
+                                                       const v1::QueryChangesRequest* request,
+                                                       v1::QueryChangesResponse* response) {
+  return finish(context, guarded([&]() -> grpc::Status {
+    if (!request->path().empty() && request->path() != "mmq" && request->path() != "f16")
+      return invalid("path must be mmq or f16");
+    if (request->alpha() < 0 || request->alpha() >= 1) return invalid("alpha must be in (0, 1); 0 means 0.01");
+    if (request->min_segment() < 0 || request->min_segment() == 1)
+      return invalid("min_segment must be at least 2 builds; 0 means 5");
+    ChangesQuery q;
+    if (!request->profile().empty()) q.profile = request->profile();
+    if (!request->weight_type().empty()) q.weight_type = request->weight_type();
+    if (!request->path().empty()) q.path = request->path();
+    if (!request->build_glob().empty()) q.build_glob = request->build_glob();
+    q.since_ms = request->since_unix_ms();
+    q.slowdowns_only = request->slowdowns_only();
+    if (request->alpha() > 0) q.alpha = request->alpha();
+    if (request->min_segment() > 0) q.min_segment = request->min_segment();
+    *response = changes_.find(q);
     return grpc::Status::OK;
   }));
 }

@@ -134,6 +134,12 @@ std::vector<TrendGroup> group_trend(const std::vector<v1::TrendPoint>& points);
 std::string format_import(const v1::ImportResultsResponse& response, const std::string& format, std::size_t skipped);
 std::string format_trend(const std::vector<v1::TrendPoint>& points);
 
+/// `qgate trend --changes`: per series, where its level moved (the first build of the new level and the
+/// last of the old), the ratio with its 95% interval and the permutation p-value; "no changes" when none.
+std::string format_changes(const v1::QueryChangesResponse& response);
+/// `qgate regressions`: one row per slowdown across series, oldest first.
+std::string format_regressions(const v1::QueryChangesResponse& response);
+
 /// `qgate compare`: per matched series, each side's runs and jobs, the unpaired ratio with its Welch
 /// interval and Mann-Whitney p across jobs, and the paired result of jobs that ran both builds.
 std::string format_compare(const v1::CompareResponse& response);

@@ -26,6 +26,7 @@ class HarnessClient {
   v1::ListBuildsResponse list_builds(const v1::ListBuildsRequest& request);
   v1::DeviceStatus get_device();
   v1::QueryTrendResponse query_trend(const v1::QueryTrendRequest& request);
+  v1::QueryChangesResponse query_changes(const v1::QueryChangesRequest& request);
   v1::CompareResponse compare(const v1::CompareRequest& request);
   v1::RemeasureResponse remeasure(const v1::RemeasureRequest& request);
   v1::ImportResultsResponse import_results(const v1::ImportResultsRequest& request);

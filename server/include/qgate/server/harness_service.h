@@ -14,6 +14,7 @@
 #include "qgate/server/jobs_application.h"
 #include "qgate/server/result_import.h"
 #include "qgate/server/scheduler.h"
+#include "qgate/server/series_changes.h"
 #include "qgate/v1/harness.grpc.pb.h"
 
 namespace qgate::server {
@@ -44,6 +45,8 @@ class HarnessService final : public v1::Harness::CallbackService {
                                                    const v1::WatchJobRequest* request) override;
   grpc::ServerUnaryReactor* QueryTrend(grpc::CallbackServerContext* context, const v1::QueryTrendRequest* request,
                                        v1::QueryTrendResponse* response) override;
+  grpc::ServerUnaryReactor* QueryChanges(grpc::CallbackServerContext* context, const v1::QueryChangesRequest* request,
+                                         v1::QueryChangesResponse* response) override;
   grpc::ServerUnaryReactor* Compare(grpc::CallbackServerContext* context, const v1::CompareRequest* request,
                                     v1::CompareResponse* response) override;
   grpc::ServerUnaryReactor* ListBuilds(grpc::CallbackServerContext* context, const v1::ListBuildsRequest* request,
@@ -92,6 +95,7 @@ class HarnessService final : public v1::Harness::CallbackService {
   JobCancellation cancellation_;
   Remeasurement remeasurement_;
   BuildComparer comparer_;
+  SeriesChanges changes_;
   std::atomic<int> open_watch_streams_{0};  // bounded by options_.max_streams
   std::atomic<int> open_uploads_{0};        // bounded by options_.max_uploads
   bool tcp_ = false;
