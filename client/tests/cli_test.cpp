@@ -135,7 +135,7 @@ TEST_F(CliTest, HelpListsTheCommandsAndExits0) {
   const Result r = run("--help");
   EXPECT_EQ(r.code, 0);
   for (const char* command : {"submit", "ab", "jobs", "show", "watch", "cancel", "builds",
-                              "device", "trend", "regressions", "compare", "export"})
+                              "device", "trend", "regressions", "compare", "export", "import"})
     EXPECT_NE(r.out.find(command), std::string::npos) << command;
 }
 

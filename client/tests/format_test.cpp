@@ -393,5 +393,21 @@ TEST(Regressions, OnlySlowdownsAcrossSeriesOldestFirst) {
   EXPECT_EQ(format_regressions(none).rfind("no slowdowns\n", 0), 0u);
 }
 
+TEST(Import, CountsRunsNamesTheBuildsAndTheTrendToRun) {
+  v1::ImportResultsResponse r;
+  r.set_runs_added(3);
+  r.set_runs_already_stored(1);
+  auto* b = r.add_builds();
+  b->set_id(7);
+  b->mutable_metadata()->set_name("llama.cpp@abc/CUDA0/NVIDIA H200");
+  r.add_profiles("mul_mat-m4096-k14336");
+  const std::string text = format_import(r, "test-backend-ops-sql", 2);
+  EXPECT_EQ(text,
+            "imported 3 runs as test-backend-ops-sql (1 already stored, not added again) (2 rows skipped: other "
+            "ops or unsupported)\n"
+            "  build llama.cpp@abc/CUDA0/NVIDIA H200 (id 7, external)\n"
+            "  see: qgate trend --profile 'mul_mat-m4096-k14336'\n");
+}
+
 }  // namespace
 }  // namespace qgate::client
