@@ -2,6 +2,7 @@
 // one "pp+tg"; the model_type is the profile; avg_ts is the run's tok/s, samples_ts its samples.
 #include "qgate/interop/llama_bench.h"
 
+#include <cstdio>
 #include <ctime>
 
 #include <fmt/format.h>

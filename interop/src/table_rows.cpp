@@ -3,6 +3,7 @@
 // where it is.
 #include "qgate/interop/table_rows.h"
 
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <cstdlib>
