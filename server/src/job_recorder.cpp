@@ -161,9 +161,6 @@ void JobRecorder::finish(const v1::VerdictReport& report, v1::JobProgress progre
   store_.finish_job_with_verdict(verdict_row(job_.id, report),
                                  db::JobEnding{from_proto(disposition.disposition), disposition.detail},
                                  progress_json(progress));
-  spdlog::info("job {} done: {} ({}), disposition {}{}", job_.id, v1::Verdict_Name(report.verdict()),
-               v1::Comparison_Name(report.comparison()), v1::Disposition_Name(disposition.disposition),
-               disposition.detail.empty() ? "" : ": " + disposition.detail);
   v1::JobEvent e;
   e.set_job_id(job_.id);
   e.set_unix_ms(now_ms());
@@ -178,7 +175,6 @@ void JobRecorder::end(db::JobState state, const std::string& error, const std::o
     const db::JobEnding ending = fault ? db::JobEnding{from_proto(fault->disposition), fault->detail}
                                        : db::JobEnding{db::Disposition::Unspecified, ""};
     store_.end_job(job_.id, state, error, ending, db::JobState::Running);
-    spdlog::info("job {} {}: {}", job_.id, db::to_string(state), error);
   } catch (const std::exception& e) {
     // The store refused (disk full, read-only): the job stays running and is re-run at restart.
     spdlog::error("job {} ended ({}) but the database refused to record it: {}; it stays unfinished and is run "

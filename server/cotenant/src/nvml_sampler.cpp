@@ -8,14 +8,14 @@
 #include <map>
 #include <vector>
 
-#include "qgate/nvml/nvml_library.h"
+#include "qgate/nvml/nvml_loader.h"
 
 namespace qgate::cotenant {
 
 using namespace nvml;
 
 struct NvmlSampler::Nvml {
-  nvml::Library library;
+  nvml::Loader loader;
   nvmlDevice_t device = nullptr;
 
   nvmlDeviceGetHandleByIndex_fn get_handle = nullptr;
@@ -32,15 +32,15 @@ struct NvmlSampler::Nvml {
 
   template <typename Fn>
   Fn lookup(std::initializer_list<const char*> names) const {
-    return library.template lookup<Fn>(names);
+    return loader.template lookup<Fn>(names);
   }
-  std::string describe(const char* call, nvmlReturn_t rc) const { return library.describe(call, rc); }
+  std::string describe(const char* call, nvmlReturn_t rc) const { return loader.describe(call, rc); }
 };
 
 NvmlSampler::NvmlSampler(NvmlSamplerOptions options, const Clock& clock)
     : options_(std::move(options)), clock_(clock), nvml_(std::make_unique<Nvml>()) {
   auto& n = *nvml_;
-  if (std::string why = n.library.open(options_.nvml_path); !why.empty()) {
+  if (std::string why = n.loader.open(options_.nvml_path); !why.empty()) {
     unavailable_reason_ = std::move(why);
     nvml_.reset();
     return;

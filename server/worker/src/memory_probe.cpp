@@ -9,7 +9,7 @@
 #include <limits>
 #include <vector>
 
-#include "qgate/nvml/nvml_library.h"
+#include "qgate/nvml/nvml_loader.h"
 
 namespace qgate::worker {
 
@@ -41,38 +41,38 @@ using nvmlDeviceGetHandleByUUID_fn = nvmlReturn_t (*)(const char*, nvmlDevice_t*
 }  // namespace
 
 struct NvmlProcessMemory::Nvml {
-  nvml::Library library;
+  nvml::Loader loader;
   nvmlDevice_t device = nullptr;
   nvmlDeviceGetComputeRunningProcesses_fn get_processes = nullptr;
   nvmlSystemGetDriverVersion_fn get_driver_version = nullptr;
 };
 
-NvmlProcessMemory::NvmlProcessMemory(const std::string& uuid, unsigned index, const std::string& library)
+NvmlProcessMemory::NvmlProcessMemory(const std::string& uuid, unsigned index, const std::string& nvml_path)
     : nvml_(std::make_unique<Nvml>()) {
   auto& n = *nvml_;
   auto unavailable = [&](const std::string& why) {
     unavailable_reason_ = why;
     nvml_.reset();
   };
-  if (const std::string why = n.library.open(library); !why.empty()) {
+  if (const std::string why = n.loader.open(nvml_path); !why.empty()) {
     unavailable(why);
     return;
   }
-  const auto by_index = n.library.lookup<nvmlDeviceGetHandleByIndex_fn>(
+  const auto by_index = n.loader.lookup<nvmlDeviceGetHandleByIndex_fn>(
       {"nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetHandleByIndex"});
-  const auto by_uuid = n.library.lookup<nvmlDeviceGetHandleByUUID_fn>({"nvmlDeviceGetHandleByUUID"});
+  const auto by_uuid = n.loader.lookup<nvmlDeviceGetHandleByUUID_fn>({"nvmlDeviceGetHandleByUUID"});
   // _v2 and _v3 fill the nvmlProcessInfo_v2_t layout; the v1 layout differs and is not used.
-  n.get_processes = n.library.lookup<nvmlDeviceGetComputeRunningProcesses_fn>(
+  n.get_processes = n.loader.lookup<nvmlDeviceGetComputeRunningProcesses_fn>(
       {"nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v2"});
-  n.get_driver_version = n.library.lookup<nvmlSystemGetDriverVersion_fn>({"nvmlSystemGetDriverVersion"});
+  n.get_driver_version = n.loader.lookup<nvmlSystemGetDriverVersion_fn>({"nvmlSystemGetDriverVersion"});
   if (!by_index || !n.get_processes) {
-    unavailable(library + " lacks nvmlDeviceGetHandleByIndex or nvmlDeviceGetComputeRunningProcesses_v2/_v3");
+    unavailable(nvml_path + " lacks nvmlDeviceGetHandleByIndex or nvmlDeviceGetComputeRunningProcesses_v2/_v3");
     return;
   }
   if (!uuid.empty() && by_uuid && by_uuid(uuid.c_str(), &n.device) == NVML_SUCCESS) return;
   if (const nvmlReturn_t rc = by_index(index, &n.device); rc != NVML_SUCCESS)
     unavailable("NVML has no device " + (uuid.empty() ? "" : uuid + " or ") + "at index " + std::to_string(index) +
-                " (" + n.library.describe("nvmlDeviceGetHandleByIndex_v2", rc) + ")");
+                " (" + n.loader.describe("nvmlDeviceGetHandleByIndex_v2", rc) + ")");
 }
 
 NvmlProcessMemory::~NvmlProcessMemory() = default;

@@ -25,7 +25,7 @@ class NvmlProcessMemory {
  public:
   /// Opens the device whose UUID is `uuid` ("GPU-..."; the CUDA ordinal and the NVML index can
   /// differ), or NVML index `index` when the UUID is empty or cannot be looked up.
-  NvmlProcessMemory(const std::string& uuid, unsigned index, const std::string& library = "libnvidia-ml.so.1");
+  NvmlProcessMemory(const std::string& uuid, unsigned index, const std::string& nvml_path = "libnvidia-ml.so.1");
   ~NvmlProcessMemory();
   NvmlProcessMemory(const NvmlProcessMemory&) = delete;
   NvmlProcessMemory& operator=(const NvmlProcessMemory&) = delete;

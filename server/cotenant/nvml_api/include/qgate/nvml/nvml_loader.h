@@ -12,15 +12,15 @@
 
 namespace qgate::nvml {
 
-class Library {
+class Loader {
  public:
-  Library() = default;
-  ~Library() {
+  Loader() = default;
+  ~Loader() {
     if (initialized_ && shutdown_) shutdown_();
     if (handle_) dlclose(handle_);
   }
-  Library(const Library&) = delete;
-  Library& operator=(const Library&) = delete;
+  Loader(const Loader&) = delete;
+  Loader& operator=(const Loader&) = delete;
 
   /// Loads `path` and initializes NVML. Returns "" when it is ready, else why it is not.
   std::string open(const std::string& path) {
