@@ -577,7 +577,7 @@ int Cli::watch_until_done(HarnessClient& client, std::int64_t job_id) {
                                "(MINFER_MMQ=0)\n",
                                job.id(), job.build().metadata().name());
     else
-      std::cout << fmt::format("job {} ({}) of build {}\n", job.id(), kind_name(job.spec().kind()),
+      std::cout << fmt::format("job {} ({}) of build {}\n", job.id(), words::spec_word(job.spec().kind()),
                                job.build().metadata().name());
     std::cout << format_verdict_report(job.verdict());
   }

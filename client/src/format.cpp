@@ -182,15 +182,6 @@ double median(std::vector<double> values) {
 
 // ---- enums ----
 
-std::string kind_name(v1::JobKind kind) {
-  switch (kind) {
-    case v1::JOB_KIND_GATE: return "gate";
-    case v1::JOB_KIND_AB: return "ab";
-    case v1::JOB_KIND_PARITY: return "parity";
-    default: return "?";
-  }
-}
-
 std::string state_name(v1::JobState state) {
   switch (state) {
     case v1::JOB_STATE_QUEUED: return "queued";
@@ -445,7 +436,7 @@ std::string format_jobs_table(const std::vector<v1::Job>& jobs, std::int64_t now
     const bool has_verdict = job.has_verdict() && job.verdict().verdict() != v1::VERDICT_UNSPECIFIED;
     double ratio = has_verdict ? job.verdict().ratio() : job.progress().ratio();
     table.rows.push_back(
-        {std::to_string(job.id()), kind_name(job.spec().kind()), state_name(job.state()),
+        {std::to_string(job.id()), std::string(words::spec_word(job.spec().kind())), state_name(job.state()),
          job.build().metadata().name().empty() ? "-" : job.build().metadata().name(),
          job.spec().profile().empty() ? "default" : job.spec().profile(),
          has_verdict ? verdict_name(job.verdict().verdict()) : "-", format_ratio(ratio),
@@ -476,7 +467,7 @@ std::string or_default(std::int64_t value) {
 std::string format_job_details(const v1::Job& job, std::int64_t now_ms) {
   const auto& spec = job.spec();
   std::vector<std::pair<std::string, std::string>> fields;
-  fields.emplace_back("job", fmt::format("{} ({}), {}", job.id(), kind_name(spec.kind()),
+  fields.emplace_back("job", fmt::format("{} ({}), {}", job.id(), words::spec_word(spec.kind()),
                                          state_name(job.state())));
   fields.emplace_back("build", build_summary(job.build()));
   if (spec.kind() == v1::JOB_KIND_GATE)

@@ -8,6 +8,7 @@ std::string_view word(v1::GemmPath path) {
     case v1::GEMM_PATH_MMQ: return "mmq";
     case v1::GEMM_PATH_F16: return "f16";
     case v1::GEMM_PATH_CUBLASLT_F16: return "cublaslt";
+    case v1::GEMM_PATH_COMMAND: return "command";
     default: return "unknown";
   }
 }

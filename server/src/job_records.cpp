@@ -5,6 +5,7 @@
 #include <google/protobuf/util/json_util.h>
 
 #include "qgate/v1/record_words.h"
+#include "qgate/v1/spec_words.h"
 
 namespace qgate::server {
 namespace {
@@ -41,7 +42,7 @@ v1::JobSpec spec_from_json(const std::string& json) {
 
 db::Job job_row(const v1::JobSpec& spec) {
   db::Job job;
-  job.kind = kind_name(spec.kind());
+  job.kind = std::string(words::spec_word(spec.kind()));
   job.profile = spec.profile();
   job.spec_json = spec_to_json(spec);
   job.tokens = spec.tokens();
@@ -187,15 +188,6 @@ v1::Build to_proto(const db::Build& build) {
     out.mutable_info()->set_abi_version(uint32_t(build.abi_version));
   }
   return out;
-}
-
-const char* kind_name(v1::JobKind kind) {
-  switch (kind) {
-    case v1::JOB_KIND_GATE: return "gate";
-    case v1::JOB_KIND_AB: return "ab";
-    case v1::JOB_KIND_PARITY: return "parity";
-    default: return "unknown";
-  }
 }
 
 v1::JobState to_proto(db::JobState state) {

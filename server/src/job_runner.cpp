@@ -12,6 +12,7 @@
 #include "qgate/server/job_records.h"
 #include "qgate/server/job_recorder.h"
 #include "qgate/server/parity_phase.h"
+#include "qgate/v1/spec_words.h"
 
 namespace qgate::server {
 namespace {
@@ -235,7 +236,7 @@ void JobRunner::run(const db::Job& job, const std::atomic<int>& stop) {
     const v1::JobSpec spec = spec_from_json(job.spec_json);
     const int64_t limit_s = spec.timeout_s() > 0 ? spec.timeout_s() : options_.job_timeout_s;
     const JobControl control(stop, std::chrono::seconds(limit_s));
-    spdlog::info("job {} started: {} of build {}", job.id, kind_name(spec.kind()), job.build_id);
+    spdlog::info("job {} started: {} of build {}", job.id, words::spec_word(spec.kind()), job.build_id);
     JobPlan(store_, options_, sampler_, *launcher_, recorder, control, job).run();
   } catch (const DaemonStopping&) {
     // Left in state running on purpose: the next start requeues it and runs it again.

@@ -65,7 +65,6 @@ double median(std::vector<double> values);
 
 // ---- enums ----
 
-std::string kind_name(v1::JobKind kind);          // "gate", "ab", "parity", "?"
 std::string state_name(v1::JobState state);       // "queued" ... "cancelled"
 std::string verdict_name(v1::Verdict verdict);    // "PASS", "FAIL", "INCONCLUSIVE", "-"
 std::string comparison_name(v1::Comparison c);    // "SAME", "DIFFERENT", "UNKNOWN", "-"

@@ -8,7 +8,7 @@
 
 namespace qgate::words {
 
-std::string_view word(v1::GemmPath path);                // mmq, f16, cublaslt ("unknown")
+std::string_view word(v1::GemmPath path);                // mmq, f16, cublaslt, command ("unknown")
 std::string_view word(v1::CaseOutcome outcome);          // passed, incorrect, error, not_supported, invalid_problem
 std::string_view word(v1::ActivationKind activation);    // random (also for UNSPECIFIED), zero, outlier, tiny, ties, large
 std::string_view word(v1::NumericsProfile numerics);     // qgate, ggml ("" for UNSPECIFIED)

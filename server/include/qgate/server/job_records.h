@@ -37,7 +37,6 @@ v1::JobProgress progress_from_json(const std::string& json);
 /// The job with its builds, progress, disposition and (when finished) verdict report.
 v1::Job to_proto(const db::JobListing& listing);
 v1::Build to_proto(const db::Build& build);
-const char* kind_name(v1::JobKind kind);
 
 // --- Enumerations ---
 
