@@ -1,6 +1,8 @@
 // The worker protocol's enum words, one switch per enum.
 #include "qgate/v1/record_words.h"
 
+#include <utility>
+
 namespace qgate::words {
 
 std::string_view word(v1::GemmPath path) {
@@ -11,6 +13,26 @@ std::string_view word(v1::GemmPath path) {
     case v1::GEMM_PATH_COMMAND: return "command";
     default: return "unknown";
   }
+}
+
+namespace {
+constexpr std::pair<v1::OutputFormat, std::string_view> kOutputFormatWords[] = {
+    {v1::OUTPUT_FORMAT_JSON_POINTER, "json-pointer"},
+    {v1::OUTPUT_FORMAT_REGEX, "regex"},
+    {v1::OUTPUT_FORMAT_LLAMA_BENCH_JSON, "llama-bench-json"},
+    {v1::OUTPUT_FORMAT_LLAMA_BENCH_JSONL, "llama-bench-jsonl"}};
+}  // namespace
+
+std::string_view word(v1::OutputFormat format) {
+  for (const auto& [value, w] : kOutputFormatWords)
+    if (value == format) return w;
+  return "none";
+}
+
+std::optional<v1::OutputFormat> output_format_from_word(std::string_view w) {
+  for (const auto& [value, candidate] : kOutputFormatWords)
+    if (candidate == w) return value;
+  return std::nullopt;
 }
 
 std::string_view word(v1::CaseOutcome outcome) {

@@ -22,10 +22,6 @@ constexpr WordTable<v1::JobKind, 5> kKindWords{{{v1::JOB_KIND_UNSPECIFIED, "unkn
                                                 {v1::JOB_KIND_AB, "ab"},
                                                 {v1::JOB_KIND_PARITY, "parity"},
                                                 {v1::JOB_KIND_COMMAND, "command"}}};
-constexpr WordTable<v1::OutputFormat, 4> kFormatWords{{{v1::OUTPUT_FORMAT_JSON_POINTER, "json-pointer"},
-                                                       {v1::OUTPUT_FORMAT_REGEX, "regex"},
-                                                       {v1::OUTPUT_FORMAT_LLAMA_BENCH_JSON, "llama-bench-json"},
-                                                       {v1::OUTPUT_FORMAT_LLAMA_BENCH_JSONL, "llama-bench-jsonl"}}};
 constexpr WordTable<v1::CommandToggle, 3> kToggleWords{{{v1::COMMAND_TOGGLE_ENV, "env"},
                                                         {v1::COMMAND_TOGGLE_COMMANDS, "commands"},
                                                         {v1::COMMAND_TOGGLE_BUILDS, "builds"}}};
@@ -52,9 +48,6 @@ std::string_view spec_word(v1::RunOrder order) { return word_of(kOrderWords, ord
 std::string_view spec_word(v1::TimingMode timing) { return word_of(kTimingWords, timing, v1::TIMING_MODE_GEMM); }
 std::string_view spec_word(v1::ShapeSet shapes) { return word_of(kShapeWords, shapes, v1::SHAPE_SET_STANDARD); }
 std::string_view spec_word(v1::JobKind kind) { return word_of(kKindWords, kind, v1::JOB_KIND_UNSPECIFIED); }
-std::string_view spec_word(v1::OutputFormat format) {
-  return word_of(kFormatWords, format, v1::OUTPUT_FORMAT_LLAMA_BENCH_JSON);
-}
 std::string_view spec_word(v1::CommandToggle toggle) { return word_of(kToggleWords, toggle, v1::COMMAND_TOGGLE_ENV); }
 
 std::optional<v1::RunOrder> run_order_from_word(std::string_view word) { return value_of(kOrderWords, word); }
@@ -63,9 +56,6 @@ std::optional<v1::ShapeSet> shape_set_from_word(std::string_view word) { return 
 std::optional<v1::JobKind> job_kind_from_word(std::string_view word) {
   const auto kind = value_of(kKindWords, word);
   return kind == v1::JOB_KIND_UNSPECIFIED ? std::nullopt : kind;
-}
-std::optional<v1::OutputFormat> output_format_from_word(std::string_view word) {
-  return value_of(kFormatWords, word);
 }
 
 }  // namespace qgate::words

@@ -2,6 +2,7 @@
 // them: "mmq", "passed", "ties", "ggml", "not_elf". One table per enum, used by the worker and qgated.
 #pragma once
 
+#include <optional>
 #include <string_view>
 
 #include "qgate/v1/worker.pb.h"
@@ -12,6 +13,8 @@ std::string_view word(v1::GemmPath path);                // mmq, f16, cublaslt, 
 std::string_view word(v1::CaseOutcome outcome);          // passed, incorrect, error, not_supported, invalid_problem
 std::string_view word(v1::ActivationKind activation);    // random (also for UNSPECIFIED), zero, outlier, tiny, ties, large
 std::string_view word(v1::NumericsProfile numerics);     // qgate, ggml ("" for UNSPECIFIED)
+std::string_view word(v1::OutputFormat format);         // json-pointer, regex, llama-bench-json, llama-bench-jsonl ("none")
+std::optional<v1::OutputFormat> output_format_from_word(std::string_view word);
 std::string_view word(v1::WorkerErrorKind kind);         // not_found, not_elf, ..., model_file ("unspecified")
 
 }  // namespace qgate::words

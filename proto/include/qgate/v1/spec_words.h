@@ -1,6 +1,6 @@
 // The short words of a job spec's enumerations, read by the CLI and printed everywhere: run order (abba,
 // sequential), timing mode (gemm, pass), parity shape set (standard, quick, none), job kind, and a
-// command job's output format and toggle.
+// command job's toggle.
 #pragma once
 
 #include <optional>
@@ -15,7 +15,6 @@ std::string_view spec_word(v1::RunOrder order);
 std::string_view spec_word(v1::TimingMode timing);
 std::string_view spec_word(v1::ShapeSet shapes);
 std::string_view spec_word(v1::JobKind kind);          // gate, ab, parity, command ("unknown")
-std::string_view spec_word(v1::OutputFormat format);   // json-pointer, regex, llama-bench-json, llama-bench-jsonl
 std::string_view spec_word(v1::CommandToggle toggle);  // env, commands, builds
 
 /// The value a word names; none for a word that names nothing.
@@ -23,6 +22,5 @@ std::optional<v1::RunOrder> run_order_from_word(std::string_view word);
 std::optional<v1::TimingMode> timing_mode_from_word(std::string_view word);
 std::optional<v1::ShapeSet> shape_set_from_word(std::string_view word);
 std::optional<v1::JobKind> job_kind_from_word(std::string_view word);
-std::optional<v1::OutputFormat> output_format_from_word(std::string_view word);
 
 }  // namespace qgate::words
