@@ -4,10 +4,10 @@
 # through RPATH $ORIGIN/../lib), tests/ the GPU test binaries, and bin/qgate-gpu-check runs the GPU
 # tests, the kernel benchmark and the fault builds in one call.
 set(QGATE_BUNDLE_DIR ${CMAKE_SOURCE_DIR}/dist/qgate CACHE PATH "Where `bundle` writes the folder")
-set(QGATE_BUNDLE_BINARIES $<TARGET_FILE:qgate-worker> $<TARGET_FILE:qgated> $<TARGET_FILE:qgate>)
+set(QGATE_BUNDLE_BINARIES $<TARGET_FILE:qgate-worker> $<TARGET_FILE:qgate-prefill> $<TARGET_FILE:qgated> $<TARGET_FILE:qgate>)
 set(QGATE_BUNDLE_PLUGINS $<TARGET_FILE:qgate_ref>)
 set(QGATE_BUNDLE_TESTS)
-set(QGATE_BUNDLE_DEPENDS qgate-worker qgated qgate qgate_ref)
+set(QGATE_BUNDLE_DEPENDS qgate-worker qgate-prefill qgated qgate qgate_ref)
 if(QGATE_HAVE_CUDA)
   list(APPEND QGATE_BUNDLE_BINARIES $<TARGET_FILE:qgate-load>)
   list(APPEND QGATE_BUNDLE_DEPENDS qgate-load)
