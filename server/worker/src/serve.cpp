@@ -1,7 +1,8 @@
 // The request loop of `qgate-worker serve`: prepare a profile's distinct GEMMs once, then time
 // the whole profile on each run request; a shutdown releases everything and says what is left.
 // Every answer carries the process's memory readings. A failure is answered as a record, never a
-// crash.
+// crash. After the timed part of each run, an untimed output head gives the run's greedy tokens
+// (output_head.h), which qgated compares across the arms of a job.
 #include "qgate/worker/serve.h"
 
 #include <google/protobuf/io/zero_copy_stream_impl.h>
@@ -16,6 +17,7 @@
 #include "qgate/worker/bench.h"
 #include "qgate/worker/cuda_failure.h"
 #include "qgate/worker/memory_probe.h"
+#include "qgate/worker/output_head.h"
 #include "qgate/worker/problems.h"
 #include "qgate/worker/worker_errors.h"
 
@@ -28,8 +30,9 @@ int64_t now_ms() {
       .count();
 }
 
-/// A prepared profile: one resident GEMM per distinct (type, od, k), inputs per distinct k.
-/// Destroyed in reverse: the buffers, the GEMMs, then the build's context.
+/// A prepared profile: one resident GEMM per distinct (type, od, k), inputs per distinct k, and
+/// the output head of the output-identity check.
+/// Destroyed in reverse: the head's buffers and GEMM, the buffers, the GEMMs, then the context.
 struct PreparedProfile {
   v1::ModelProfile profile;
   int64_t tokens = 0;
@@ -37,6 +40,14 @@ struct PreparedProfile {
   std::vector<std::unique_ptr<PreparedGemm>> gemms;  // parallel to profile.gemms
   std::map<int64_t, DeviceBuffer> inputs;            // by k
   DeviceBuffer output;
+  // The head: the profile's "output" GEMM, or `own_head` when the profile has none. Null when the
+  // build cannot run the fallback head's type (the run then carries no output).
+  PreparedGemm* head = nullptr;
+  std::unique_ptr<PreparedGemm> own_head;
+  int64_t head_od = 0;
+  int64_t head_rows = 0;
+  DeviceBuffer head_input;   // head_rows x k hidden states
+  DeviceBuffer head_output;  // head_rows x head_od logits
 };
 
 /// Fills `cuda` when the device holds an error a failed build call left behind.
@@ -61,6 +72,64 @@ void note_device_error(const DeviceError& e, Record* record) {
 
 v1::GemmPath proto_path(int path) { return path == QGATE_PATH_MMQ ? v1::GEMM_PATH_MMQ : v1::GEMM_PATH_F16; }
 
+/// Prepares the output head (output_head.h) once the profile's GEMMs are: reuses the profile's
+/// "output" GEMM, else prepares a q6_K head of its own from `seed`; builds and uploads the hidden
+/// states. Returns false with `done` filled when the build fails on the head.
+bool prepare_head(DeviceApi& device, int threads, uint64_t seed, const OutputHeadChoice& choice,
+                  const std::vector<uint8_t>* profile_head_weights, PreparedProfile& p, v1::PrepareDone& done) {
+  p.head_rows = std::min(p.tokens, kOutputHeadRows);
+  p.head_od = choice.od;
+  const GemmShape shape{p.head_rows, choice.od, choice.k};
+  std::vector<uint8_t> own_weights;
+  const std::vector<uint8_t>* weights = profile_head_weights;
+  if (choice.profile_index >= 0) {
+    p.head = p.gemms[size_t(choice.profile_index)].get();
+  } else {
+    own_weights = make_weights(choice.type, choice.od, choice.k, case_seed(seed, choice.type, shape));
+    weights = &own_weights;
+    p.own_head = std::make_unique<PreparedGemm>(*p.ctx, int32_t(choice.type), choice.od, choice.k,
+                                                own_weights.data(), p.head_rows);
+    if (!p.own_head->ok()) {
+      if (p.own_head->status() == QGATE_ERR_UNSUPPORTED) {  // no check rather than no job
+        p.own_head.reset();
+        return true;
+      }
+      done.set_outcome(v1::CASE_OUTCOME_ERROR);
+      done.set_message("output head: " + std::string(to_string(p.own_head->status())) + ": " +
+                       p.own_head->message());
+      note_left_behind(device, &done);
+      return false;
+    }
+    p.head = p.own_head.get();
+  }
+  const auto inputs = make_output_head_inputs(choice.type, weights->data(), choice.od, choice.k, p.head_rows,
+                                              case_seed(seed, choice.type, shape), threads);
+  p.head_input = DeviceBuffer(device, inputs.hidden.size() * sizeof(float));
+  device.upload(p.head_input.as<void>(), inputs.hidden.data(), inputs.hidden.size() * sizeof(float));
+  p.head_output = DeviceBuffer(device, size_t(p.head_rows) * size_t(p.head_od) * sizeof(float));
+  return true;
+}
+
+/// Runs the head once, untimed, and puts its greedy tokens in `run`. A build error or a device
+/// error fails the run as a failed timed run does; false then.
+bool run_head(DeviceApi& device, PreparedProfile& p, v1::ProfileRun& run) {
+  if (!p.head) return true;
+  const qgate_status status =
+      p.head->run(p.head_input.as<float>(), p.head_rows, p.head_output.as<float>(), device.stream());
+  if (status != QGATE_OK) {
+    run.set_outcome(v1::CASE_OUTCOME_ERROR);
+    run.set_message("output head: " + std::string(to_string(status)) + ": " + p.head->message());
+    note_left_behind(device, &run);
+    return false;
+  }
+  device.synchronize();
+  std::vector<float> logits(size_t(p.head_rows) * size_t(p.head_od));
+  device.download(logits.data(), p.head_output.as<void>(), logits.size() * sizeof(float));
+  for (int64_t token : greedy_tokens(logits.data(), p.head_rows, p.head_od)) run.add_output_tokens(token);
+  run.set_has_output(true);
+  return true;
+}
+
 v1::PrepareDone prepare(const KernelBuild& build, DeviceApi& device, int threads,
                         const v1::PrepareProfileRequest& req, std::unique_ptr<PreparedProfile>* out) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -77,6 +146,8 @@ v1::PrepareDone prepare(const KernelBuild& build, DeviceApi& device, int threads
   if (req.tokens() <= 0 || req.tokens() > (int64_t(1) << 20))
     return refuse(v1::CASE_OUTCOME_INVALID_PROBLEM, "tokens must be in [1, 2^20], got " + std::to_string(req.tokens()));
   if (req.profile().gemms().empty()) return refuse(v1::CASE_OUTCOME_INVALID_PROBLEM, "the profile has no GEMMs");
+  const OutputHeadChoice head = choose_output_head(req.profile(), device.backend());
+  std::vector<uint8_t> head_weights;  // the profile's "output" GEMM's, kept until the head is built
   try {
     p->ctx = std::make_unique<BuildContext>(build, device.backend(), device.device_ordinal(),
                                             QGATE_PATH_FROM_ENV, threads);
@@ -94,7 +165,7 @@ v1::PrepareDone prepare(const KernelBuild& build, DeviceApi& device, int threads
                       "bad GEMM " + g.type() + " " + std::to_string(g.od()) + "x" + std::to_string(g.k()));
       const GemmShape shape{req.tokens(), g.od(), g.k()};
       const uint64_t seed = case_seed(req.seed(), type, shape);
-      const auto weights = make_weights(type, g.od(), g.k(), seed);
+      auto weights = make_weights(type, g.od(), g.k(), seed);
       auto gemm = std::make_unique<PreparedGemm>(*p->ctx, int32_t(type), g.od(), g.k(), weights.data(), req.tokens());
       if (!gemm->ok()) {
         refuse(gemm->status() == QGATE_ERR_UNSUPPORTED ? v1::CASE_OUTCOME_NOT_SUPPORTED : v1::CASE_OUTCOME_ERROR,
@@ -103,6 +174,7 @@ v1::PrepareDone prepare(const KernelBuild& build, DeviceApi& device, int threads
         return done;
       }
       resident += gemm->resident_bytes();
+      if (int(p->gemms.size()) == head.profile_index) head_weights = std::move(weights);
       p->gemms.push_back(std::move(gemm));
       max_od = std::max(max_od, g.od());
       if (!p->inputs.count(g.k())) {
@@ -113,6 +185,8 @@ v1::PrepareDone prepare(const KernelBuild& build, DeviceApi& device, int threads
       }
     }
     p->output = DeviceBuffer(device, size_t(req.tokens()) * size_t(max_od) * sizeof(float));
+    if (!prepare_head(device, threads, req.seed(), head, &head_weights, *p, done)) return done;
+    head_weights = {};
     done.set_resident_bytes(resident);
     *done.mutable_memory_after() = read_memory(device);
   } catch (const DeviceError& e) {
@@ -210,6 +284,14 @@ v1::ProfileRun run_profile(DeviceApi& device, PreparedProfile& p, const v1::RunP
     run.set_pass_ms(pass_us / 1000.0);
     run.set_tokens_per_s(pass_us > 0 ? double(p.tokens) / (pass_us * 1e-6) : 0.0);
   }
+  // The output-identity check: after the timed part, not in any figure above.
+  try {
+    if (!run_head(device, p, run)) return run;
+  } catch (const DeviceError& e) {
+    run.set_outcome(v1::CASE_OUTCOME_ERROR);
+    note_device_error(e, &run);
+    return run;
+  }
   run.set_finished_unix_ms(now_ms());
   run.set_outcome(v1::CASE_OUTCOME_PASSED);
   return run;
@@ -218,6 +300,7 @@ v1::ProfileRun run_profile(DeviceApi& device, PreparedProfile& p, const v1::RunP
 /// Releases every prepared GEMM, the buffers and the build's context, then reads what is left.
 v1::ReleaseDone release(DeviceApi& device, std::unique_ptr<PreparedProfile>& prepared) {
   v1::ReleaseDone done;
+  // The profile's GEMMs; the output head's own GEMM, where it has one, goes with them uncounted.
   done.set_released_gemms(prepared ? int32_t(prepared->gemms.size()) : 0);
   prepared.reset();
   *done.mutable_memory() = read_memory(device);
