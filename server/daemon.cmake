@@ -10,7 +10,8 @@ add_library(qgate_jobs STATIC
   src/result_import.cpp)
 target_include_directories(qgate_jobs PUBLIC include)
 target_link_libraries(qgate_jobs
-  PUBLIC qgate_grpc qgate_store qgate_profiles qgate_ab_stats qgate_common qgate_cotenant)
+  PUBLIC qgate_grpc qgate_store qgate_profiles qgate_ab_stats qgate_common qgate_cotenant
+  PRIVATE qgate_interop)
 
 add_library(qgate_server STATIC
   src/artifact_store.cpp
@@ -26,6 +27,7 @@ add_library(qgate_server STATIC
   src/arm_session.cpp
   src/parity_phase.cpp
   src/ab_phase.cpp
+  src/output_identity.cpp
   src/job_runner.cpp
   src/scheduler.cpp
   src/harness_service.cpp

@@ -89,6 +89,31 @@ struct SubmitOptions {
   bool no_wait = false;  // `ab` waits unless told not to
 };
 
+/// `qgate command`: a program run as two arms (docs/command-mode.md).
+struct CommandJobOptions {
+  std::string name;
+  std::string commit;
+  std::string branch;
+  std::string run;         // the command line of arm A (and B, unless --run-b)
+  std::string run_b;       // arm B's command line: the commands toggle
+  std::string toggle;      // VAR=a|b (default MINFER_MMQ=1|0)
+  std::string build_file;  // the builds toggle: the candidate build, {build} in the command
+  std::string baseline;    // ... and the stored baseline build
+  std::string tok_s = "llama-bench-json";
+  std::string output;      // reader of the output to compare; empty = no identity check
+  std::string output_run;  // a command that prints the output after each run
+  std::vector<std::string> env;  // K=V added to both arms
+  std::string profile;
+  std::int64_t tokens = 0;
+  int max_pairs = 0;
+  int min_pairs = 0;
+  double threshold = 0;
+  std::string order;
+  std::int64_t run_timeout_s = 0;
+  std::int64_t job_timeout_s = 0;
+  bool wait = false;
+};
+
 struct RemeasureOptions {
   std::int64_t job = 0;
   bool contended = false;
@@ -172,6 +197,7 @@ class Cli {
   static ReportContext daemon_context(HarnessClient& client);
 
   int cmd_submit(bool ab_command);
+  int cmd_command();
   int cmd_watch(std::int64_t job_id);
   int cmd_jobs();
   int cmd_show();
@@ -194,6 +220,7 @@ class Cli {
                 "qgate"};
   GlobalOptions global_;
   SubmitOptions submit_;
+  CommandJobOptions command_;
   ListOptions list_;
   TrendOptions trend_;
   CompareOptions compare_;
@@ -284,6 +311,48 @@ void add_submit_options(CLI::App* sub, SubmitOptions& o, bool ab_command) {
   sub->add_flag("--wait", o.wait, "watch the job and exit with its verdict");
 }
 
+void add_command_options(CLI::App* sub, CommandJobOptions& o) {
+  sub->add_option("--name", o.name, "name of what is measured (a build name: letters, digits, '.', '_', '-')")
+      ->required();
+  sub->add_option("--commit", o.commit, "source commit of what is measured");
+  sub->add_option("--branch", o.branch, "source branch");
+  sub->add_option("--run", o.run,
+                  "the command, split like a shell would (no shell runs it); a relative program path is made "
+                  "absolute here. Example: \"./minfer bench --prompt 2048 --json\"")
+      ->required();
+  sub->add_option("--toggle", o.toggle, "the arms' difference as VAR=a|b (default MINFER_MMQ=1|0)");
+  sub->add_option("--run-b", o.run_b, "arm B runs this command instead (arm A runs --run)");
+  sub->add_option("--build", o.build_file, "candidate build (.so): {build} in the command becomes each arm's build");
+  sub->add_option("--baseline", o.baseline, "with --build: the stored build arm B runs");
+  sub->add_option("--tok-s", o.tok_s,
+                  "where tok/s is in stdout: llama-bench-json[:FIELD] (default, avg_ts), llama-bench-jsonl[:FIELD], "
+                  "json-pointer:/PATH or regex:EXPR")
+      ->capture_default_str();
+  sub->add_option("--output", o.output,
+                  "where the output to compare across arms is (e.g. llama-bench-json:tokens or json-pointer:/tokens); "
+                  "the arms must match token for token");
+  sub->add_option("--output-run", o.output_run, "a command that prints the output after each run (read with --output)");
+  sub->add_option("--env", o.env, "K=V added to both arms' clean environment (repeatable)");
+  sub->add_option("--profile", o.profile, "series name for trend (default: command)");
+  sub->add_option("--tokens", o.tokens, "tokens per run, for the record")->check(whole_number(false));
+  sub->add_option("--max-pairs", o.max_pairs, "pair budget (default 40)")->check(whole_number(false));
+  sub->add_option("--min-pairs", o.min_pairs, "never decide on fewer pairs (default 4)")->check(whole_number(false));
+  sub->add_option("--threshold", o.threshold, "slowdown that fails, as a fraction (default 0.02)")
+      ->check(CLI::Range(0.0, 0.99));
+  sub->add_option("--order", o.order, "abba (default) or sequential")->check(CLI::IsMember({"abba", "sequential"}));
+  sub->add_option("--run-timeout", o.run_timeout_s, "seconds one run may take (default: the daemon's --run-timeout)")
+      ->check(whole_number(false));
+  sub->add_option("--job-timeout", o.job_timeout_s, "seconds the whole job may take")->check(whole_number(false));
+  sub->add_flag("--wait", o.wait, "watch the job and exit with its verdict");
+}
+
+/// argv[0] as the daemon will find it: a relative path made absolute against this directory.
+std::vector<std::string> absolute_program(std::vector<std::string> argv) {
+  if (argv.front().find('/') != std::string::npos && argv.front().front() != '/')
+    argv.front() = std::filesystem::absolute(argv.front()).lexically_normal().string();
+  return argv;
+}
+
 void Cli::define() {
   app_.require_subcommand(1);
   // Global options may also follow the command (`qgate jobs --json`); subcommands made after this
@@ -308,6 +377,11 @@ void Cli::define() {
   auto* ab = app_.add_subcommand("ab", "MMQ vs f16 of one build, per weight type (waits)");
   add_submit_options(ab, submit_, true);
   handlers_[ab] = [this] { return cmd_submit(true); };
+
+  auto* command = app_.add_subcommand(
+      "command", "run a program as two interleaved arms and gate its tok/s (qgated --allow-commands, and a token)");
+  add_command_options(command, command_);
+  handlers_[command] = [this] { return cmd_command(); };
 
   auto* jobs = app_.add_subcommand("jobs", "list jobs, newest first");
   jobs->add_option("--state", list_.state, "queued, waiting-quiet, running, done, failed, cancelled or expired");
@@ -510,6 +584,68 @@ int Cli::cmd_submit(bool ab_command) {
   return watch_until_done(client, response.job_id());
 }
 
+int Cli::cmd_command() {
+  const CommandJobOptions& o = command_;
+  check_build_name(o.name);
+  v1::SubmitHeader header;
+  header.mutable_build()->set_name(o.name);
+  header.mutable_build()->set_commit(o.commit);
+  header.mutable_build()->set_branch(o.branch);
+  v1::JobSpec* spec = header.mutable_job();
+  spec->set_kind(v1::JOB_KIND_COMMAND);
+  spec->set_profile(o.profile);
+  spec->set_tokens(o.tokens);
+  spec->set_timeout_s(o.job_timeout_s);
+  if (o.max_pairs > 0) spec->mutable_policy()->set_max_pairs(o.max_pairs);
+  if (o.min_pairs > 0) spec->mutable_policy()->set_min_pairs(o.min_pairs);
+  if (o.threshold > 0) spec->mutable_policy()->set_slowdown_threshold(o.threshold);
+  if (!o.order.empty()) spec->set_order(words::run_order_from_word(o.order).value());
+  v1::CommandSpec* command = spec->mutable_command();
+  for (const auto& w : absolute_program(split_command_line(o.run))) command->add_argv(w);
+  const int toggles = int(!o.toggle.empty()) + int(!o.run_b.empty()) + int(!o.build_file.empty());
+  if (toggles > 1) throw UsageError("give one of --toggle, --run-b and --build: they are three ways the arms differ");
+  if (!o.baseline.empty() && o.build_file.empty()) throw UsageError("--baseline goes with --build");
+  if (!o.run_b.empty()) {
+    command->set_toggle(v1::COMMAND_TOGGLE_COMMANDS);
+    for (const auto& w : absolute_program(split_command_line(o.run_b))) command->add_argv_b(w);
+  } else if (!o.build_file.empty()) {
+    if (o.baseline.empty()) throw UsageError("--build needs --baseline BUILD for arm B");
+    if (o.run.find("{build}") == std::string::npos)
+      throw UsageError("--build needs {build} in --run, where each arm's build goes");
+    command->set_toggle(v1::COMMAND_TOGGLE_BUILDS);
+    spec->set_baseline(o.baseline);
+  } else if (!o.toggle.empty()) {
+    parse_env_toggle(o.toggle, command);
+  } else {
+    command->set_toggle(v1::COMMAND_TOGGLE_ENV);
+  }
+  *command->mutable_tokens_per_s() = parse_output_reader(o.tok_s);
+  if (!o.output.empty()) *command->mutable_output() = parse_output_reader(o.output);
+  if (!o.output_run.empty()) {
+    if (o.output.empty()) throw UsageError("--output-run needs --output to say how to read what it prints");
+    for (const auto& w : absolute_program(split_command_line(o.output_run))) command->add_output_argv(w);
+  }
+  for (const std::string& kv : o.env) {
+    const std::size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) throw UsageError("--env: '" + kv + "' is not K=V");
+    (*command->mutable_env())[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  command->set_run_timeout_s(o.run_timeout_s);
+
+  HarnessClient client = connect();
+  const v1::SubmitBuildResponse response = client.submit_build(std::move(header), o.build_file);
+  if (!o.wait) {
+    if (global_.json)
+      print_report(client, "submission", to_json(response));
+    else
+      std::cout << response.job_id() << "\n";
+    return kExitOk;
+  }
+  std::cerr << fmt::format("submitted command job {}: {} (build {})\n", response.job_id(), o.name,
+                           response.build().sha256().substr(0, 12));
+  return watch_until_done(client, response.job_id());
+}
+
 int Cli::cmd_watch(std::int64_t job_id) {
   HarnessClient client = connect();
   return watch_until_done(client, job_id);
@@ -579,7 +715,7 @@ int Cli::watch_until_done(HarnessClient& client, std::int64_t job_id) {
     else
       std::cout << fmt::format("job {} ({}) of build {}\n", job.id(), words::spec_word(job.spec().kind()),
                                job.build().metadata().name());
-    std::cout << format_verdict_report(job.verdict());
+    std::cout << format_verdict_report(job.verdict(), job.spec().kind());
   }
   switch (job.state()) {
     case v1::JOB_STATE_DONE:

@@ -11,6 +11,7 @@
 #include <google/protobuf/descriptor.h>
 
 #include "qgate/client/exit_codes.h"
+#include "qgate/v1/record_words.h"
 #include "qgate/v1/spec_words.h"
 
 namespace qgate::client {
@@ -377,7 +378,7 @@ std::string arm_line(const v1::ArmSummary& arm) {
 
 }  // namespace
 
-std::string format_verdict_report(const v1::VerdictReport& report) {
+std::string format_verdict_report(const v1::VerdictReport& report, v1::JobKind kind) {
   std::vector<std::pair<std::string, std::string>> fields;
   std::string verdict = verdict_name(report.verdict());
   if (report.comparison() != v1::COMPARISON_UNSPECIFIED)
@@ -396,6 +397,9 @@ std::string format_verdict_report(const v1::VerdictReport& report) {
   if (report.parity_passed() + report.parity_failed() > 0)
     fields.emplace_back("parity", fmt::format("{} passed, {} failed", report.parity_passed(),
                                               report.parity_failed()));
+  if (const v1::OutputIdentity& identity = report.identity(); identity.checked())
+    fields.emplace_back("output", identity.identical() ? "identical: " + identity.detail()
+                                                       : "DIFFERENT: " + identity.detail());
   std::string profile = report.profile().empty() ? "-" : report.profile();
   if (report.tokens() > 0) profile += fmt::format(", {} tokens", report.tokens());
   if (!report.backend().empty()) profile += ", backend " + report.backend();
@@ -424,7 +428,8 @@ std::string format_verdict_report(const v1::VerdictReport& report) {
     out += "\nreasons:\n";
     for (const auto& reason : report.reasons()) out += "  - " + reason + "\n";
   }
-  out += "\n" + tokens_per_s_note() + "\n";
+  // A command job's tok/s is the command's own figure; its reasons say how it was read.
+  if (kind != v1::JOB_KIND_COMMAND) out += "\n" + tokens_per_s_note() + "\n";
   return out;
 }
 
@@ -470,7 +475,7 @@ std::string format_job_details(const v1::Job& job, std::int64_t now_ms) {
   fields.emplace_back("job", fmt::format("{} ({}), {}", job.id(), words::spec_word(spec.kind()),
                                          state_name(job.state())));
   fields.emplace_back("build", build_summary(job.build()));
-  if (spec.kind() == v1::JOB_KIND_GATE)
+  if (spec.kind() == v1::JOB_KIND_GATE || spec.command().toggle() == v1::COMMAND_TOGGLE_BUILDS)
     fields.emplace_back("baseline", job.has_baseline() ? build_summary(job.baseline())
                                                        : spec.baseline());
   std::string spec_text = fmt::format(
@@ -482,6 +487,32 @@ std::string format_job_details(const v1::Job& job, std::int64_t now_ms) {
       spec.seed() == 0 ? std::string("default") : std::to_string(spec.seed()),
       spec.fresh_process() ? "yes" : "no");
   fields.emplace_back("spec", spec_text);
+  if (spec.kind() == v1::JOB_KIND_COMMAND) {
+    const v1::CommandSpec& c = spec.command();
+    auto joined = [](const auto& argv) {
+      std::string out;
+      for (const auto& w : argv) out += (out.empty() ? "" : " ") + (w.find(' ') == std::string::npos ? w : "'" + w + "'");
+      return out;
+    };
+    std::string arms;
+    switch (c.toggle()) {
+      case v1::COMMAND_TOGGLE_COMMANDS: arms = "arm B runs: " + joined(c.argv_b()); break;
+      case v1::COMMAND_TOGGLE_BUILDS: arms = "{build} = the candidate (A) and the baseline (B)"; break;
+      default:
+        arms = fmt::format("{}={}|{}", c.variable().empty() ? "MINFER_MMQ" : c.variable(),
+                           c.value_a().empty() ? "1" : c.value_a(), c.value_b().empty() ? "0" : c.value_b());
+    }
+    fields.emplace_back("command", joined(c.argv()));
+    fields.emplace_back("arms", arms);
+    std::string read = "tok/s " + std::string(words::word(c.tokens_per_s().format() == v1::OUTPUT_FORMAT_UNSPECIFIED
+                                                              ? v1::OUTPUT_FORMAT_LLAMA_BENCH_JSON
+                                                              : c.tokens_per_s().format()));
+    if (!c.tokens_per_s().expression().empty()) read += " " + c.tokens_per_s().expression();
+    if (c.output().format() != v1::OUTPUT_FORMAT_UNSPECIFIED)
+      read += ", output " + std::string(words::word(c.output().format())) +
+              (c.output().expression().empty() ? "" : " " + c.output().expression());
+    fields.emplace_back("reads", read);
+  }
   if (spec.has_policy()) {
     const auto& p = spec.policy();
     fields.emplace_back("policy",
@@ -512,7 +543,7 @@ std::string format_job_details(const v1::Job& job, std::int64_t now_ms) {
                                            (job.disposition_detail().empty() ? "" : ": " + job.disposition_detail()));
   std::string out = format_fields(fields);
   if (job.has_verdict() && job.verdict().verdict() != v1::VERDICT_UNSPECIFIED)
-    out += "\n" + format_verdict_report(job.verdict());
+    out += "\n" + format_verdict_report(job.verdict(), job.spec().kind());
   return out;
 }
 

@@ -23,10 +23,15 @@ void HarnessClient::fail(const grpc::Status& status) const {
 
 v1::SubmitBuildResponse HarnessClient::submit_build(v1::SubmitHeader header,
                                                     const std::string& path) {
-  std::ifstream file(path, std::ios::binary | std::ios::ate);
-  if (!file) throw std::runtime_error(fmt::format("cannot open {}", path));
-  const std::streamoff size = file.tellg();
-  file.seekg(0);
+  // No path: a job that takes no upload (a command job), sent as its header alone.
+  std::ifstream file;
+  std::streamoff size = 0;
+  if (!path.empty()) {
+    file.open(path, std::ios::binary | std::ios::ate);
+    if (!file) throw std::runtime_error(fmt::format("cannot open {}", path));
+    size = file.tellg();
+    file.seekg(0);
+  }
   header.set_size_bytes(static_cast<std::int64_t>(size));
 
   grpc::ClientContext context;

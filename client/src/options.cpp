@@ -5,6 +5,8 @@
 #include <limits>
 
 #include "qgate/common/default_paths.h"
+#include "qgate/interop/output_reader.h"
+#include "qgate/v1/record_words.h"
 
 namespace qgate::client {
 
@@ -85,6 +87,69 @@ void check_build_name(const std::string& name) {
       throw UsageError("--name: '" + name + "' may hold only letters, digits, '.', '_' and '-'");
   }
   if (name == "." || name == "..") throw UsageError("--name: '" + name + "' is not a build name");
+}
+
+std::vector<std::string> split_command_line(const std::string& text) {
+  std::vector<std::string> words;
+  std::string word;
+  bool in_word = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == ' ' || c == '\t' || c == '\n') {
+      if (in_word) words.push_back(std::move(word));
+      word.clear();
+      in_word = false;
+      continue;
+    }
+    in_word = true;
+    if (c == '\\') {
+      if (++i == text.size()) throw UsageError("the command ends in a backslash");
+      word += text[i];
+    } else if (c == '\'') {
+      const std::size_t end = text.find('\'', i + 1);
+      if (end == std::string::npos) throw UsageError("the command has an unclosed ' quote");
+      word += text.substr(i + 1, end - i - 1);
+      i = end;
+    } else if (c == '"') {
+      for (++i;; ++i) {
+        if (i == text.size()) throw UsageError("the command has an unclosed \" quote");
+        if (text[i] == '"') break;
+        if (text[i] == '\\' && i + 1 < text.size() && std::string_view("\"\\$`").find(text[i + 1]) != std::string_view::npos)
+          ++i;
+        word += text[i];
+      }
+    } else {
+      word += c;
+    }
+  }
+  if (in_word) words.push_back(std::move(word));
+  if (words.empty()) throw UsageError("the command is empty");
+  return words;
+}
+
+v1::OutputReader parse_output_reader(const std::string& text) {
+  const std::size_t colon = text.find(':');
+  const std::string format_word = text.substr(0, colon);
+  const auto format = words::output_format_from_word(format_word);
+  if (!format)
+    throw UsageError("'" + text + "' is not an output reader: llama-bench-json[:FIELD], llama-bench-jsonl[:FIELD], "
+                     "json-pointer:/PATH or regex:EXPR");
+  v1::OutputReader reader;
+  reader.set_format(*format);
+  if (colon != std::string::npos) reader.set_expression(text.substr(colon + 1));
+  if (const std::string bad = interop::check_reader(reader); !bad.empty()) throw UsageError(bad);
+  return reader;
+}
+
+void parse_env_toggle(const std::string& text, v1::CommandSpec* command) {
+  const std::size_t eq = text.find('='), bar = text.find('|');
+  if (eq == std::string::npos || bar == std::string::npos || bar < eq || eq == 0)
+    throw UsageError("--toggle: '" + text + "' is not VAR=a|b (e.g. MINFER_MMQ=1|0)");
+  command->set_toggle(v1::COMMAND_TOGGLE_ENV);
+  command->set_variable(text.substr(0, eq));
+  command->set_value_a(text.substr(eq + 1, bar - eq - 1));
+  command->set_value_b(text.substr(bar + 1));
+  if (command->value_a() == command->value_b()) throw UsageError("--toggle: the two values are the same");
 }
 
 }  // namespace qgate::client

@@ -1145,7 +1145,7 @@ class SqliteStore final : public Store {
                verdict.arm_a_runs, verdict.arm_b_label, verdict.arm_b_runs);
       upsert->exec();
     }
-    for (const char* table : {"verdict_type_ratios", "verdict_leaks"}) {
+    for (const char* table : {"verdict_type_ratios", "verdict_leaks", "verdict_output_identity"}) {
       ScopedStatement clear(prepared(fmt::format("DELETE FROM {} WHERE job_id = ?", table)));
       bind_all(*clear, verdict.job_id);
       clear->exec();
@@ -1166,6 +1166,14 @@ class SqliteStore final : public Store {
           "VALUES (?, ?, ?, ?, ?, ?)"));
       bind_all(*insert, verdict.job_id, position, leak.where, leak.device_bytes, leak.host_bytes,
                leak.detail);
+      insert->exec();
+    }
+    if (const auto& identity = verdict.identity) {
+      ScopedStatement insert(prepared(
+          "INSERT INTO verdict_output_identity (job_id, identical, compared_runs, output_length, "
+          "first_difference, unit, detail) VALUES (?, ?, ?, ?, ?, ?, ?)"));
+      bind_all(*insert, verdict.job_id, identity->identical ? 1 : 0, identity->compared_runs, identity->length,
+               identity->first_difference, identity->unit, identity->detail);
       insert->exec();
     }
   }
@@ -1196,7 +1204,7 @@ class SqliteStore final : public Store {
     return listings;
   }
 
-  // Fills in the type ratios and leaks of the listings' verdicts: one query per child table over
+  // Fills in the type ratios, leaks and output identity of the listings' verdicts: one query per child table over
   // the jobs that `job_ids_sql` (a SELECT of job ids; `bind` binds it) names.
   template <class Bind>
   void attach_verdict_children(std::vector<JobListing>& listings, const std::string& job_ids_sql,
@@ -1240,6 +1248,23 @@ class SqliteStore final : public Store {
       leak.host_bytes = select->getColumn(3).getInt64();
       leak.detail = select->getColumn(4).getString();
       found->second->leaks.push_back(std::move(leak));
+    }
+    ScopedStatement identities(prepared(fmt::format(
+        "SELECT job_id, identical, compared_runs, output_length, first_difference, unit, detail "
+        "FROM verdict_output_identity WHERE job_id IN ({})",
+        job_ids_sql)));
+    bind(*identities);
+    while (identities->executeStep()) {
+      const auto found = by_job.find(identities->getColumn(0).getInt64());
+      if (found == by_job.end()) continue;
+      OutputIdentityRow identity;
+      identity.identical = identities->getColumn(1).getInt() != 0;
+      identity.compared_runs = identities->getColumn(2).getInt64();
+      identity.length = identities->getColumn(3).getInt64();
+      identity.first_difference = identities->getColumn(4).getInt64();
+      identity.unit = identities->getColumn(5).getString();
+      identity.detail = identities->getColumn(6).getString();
+      found->second->identity = std::move(identity);
     }
   }
 

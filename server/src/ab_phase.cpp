@@ -115,6 +115,7 @@ v1::ProfileRun AbPhase::timed_run(ArmSession& arm, int pair_index) {
     recovered_.push_back("arm " + arm.spec().name + ": worker restarted once after " + failure.fault.detail);
   }
   recorder_.finish_run(run_id, *result, setup_.tokens);
+  identity_.add(arm.spec().name, runs_per_arm_[arm.spec().name]++, *result);
   last_contended_ = recorder_.record_cotenant(run_id, samples, setup_.quiet_max_foreign_sm_percent,
                                               sampler_.available() ? "" : sampler_.unavailable_reason());
   if (setup_.fresh_process) arm.shutdown();
@@ -237,9 +238,17 @@ AbOutcome AbPhase::run(v1::JobProgress& progress) {
   report.mutable_arm_b()->set_tokens_per_s(stats::geometric_mean(book.tokens_b));
   report.mutable_arm_b()->set_runs(int32_t(book.tokens_b.size()));
   for (const auto& r : decision.reasons) report.add_reasons(r);
-  report.add_reasons("tok/s is prefill throughput of " + setup_.profile + "'s linear layers at " +
-                     std::to_string(setup_.tokens) + " tokens (" +
-                     (setup_.arms.run.whole_pass() ? "median whole pass" : "summed GEMM time") + ", cold L2)");
+  if (!setup_.throughput_note.empty())
+    report.add_reasons(setup_.throughput_note);
+  else
+    report.add_reasons("tok/s is prefill throughput of " + setup_.profile + "'s linear layers at " +
+                       std::to_string(setup_.tokens) + " tokens (" +
+                       (setup_.arms.run.whole_pass() ? "median whole pass" : "summed GEMM time") + ", cold L2)");
+  *report.mutable_identity() = identity_.result();
+  if (report.identity().checked() && !report.identity().identical()) {
+    report.set_verdict(v1::VERDICT_FAIL);
+    report.add_reasons("the arms' outputs are not identical: " + report.identity().detail());
+  }
   for (const auto& [type, tp] : book.by_type) {
     // The same interval as the headline, at the look the A/B stopped at (a type missing from some
     // runs has fewer pairs and gets none).

@@ -29,7 +29,8 @@ std::string ArmSession::log_path() const {
 void ArmSession::start() {
   WorkerLaunch launch;
   launch.binary = settings_.worker_binary;
-  launch.args = {"serve", "--build", spec_.build.artifact_path};
+  if (spec_.command) launch.args = {"command"};
+  else launch.args = {"serve", "--build", spec_.build.artifact_path};
   for (const auto& a : settings_.common_args) launch.args.push_back(a);
   launch.env = clean_worker_environment(spec_.env);
   launch.stderr_path = log_path();
@@ -40,6 +41,7 @@ void ArmSession::start() {
 
   v1::WorkerRequest request;
   *request.mutable_prepare() = settings_.prepare;
+  if (spec_.command) *request.mutable_prepare()->mutable_command() = *spec_.command;
   if (!worker_->send(request)) throw JobFailure(who + ": the worker closed its input at start");
   const auto deadline = JobControl::Clock::now() + std::chrono::seconds(settings_.prepare_timeout_s);
   while (true) {
@@ -60,10 +62,13 @@ void ArmSession::start() {
     if (!record.has_prepared()) continue;
     const v1::PrepareDone& prepared = record.prepared();
     memory_.back().prepared = prepared;
+    if (spec_.command && prepared.outcome() == v1::CASE_OUTCOME_INVALID_PROBLEM)
+      throw JobFailure(who + " cannot run its command: " + prepared.message(),
+                       Fault{v1::DISPOSITION_REJECTED, prepared.message()});
     if (prepared.outcome() != v1::CASE_OUTCOME_PASSED)
       throw JobFailure(who + " could not prepare " + settings_.prepare.profile().name() + ": " + prepared.message(),
                        FaultClassifier::failed("prepare failed", prepared.message(), prepared.cuda(), "prepare"));
-    path_ = words::word(prepared.path());
+    path_ = spec_.command ? spec_.label : std::string(words::word(prepared.path()));
     return;
   }
 }

@@ -211,6 +211,8 @@ void Daemon::start() {
     token = read_secret_file(options_.auth_token_file, "auth token");
     if (token.size() < 16) throw std::runtime_error("the auth token in " + options_.auth_token_file + " is shorter than 16 characters");
   }
+  if (options_.allow_commands && token.empty())
+    throw std::runtime_error("--allow-commands needs --auth-token-file: only a client holding the token may submit a command");
   const bool tls = !options_.tls_cert_file.empty() || !options_.tls_key_file.empty();
   if (tls && (options_.tls_cert_file.empty() || options_.tls_key_file.empty()))
     throw std::runtime_error("TLS needs both --tls-cert and --tls-key");

@@ -32,6 +32,7 @@ grpc::Status guarded(Fn&& fn) {
       case ApplicationErrorKind::NotFound: return {grpc::StatusCode::NOT_FOUND, e.what()};
       case ApplicationErrorKind::FailedPrecondition: return {grpc::StatusCode::FAILED_PRECONDITION, e.what()};
       case ApplicationErrorKind::ResourceExhausted: return {grpc::StatusCode::RESOURCE_EXHAUSTED, e.what()};
+      case ApplicationErrorKind::PermissionDenied: return {grpc::StatusCode::PERMISSION_DENIED, e.what()};
     }
     return {grpc::StatusCode::INTERNAL, e.what()};
   } catch (const db::StoreError& e) {
@@ -116,6 +117,14 @@ class SubmitReactor final : public grpc::ServerReadReactor<v1::SubmitBuildReques
       header_ = request_.header();
       grpc::Status s = service_.validate_header(header_);
       if (!s.ok()) return end_upload(s);
+      if (header_.job().kind() == v1::JOB_KIND_COMMAND) {
+        // Commands are arbitrary execution: the token is needed even on the unix socket.
+        if (grpc::Status auth = service_.authorize_command(context_); !auth.ok()) return end_upload(auth);
+      }
+      if (JobSubmission::takes_no_upload(header_)) {
+        have_header_ = true;
+        return StartRead(&request_);
+      }
       if (header_.size_bytes() > options_.max_upload_bytes)
         return end_upload({grpc::StatusCode::RESOURCE_EXHAUSTED,
                        "the build is " + std::to_string(header_.size_bytes()) + " bytes; the limit is " +
@@ -151,6 +160,7 @@ class SubmitReactor final : public grpc::ServerReadReactor<v1::SubmitBuildReques
 
   grpc::Status complete() {
     if (!have_header_) return invalid("no header: send the build's metadata and job spec first");
+    if (!upload_) return service_.accept_command(header_, response_);
     if (upload_->size() == 0) return invalid("the upload is empty: no build bytes were sent");
     if (header_.size_bytes() != upload_->size())
       return invalid("the upload is " + std::to_string(upload_->size()) + " bytes but the header said " +
@@ -333,6 +343,27 @@ grpc::Status HarnessService::authorize(const grpc::CallbackServerContext* contex
   if (token_.empty())
     return {grpc::StatusCode::PERMISSION_DENIED,
             "this qgated listens on TCP without --auth-token-file: submit and cancel are refused"};
+  return check_token(context);
+}
+
+grpc::Status HarnessService::authorize_command(const grpc::CallbackServerContext* context) const {
+  if (token_.empty())
+    return {grpc::StatusCode::PERMISSION_DENIED,
+            "command jobs need a token: start qgated with --auth-token-file, and submit with qgate --token-file"};
+  return check_token(context);
+}
+
+grpc::Status HarnessService::accept_command(const v1::SubmitHeader& header, v1::SubmitBuildResponse* response) {
+  return guarded([&]() -> grpc::Status {
+    const SubmitOutcome outcome = submission_.accept_command(header);
+    response->set_job_id(outcome.job_id);
+    *response->mutable_build() = to_proto(outcome.build);
+    response->set_build_existed(outcome.build_existed);
+    return grpc::Status::OK;
+  });
+}
+
+grpc::Status HarnessService::check_token(const grpc::CallbackServerContext* context) const {
   const auto& md = context->client_metadata();
   auto it = md.find("authorization");
   const std::string expected = "Bearer " + token_;

@@ -93,6 +93,10 @@ db::Verdict verdict_row(db::RowId job_id, const v1::VerdictReport& report) {
   for (const v1::MemoryLeak& leak : report.leaks()) {
     row.leaks.push_back({leak.where(), leak.device_bytes(), leak.host_bytes(), leak.detail()});
   }
+  if (const v1::OutputIdentity& identity = report.identity(); identity.checked()) {
+    row.identity = db::OutputIdentityRow{identity.identical(), identity.compared_runs(), identity.length(),
+                                         identity.first_difference(), identity.unit(), identity.detail()};
+  }
   return row;
 }
 
@@ -134,6 +138,16 @@ v1::VerdictReport to_proto(const db::Verdict& row) {
     out->set_device_bytes(leak.device_bytes);
     out->set_host_bytes(leak.host_bytes);
     out->set_detail(leak.detail);
+  }
+  if (const auto& identity = row.identity) {
+    v1::OutputIdentity* out = report.mutable_identity();
+    out->set_checked(true);
+    out->set_identical(identity->identical);
+    out->set_compared_runs(identity->compared_runs);
+    out->set_length(identity->length);
+    out->set_first_difference(identity->first_difference);
+    out->set_unit(identity->unit);
+    out->set_detail(identity->detail);
   }
   return report;
 }

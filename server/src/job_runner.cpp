@@ -12,6 +12,7 @@
 #include "qgate/server/job_records.h"
 #include "qgate/server/job_recorder.h"
 #include "qgate/server/parity_phase.h"
+#include "qgate/v1/record_words.h"
 #include "qgate/v1/spec_words.h"
 
 namespace qgate::server {
@@ -66,7 +67,10 @@ class JobPlan {
     auto build = store_.find_build(job_.build_id);
     if (!build) throw JobFailure("the job's build " + std::to_string(job_.build_id) + " is not in the store");
     candidate_ = *build;
-    if (!std::filesystem::exists(candidate_.artifact_path))
+    const bool command = spec_.kind() == v1::JOB_KIND_COMMAND;
+    // A command job's build is a file only when the two builds are substituted into its command.
+    const bool has_file = !command || spec_.command().toggle() == v1::COMMAND_TOGGLE_BUILDS;
+    if (has_file && !std::filesystem::exists(candidate_.artifact_path))
       throw JobFailure("the build's file is missing: " + candidate_.artifact_path);
     report_.set_backend(options_.backend);
     const bool gate = spec_.kind() == v1::JOB_KIND_GATE;
@@ -75,6 +79,11 @@ class JobPlan {
     // job that would have nothing to run).
     const bool parity_phase = spec_.parity_shapes() != v1::SHAPE_SET_NONE || !spec_.parity_gguf().empty();
     if ((gate || parity_only) && parity_phase) run_parity();
+    if (command) {
+      run_command_ab();
+      finish();
+      return;
+    }
     if (parity_only) {
       const bool ok = report_.parity_failed() == 0 && report_.parity_passed() > 0;
       report_.set_verdict(ok ? v1::VERDICT_PASS : v1::VERDICT_FAIL);
@@ -120,19 +129,9 @@ class JobPlan {
 
   void run_ab() {
     const profiles::ModelProfile profile = job_profile(spec_, options_.backend);
-    AbSetup setup;
+    AbSetup setup = ab_setup_base();
     setup.profile = profile.name;
     setup.tokens = spec_.tokens() > 0 ? spec_.tokens() : profile.default_tokens;
-    setup.policy = gate_policy(spec_.policy());
-    setup.order = spec_.order();
-    setup.fresh_process = spec_.fresh_process();
-    setup.quiet_max_foreign_sm_percent = options_.quiet_max_foreign_sm_percent;
-    setup.arms.worker_binary = options_.worker_binary;
-    setup.arms.common_args = common_args();
-    setup.arms.log_dir = log_dir();
-    setup.arms.job_id = job_.id;
-    setup.arms.prepare_timeout_s = options_.prepare_timeout_s;
-    setup.arms.run_timeout_s = options_.run_timeout_s;
     auto* prepare = &setup.arms.prepare;
     prepare->set_tokens(setup.tokens);
     prepare->set_seed(seed());
@@ -150,8 +149,6 @@ class JobPlan {
     setup.arms.run.set_cold(true);
     setup.arms.run.set_whole_pass(spec_.timing() == v1::TIMING_MODE_PASS);
 
-    setup.a.name = "A";
-    setup.b.name = "B";
     if (spec_.kind() == v1::JOB_KIND_AB) {
       setup.a.build = setup.b.build = candidate_;
       setup.a.label = "mmq";
@@ -183,11 +180,102 @@ class JobPlan {
     recovered_ = std::move(ab.recovered);
   }
 
+  /// The job's own working directory, where its commands run: <data dir>/work/job-<id>.
+  std::string job_workdir() const {
+    const auto dir = std::filesystem::path(options_.data_dir) / "work" / ("job-" + std::to_string(job_.id));
+    std::filesystem::create_directories(dir);
+    return dir.string();
+  }
+
+  /// The shared part of every A/B setup: the policy, order, timeouts and the arms' worker settings.
+  AbSetup ab_setup_base() const {
+    AbSetup setup;
+    setup.policy = gate_policy(spec_.policy());
+    setup.order = spec_.order();
+    setup.fresh_process = spec_.fresh_process();
+    setup.quiet_max_foreign_sm_percent = options_.quiet_max_foreign_sm_percent;
+    setup.arms.worker_binary = options_.worker_binary;
+    setup.arms.common_args = common_args();
+    setup.arms.log_dir = log_dir();
+    setup.arms.job_id = job_.id;
+    setup.arms.prepare_timeout_s = options_.prepare_timeout_s;
+    setup.arms.run_timeout_s = options_.run_timeout_s;
+    setup.a.name = "A";
+    setup.b.name = "B";
+    return setup;
+  }
+
+  /// A command job: the two arms run the job's program (docs/command-mode.md), toggled by a
+  /// variable, by a second command, or by the two builds substituted for {build}.
+  void run_command_ab() {
+    const v1::CommandSpec& command = spec_.command();
+    AbSetup setup = ab_setup_base();
+    setup.profile = !spec_.profile().empty() ? spec_.profile() : "command";
+    setup.tokens = spec_.tokens();
+    if (command.run_timeout_s() > 0) setup.arms.run_timeout_s = command.run_timeout_s();
+    setup.arms.prepare.set_tokens(setup.tokens);
+    setup.arms.prepare.set_seed(seed());
+    setup.arms.prepare.mutable_profile()->set_name(setup.profile);
+    v1::CommandArm arm;
+    arm.set_workdir(job_workdir());
+    *arm.mutable_tokens_per_s() = command.tokens_per_s();
+    if (arm.tokens_per_s().format() == v1::OUTPUT_FORMAT_UNSPECIFIED)
+      arm.mutable_tokens_per_s()->set_format(v1::OUTPUT_FORMAT_LLAMA_BENCH_JSON);
+    *arm.mutable_output() = command.output();
+    *arm.mutable_output_argv() = command.output_argv();
+    for (const auto& [k, v] : command.env()) setup.a.env[k] = setup.b.env[k] = v;
+    setup.a.build = setup.b.build = candidate_;
+    *arm.mutable_argv() = command.argv();
+    setup.a.command = setup.b.command = arm;
+    switch (command.toggle()) {
+      case v1::COMMAND_TOGGLE_COMMANDS:
+        *setup.b.command->mutable_argv() = command.argv_b();
+        setup.a.label = "command-a";
+        setup.b.label = "command-b";
+        break;
+      case v1::COMMAND_TOGGLE_BUILDS: {
+        auto base = store_.find_build(job_.baseline_build_id.value_or(0));
+        if (!base) throw JobFailure("the command job's baseline build is not in the store");
+        setup.b.build = *base;
+        setup.a.label = candidate_.name + "@" + candidate_.sha256.substr(0, 8);
+        setup.b.label = base->name + "@" + base->sha256.substr(0, 8);
+        for (auto* arm_spec : {&setup.a, &setup.b})
+          for (auto* argv : {arm_spec->command->mutable_argv(), arm_spec->command->mutable_output_argv()})
+            for (std::string& word : *argv) substitute_build(word, arm_spec->build.artifact_path);
+        break;
+      }
+      default: {
+        const std::string variable = command.variable().empty() ? "MINFER_MMQ" : command.variable();
+        const std::string value_a = command.value_a().empty() ? "1" : command.value_a();
+        const std::string value_b = command.value_b().empty() ? "0" : command.value_b();
+        setup.a.env[variable] = value_a;
+        setup.b.env[variable] = value_b;
+        setup.a.label = variable + "=" + value_a;
+        setup.b.label = variable + "=" + value_b;
+      }
+    }
+    setup.throughput_note = "tok/s as the command printed it (" + std::string(words::word(arm.tokens_per_s().format())) +
+                            (arm.tokens_per_s().expression().empty() ? "" : " " + arm.tokens_per_s().expression()) +
+                            "), one process per run, in " + arm.workdir();
+    AbOutcome ab = AbPhase(std::move(setup), launcher_, recorder_, control_, sampler_).run(progress_);
+    const std::string backend = report_.backend();
+    report_ = std::move(ab.report);
+    report_.set_backend(backend);
+    recovered_ = std::move(ab.recovered);
+  }
+
+  static void substitute_build(std::string& word, const std::string& path) {
+    for (size_t at = word.find("{build}"); at != std::string::npos; at = word.find("{build}", at + path.size()))
+      word.replace(at, 7, path);
+  }
+
   void finish() {
     // Ran to a verdict: OK, unless the numbers were wrong or memory was kept. A run saved by a
     // retry says so.
     Fault disposition{v1::DISPOSITION_OK, ""};
-    if (report_.parity_failed() > 0) {
+    if (report_.identity().checked() && !report_.identity().identical()) {
+      disposition = {v1::DISPOSITION_INCORRECT, "outputs differ: " + report_.identity().detail()};
+    } else if (report_.parity_failed() > 0) {
       disposition = {v1::DISPOSITION_INCORRECT, std::to_string(report_.parity_failed()) +
                                                     " parity case(s) failed; first: " + first_parity_failure_};
     } else if (report_.leaks_size() > 0) {

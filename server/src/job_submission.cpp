@@ -4,9 +4,13 @@
 
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <regex>
 
+#include "qgate/common/sha256.h"
+#include "qgate/interop/output_reader.h"
 #include "qgate/profiles/model_profile.h"
+#include "qgate/v1/spec_words.h"
 #include "qgate/common/weight_types.h"
 #include "qgate/server/job_records.h"
 #include "qgate/server/jobs_application.h"
@@ -70,6 +74,89 @@ void check_parity_source(const v1::JobSpec& job) {
     refuse("a parity job with parity_shapes none has nothing to run (give a shape set or a GGUF file)");
 }
 
+constexpr int kMaxCommandWords = 256;
+constexpr size_t kMaxCommandBytes = 64 * 1024;
+
+bool valid_variable_name(const std::string& name) {
+  static const std::regex pattern("[A-Za-z_][A-Za-z0-9_]{0,127}");
+  return std::regex_match(name, pattern);
+}
+
+void check_words(const google::protobuf::RepeatedPtrField<std::string>& words, const std::string& what,
+                 size_t* bytes) {
+  if (words.size() > kMaxCommandWords) refuse(what + " has more than " + std::to_string(kMaxCommandWords) + " words");
+  for (const auto& w : words) {
+    if (w.find('\0') != std::string::npos) refuse(what + " has a NUL byte in a word");
+    *bytes += w.size();
+  }
+  if (!words.empty() && words.Get(0).empty()) refuse(what + " starts with an empty word");
+}
+
+/// A command job's spec (docs/command-mode.md); the token and --allow-commands are checked before.
+void check_command(const v1::SubmitHeader& header) {
+  const v1::JobSpec& job = header.job();
+  const v1::CommandSpec& command = job.command();
+  if (!v1::CommandToggle_IsValid(command.toggle()))
+    refuse("command toggle " + std::to_string(command.toggle()) + " is not one of env, commands, builds");
+  size_t bytes = 0;
+  if (command.argv().empty()) refuse("a command job needs a command (argv)");
+  check_words(command.argv(), "the command", &bytes);
+  check_words(command.argv_b(), "the second command", &bytes);
+  check_words(command.output_argv(), "the output command", &bytes);
+  for (const auto& [name, value] : command.env()) {
+    if (!valid_variable_name(name)) refuse("'" + name + "' is not a variable name");
+    bytes += name.size() + value.size();
+  }
+  if (bytes > kMaxCommandBytes) refuse("the command spec is over " + std::to_string(kMaxCommandBytes) + " bytes");
+  const v1::CommandToggle toggle = command.toggle();
+  if (toggle == v1::COMMAND_TOGGLE_COMMANDS && command.argv_b().empty())
+    refuse("the commands toggle needs arm B's command (argv_b)");
+  if (toggle != v1::COMMAND_TOGGLE_COMMANDS && !command.argv_b().empty())
+    refuse("argv_b is only for the commands toggle");
+  if (toggle == v1::COMMAND_TOGGLE_ENV || toggle == v1::COMMAND_TOGGLE_UNSPECIFIED) {
+    if (!command.variable().empty() && !valid_variable_name(command.variable()))
+      refuse("'" + command.variable() + "' is not a variable name");
+    const std::string variable = command.variable().empty() ? "MINFER_MMQ" : command.variable();
+    const std::string a = command.value_a().empty() ? "1" : command.value_a();
+    const std::string b = command.value_b().empty() ? "0" : command.value_b();
+    if (a == b) refuse("the toggle's two values are the same (" + variable + "=" + a + ")");
+  }
+  if (toggle == v1::COMMAND_TOGGLE_BUILDS) {
+    bool has_placeholder = false;
+    for (const auto& w : command.argv()) has_placeholder |= w.find("{build}") != std::string::npos;
+    if (!has_placeholder) refuse("the builds toggle needs {build} in the command, where each arm's build goes");
+    if (header.size_bytes() <= 0) refuse("the builds toggle needs the candidate build uploaded");
+  } else if (header.size_bytes() != 0) {
+    refuse("a command job of the " + std::string(words::spec_word(toggle)) + " toggle takes no upload (size_bytes 0)");
+  }
+  if (const std::string bad = interop::check_reader(command.tokens_per_s());
+      !bad.empty() && command.tokens_per_s().format() != v1::OUTPUT_FORMAT_UNSPECIFIED)
+    refuse("tok/s reader: " + bad);
+  if (command.output().format() != v1::OUTPUT_FORMAT_UNSPECIFIED)
+    if (const std::string bad = interop::check_reader(command.output()); !bad.empty()) refuse("output reader: " + bad);
+  if (!command.output_argv().empty() && command.output().format() == v1::OUTPUT_FORMAT_UNSPECIFIED)
+    refuse("an output command needs an output reader");
+  if (command.run_timeout_s() < 0 || command.run_timeout_s() > 24 * 3600) refuse("run_timeout_s must be in [0, 1 day]");
+  if (!job.profile().empty() && !valid_build_name(job.profile()))
+    refuse("a command job's profile '" + job.profile() + "' must be a plain name");
+  if (job.has_custom_profile()) refuse("a command job takes no custom profile");
+}
+
+/// The identity of a command job's build row: its name, commit and command, hashed.
+std::string command_identity(const v1::SubmitHeader& header) {
+  const v1::CommandSpec& command = header.job().command();
+  std::string text = "qgate-command\n" + header.build().name() + "\n" + header.build().commit() + "\n" +
+                     std::string(words::spec_word(command.toggle())) + "\n";
+  for (const auto* argv : {&command.argv(), &command.argv_b(), &command.output_argv()}) {
+    for (const auto& w : *argv) text += w + '\0';
+    text += "\n";
+  }
+  const std::map<std::string, std::string> env(command.env().begin(), command.env().end());
+  for (const auto& [k, v] : env) text += k + "=" + v + '\0';
+  text += command.variable() + "\n" + command.value_a() + "\n" + command.value_b() + "\n";
+  return common::sha256_hex(text.data(), text.size());
+}
+
 }  // namespace
 
 JobSubmission::JobSubmission(db::Store& store, DaemonHooks& daemon, const DaemonOptions& options)
@@ -82,13 +169,19 @@ std::optional<db::Build> JobSubmission::validate_header(const v1::SubmitHeader& 
            "' must be 1-128 letters, digits, '.', '_' or '-', not starting with '.' or '-'");
   const auto& job = header.job();
   if (!v1::JobKind_IsValid(job.kind()) || job.kind() == v1::JOB_KIND_UNSPECIFIED)
-    refuse("job kind " + std::to_string(job.kind()) + " is not one of gate, ab, parity");
+    refuse("job kind " + std::to_string(job.kind()) + " is not one of gate, ab, parity, command");
+  const bool command = job.kind() == v1::JOB_KIND_COMMAND;
+  if (command && !options_.allow_commands)
+    throw ApplicationError(ApplicationErrorKind::PermissionDenied,
+                           "this qgated does not run commands: start it with --allow-commands (and --auth-token-file)");
+  if (!command && job.has_command()) refuse("a command spec is only for command jobs");
   if (job.tokens() < 0 || job.tokens() > kMaxTokens)
     refuse("tokens " + std::to_string(job.tokens()) + " is outside [1, " + std::to_string(kMaxTokens) + "]");
   // The declared size is how the end of an upload is told from a message gRPC could not decode
   // (both end the stream the same way), so it is required.
-  if (header.size_bytes() <= 0) refuse("size_bytes must give the build's size in bytes");
-  if (!job.profile().empty() && !profiles::find_builtin_profile(job.profile())) {
+  if (command) check_command(header);
+  else if (header.size_bytes() <= 0) refuse("size_bytes must give the build's size in bytes");
+  if (!command && !job.profile().empty() && !profiles::find_builtin_profile(job.profile())) {
     std::string names;
     for (const auto& name : profiles::builtin_profile_names()) names += (names.empty() ? "" : ", ") + name;
     refuse("unknown profile '" + job.profile() + "' (built in: " + names + ")");
@@ -106,8 +199,10 @@ std::optional<db::Build> JobSubmission::validate_header(const v1::SubmitHeader& 
   if (job.repetitions() < 0 || job.repetitions() > 1000) refuse("repetitions must be in [0, 1000]");
   if (job.timeout_s() < 0 || job.timeout_s() > 30 * 24 * 3600)
     refuse("timeout_s must be in [0, 30 days] (0 = the daemon's --job-timeout)");
-  if (job.kind() != v1::JOB_KIND_GATE) return std::nullopt;
-  if (job.baseline().empty()) refuse("a gate job needs a baseline build (name or id)");
+  const bool needs_baseline =
+      job.kind() == v1::JOB_KIND_GATE || (command && job.command().toggle() == v1::COMMAND_TOGGLE_BUILDS);
+  if (!needs_baseline) return std::nullopt;
+  if (job.baseline().empty()) refuse(std::string(command ? "the builds toggle" : "a gate job") + " needs a baseline build (name or id)");
   auto baseline = resolve_build(store_, job.baseline());
   if (!baseline) refuse("no build named or numbered '" + job.baseline() + "'");
   return baseline;
@@ -123,21 +218,39 @@ SubmitOutcome JobSubmission::accept(const v1::SubmitHeader& header, const Stored
         prior && prior->commit_sha == metadata.commit() && prior->sha256 != upload.sha256)
       refuse("build '" + metadata.name() + "' at commit " + metadata.commit() +
              " was already submitted with other bytes (" + prior->sha256.substr(0, 12) + ")");
+  db::Build build;
+  build.sha256 = upload.sha256;
+  build.size_bytes = upload.size_bytes;
+  build.artifact_path = upload.artifact_path;
+  return store_job(header, baseline, std::move(build));
+}
+
+bool JobSubmission::takes_no_upload(const v1::SubmitHeader& header) {
+  return header.job().kind() == v1::JOB_KIND_COMMAND && header.job().command().toggle() != v1::COMMAND_TOGGLE_BUILDS;
+}
+
+SubmitOutcome JobSubmission::accept_command(const v1::SubmitHeader& header) {
+  std::lock_guard lock(mutex_);
+  const std::optional<db::Build> baseline = validate_header(header);
+  if (!takes_no_upload(header)) refuse("this job needs its build uploaded");
+  db::Build build;
+  build.sha256 = command_identity(header);
+  return store_job(header, baseline, std::move(build));
+}
+
+SubmitOutcome JobSubmission::store_job(const v1::SubmitHeader& header, const std::optional<db::Build>& baseline,
+                                       db::Build build) {
+  const auto& metadata = header.build();
   db::JobFilter queued_jobs;
   queued_jobs.state = db::JobState::Queued;
   const std::int64_t queued = store_.count_jobs(queued_jobs);
   if (queued >= options_.max_queued_jobs)
     throw ApplicationError(ApplicationErrorKind::ResourceExhausted,
                            "the queue is full (" + std::to_string(queued) + " jobs)");
-
-  db::Build build;
-  build.sha256 = upload.sha256;
   build.name = metadata.name();
   build.commit_sha = metadata.commit();
   build.branch = metadata.branch();
   build.flags = metadata.flags();
-  build.size_bytes = upload.size_bytes;
-  build.artifact_path = upload.artifact_path;
   const db::BuildInsert inserted = store_.insert_build(build);
 
   db::Job job = job_row(header.job());

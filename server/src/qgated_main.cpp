@@ -46,6 +46,8 @@ int main(int argc, char** argv) {
   app.add_option("--tls-cert", o.tls_cert_file, "TLS certificate (PEM) for TCP");
   app.add_option("--tls-key", o.tls_key_file, "TLS private key (PEM) for TCP");
   app.add_flag("--insecure", o.insecure, "allow a non-loopback address without TLS and a token");
+  app.add_flag("--allow-commands", o.allow_commands,
+               "run command jobs (programs the client names), for clients holding the --auth-token-file token");
   app.add_option("--log-level", o.log_level,
                  std::string("one of ") + qgate::server::kLogLevelNames +
                      "; the 'listening on' and 'ready' lines are written at any level")

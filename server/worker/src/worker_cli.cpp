@@ -27,6 +27,7 @@
 #include "qgate/worker/parity.h"
 #include "qgate/worker/problems.h"
 #include "qgate/worker/record_writer.h"
+#include "qgate/worker/command_arm.h"
 #include "qgate/worker/serve.h"
 #include "qgate/worker/worker_errors.h"
 
@@ -549,6 +550,25 @@ int cmd_serve(const CommonOptions& o) {
   return serve_requests(*s.build, *s.device, o.threads, STDIN_FILENO, writer);
 }
 
+// A command-mode arm: no build and no device context of its own (the program opens what it uses).
+int cmd_command(const CommonOptions& o) {
+  RecordWriter writer(OutputFormat::proto, std::cout);
+  v1::RunContext context;
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  context.set_host(host);
+  context.set_backend(o.backend == "cuda" ? v1::BACKEND_CUDA : v1::BACKEND_CPU);
+  context.set_device_ordinal(o.device);
+  context.set_qgate_version(QGATE_VERSION);
+  context.set_qgate_commit(QGATE_COMMIT);
+  context.set_schema_version(kSchemaVersion);
+  context.set_started_unix_ms(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                  std::chrono::system_clock::now().time_since_epoch())
+                                  .count());
+  (*context.mutable_options())["command"] = "command";
+  return serve_command_arm(context, STDIN_FILENO, writer);
+}
+
 }  // namespace
 
 int run_worker_cli(int argc, char** argv) {
@@ -625,6 +645,10 @@ int run_worker_cli(int argc, char** argv) {
   auto* serve = app.add_subcommand("serve", "answer prepare/run requests on stdin (used by qgated)");
   add_common(serve, serve_o);
 
+  CommonOptions command_o;
+  auto* command = app.add_subcommand("command", "run a command-mode arm's program for each timed run (used by qgated)");
+  add_common(command, command_o);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -640,6 +664,7 @@ int run_worker_cli(int argc, char** argv) {
     }
     if (*bench) return cmd_bench(bench_o, bench_types, nts, odk, bench_path, warmup, reps, no_cublaslt, warm_cache, json_out);
     if (*serve) return cmd_serve(serve_o);
+    if (*command) return cmd_command(command_o);
     if (*describe) {
       RecordWriter writer(resolve_format(describe_o), std::cout);
       Session s;

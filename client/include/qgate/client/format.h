@@ -98,7 +98,7 @@ std::string tokens_per_s_note();
 
 /// The verdict report: verdict and comparison, overall ratio with its interval, both arms' tok/s,
 /// pairs and contended pairs, parity counts, the per-type ratio table and the reasons.
-std::string format_verdict_report(const v1::VerdictReport& report);
+std::string format_verdict_report(const v1::VerdictReport& report, v1::JobKind kind = v1::JOB_KIND_AB);
 
 /// `qgate jobs`: id, kind, state, build, profile, verdict, ratio, created, age.
 std::string format_jobs_table(const std::vector<v1::Job>& jobs, std::int64_t now_ms);

@@ -18,6 +18,7 @@ class HarnessClient {
 
   /// Streams the header, then the file at `path` in 1 MiB chunks. header.size_bytes is set here
   /// from what is read, so the server's size check compares against the bytes actually sent.
+  /// Streams the header, then the file at `path` in chunks; an empty path sends the header alone.
   v1::SubmitBuildResponse submit_build(v1::SubmitHeader header, const std::string& path);
 
   v1::Job get_job(std::int64_t job_id);

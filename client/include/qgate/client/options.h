@@ -7,6 +7,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "qgate/v1/harness.pb.h"
 
@@ -42,5 +43,18 @@ v1::JobState parse_state(const std::string& text);
 /// Build names are letters, digits, '.', '_' and '-' (never a path: the server stores by name).
 /// Checked here too so the mistake is reported before a large upload. Throws UsageError.
 void check_build_name(const std::string& name);
+
+/// A command line split into words as a POSIX shell would split it, without running a shell:
+/// blanks separate words; '...' quotes literally; "..." quotes with \" \\ \$ \` escapes; a backslash
+/// outside quotes escapes the next character. No expansion of any kind. Throws UsageError on an
+/// unclosed quote, a trailing backslash, or no words.
+std::vector<std::string> split_command_line(const std::string& text);
+
+/// An output reader from its word form: "llama-bench-json", "llama-bench-jsonl" (optionally
+/// ":FIELD"), "json-pointer:/a/0/b", "regex:EXPR". Throws UsageError on anything else.
+v1::OutputReader parse_output_reader(const std::string& text);
+
+/// "VAR=a|b" -> the env toggle's variable and values. Throws UsageError when malformed.
+void parse_env_toggle(const std::string& text, v1::CommandSpec* command);
 
 }  // namespace qgate::client

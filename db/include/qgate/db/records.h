@@ -217,6 +217,16 @@ struct MemoryLeakRow {
   std::string detail;
 };
 
+/// The output-identity check of a verdict (VerdictReport.identity), when the runs had outputs.
+struct OutputIdentityRow {
+  bool identical = false;
+  std::int64_t compared_runs = 0;
+  std::int64_t length = 0;
+  std::int64_t first_difference = -1;
+  std::string unit;  // "token" or "byte"
+  std::string detail;
+};
+
 /// A job's verdict: everything in v1::VerdictReport, as rows.
 struct Verdict {
   RowId job_id = 0;
@@ -243,6 +253,7 @@ struct Verdict {
   int arm_b_runs = 0;
   std::vector<TypeRatioRow> per_type;  // in the report's order
   std::vector<MemoryLeakRow> leaks;    // in the report's order
+  std::optional<OutputIdentityRow> identity;
   std::int64_t created_ms = 0;   // 0 = now
 };
 

@@ -4,6 +4,7 @@
 // the A/B part of the verdict report, and what the arms' memory readings say about leaks.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -13,6 +14,7 @@
 #include "qgate/server/arm_session.h"
 #include "qgate/server/job_control.h"
 #include "qgate/server/job_recorder.h"
+#include "qgate/server/output_identity.h"
 #include "qgate/stats/ab_statistics.h"
 #include "qgate/v1/harness.pb.h"
 
@@ -28,6 +30,7 @@ struct AbSetup {
   v1::RunOrder order = v1::RUN_ORDER_ABBA;
   bool fresh_process = false;   // a new worker per run
   double quiet_max_foreign_sm_percent = 5.0;
+  std::string throughput_note;  // what tok/s means, for the report ("" = the profile's linear layers)
 };
 
 struct AbOutcome {
@@ -59,6 +62,8 @@ class AbPhase {
   std::optional<bool> last_contended_;
   int seq_ = 0;
   std::vector<std::string> recovered_;
+  OutputIdentityCheck identity_;
+  std::map<std::string, int> runs_per_arm_;
 };
 
 }  // namespace qgate::server

@@ -12,6 +12,7 @@ enum class ApplicationErrorKind {
   NotFound,            // it names a job or build that does not exist
   FailedPrecondition,  // valid, but not now (a job that has ended, a device that cannot see load)
   ResourceExhausted,   // a bound is reached (the queue is full)
+  PermissionDenied,    // this daemon does not do it for anyone (command jobs without --allow-commands)
 };
 
 class ApplicationError : public std::runtime_error {

@@ -19,12 +19,14 @@
 
 namespace qgate::server {
 
-/// Which build an arm runs, in which environment.
+/// Which build an arm runs, in which environment. A command arm (command set) runs a program
+/// through `qgate-worker command` instead of serving the build's GEMMs; its runs' path is its label.
 struct ArmSpec {
   std::string name;   // "A" or "B"
-  std::string label;  // "mmq", "f16", or "<build name>@<sha256 prefix>"
+  std::string label;  // "mmq", "f16", "<build name>@<sha256 prefix>", or a command arm's "MINFER_MMQ=1"
   db::Build build;
   std::map<std::string, std::string> env;  // e.g. MINFER_MMQ=1
+  std::optional<v1::CommandArm> command;
 };
 
 /// What every arm of a job shares: how to start its worker and what to ask of it.
@@ -63,7 +65,7 @@ class ArmSession {
   void shutdown();
 
   int pid() const;
-  const std::string& path() const { return path_; }  // "mmq" or "f16", as prepared
+  const std::string& path() const { return path_; }  // "mmq" or "f16" as prepared; a command arm's label
   const v1::RunContext& context() const { return context_; }
   /// The memory readings of each worker process this arm started, oldest first.
   const std::vector<ArmMemory>& memory() const { return memory_; }

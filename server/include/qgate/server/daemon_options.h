@@ -38,6 +38,9 @@ struct DaemonOptions {
   std::string tls_cert_file;
   std::string tls_key_file;
   bool insecure = false;
+  // Command jobs run programs the client names (docs/command-mode.md): refused unless this is set,
+  // and then only from a client holding the token of auth_token_file, even on the unix socket.
+  bool allow_commands = false;
   // The log (daemon_log.h): stderr, and this file too unless empty.
   std::string log_level = "info";     // trace, debug, info, warn, error or off
   std::string log_file;

@@ -64,6 +64,8 @@ class HarnessService final : public v1::Harness::CallbackService {
 
   /// Mutating calls on TCP need `authorization: Bearer <token>`; OK when allowed.
   grpc::Status authorize(const grpc::CallbackServerContext* context) const;
+  /// A command job needs the token on any transport, and a daemon that has one.
+  grpc::Status authorize_command(const grpc::CallbackServerContext* context) const;
   /// Set by the daemon: whether it listens on TCP, and the token (empty: none configured).
   void set_auth(bool tcp, std::string token) {
     tcp_ = tcp;
@@ -75,8 +77,12 @@ class HarnessService final : public v1::Harness::CallbackService {
   /// Stores a finished upload and its job; used by the SubmitBuild reactor.
   grpc::Status accept_upload(const v1::SubmitHeader& header, const std::string& artifact_path,
                              const std::string& sha256, int64_t size, v1::SubmitBuildResponse* response);
+  /// Stores a command job that takes no upload.
+  grpc::Status accept_command(const v1::SubmitHeader& header, v1::SubmitBuildResponse* response);
 
  private:
+  /// `authorization: Bearer <token>` against the daemon's token, compared in constant time.
+  grpc::Status check_token(const grpc::CallbackServerContext* context) const;
   /// The live co-tenant state, with the count of jobs waiting for a quiet window.
   void fill_cotenant_now(int64_t waiting_jobs, v1::CotenantNow* out) const;
   cotenant::DeviceNow device_now() const;

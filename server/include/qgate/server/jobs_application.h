@@ -45,11 +45,18 @@ class JobSubmission {
   /// Validates the header again (the baseline may have changed), refuses a mislabelled build or a
   /// full queue, stores the build and the job (durably), and wakes the scheduler.
   SubmitOutcome accept(const v1::SubmitHeader& header, const StoredUpload& upload);
+  /// A command job whose arms differ by a variable or by a second command: no upload. Its build
+  /// row stands for the command, identified by a SHA-256 over its name, commit and command.
+  SubmitOutcome accept_command(const v1::SubmitHeader& header);
+  /// True when the header's job takes no upload (a command job not substituting builds).
+  static bool takes_no_upload(const v1::SubmitHeader& header);
 
  private:
   db::Store& store_;
   DaemonHooks& daemon_;
   const DaemonOptions& options_;
+  SubmitOutcome store_job(const v1::SubmitHeader& header, const std::optional<db::Build>& baseline, db::Build build);
+
   std::mutex mutex_;  // one upload commits its build and job at a time (duplicate and queue checks)
 };
 
