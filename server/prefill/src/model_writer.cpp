@@ -7,6 +7,7 @@
 #include <cstring>
 #include <fstream>
 #include <stdexcept>
+#include <thread>
 
 #include "qgate/common/fnv1a.h"
 #include "qgate/profiles/gguf.h"
@@ -129,21 +130,24 @@ class RowMaker {
   double rho_;
 };
 
-void encode_row(uint32_t type, const std::vector<float>& x, std::vector<uint8_t>* out) {
-  const size_t at = out->size();
+size_t encoded_row_bytes(uint32_t type, size_t k) {
+  if (type == kF32) return k * 4;
+  if (type == kF16) return k * 2;
+  return size_t(quant::row_bytes(static_cast<quant::WeightType>(type), int64_t(k)));
+}
+
+/// One row in the file's encoding, written to `out` (encoded_row_bytes of it).
+void encode_row(uint32_t type, const std::vector<float>& x, uint8_t* out) {
   if (type == kF32) {
-    out->resize(at + x.size() * 4);
-    std::memcpy(out->data() + at, x.data(), x.size() * 4);
+    std::memcpy(out, x.data(), x.size() * 4);
   } else if (type == kF16) {
-    out->resize(at + x.size() * 2);
     for (size_t i = 0; i < x.size(); ++i) {
       const uint16_t h = quant::f32_to_f16(x[i]);
-      std::memcpy(out->data() + at + 2 * i, &h, 2);
+      std::memcpy(out + 2 * i, &h, 2);
     }
   } else {
-    const auto wt = static_cast<quant::WeightType>(type);
-    out->resize(at + quant::row_bytes(wt, int64_t(x.size())));
-    quant::quantize_row(wt, x.data(), out->data() + at, int64_t(x.size()), quant::QuantRecipe::ggml);
+    quant::quantize_row(static_cast<quant::WeightType>(type), x.data(), out, int64_t(x.size()),
+                        quant::QuantRecipe::ggml);
   }
 }
 
@@ -263,19 +267,29 @@ void write_model(const std::string& path, const ModelSpec& spec, uint64_t seed,
   pad_to(header.size());
 
   const RowMaker maker(spec, seed);
+  // Rows are independent (each has its own seeded generator), so a chunk of rows is made on every
+  // core at once, each row into its own slot: the bytes do not depend on the thread count.
+  const unsigned workers = std::max(1u, std::thread::hardware_concurrency());
+  constexpr uint64_t kChunkRows = 2048;
   std::vector<uint8_t> buffer;
   for (size_t i = 0; i < plan.size(); ++i) {
     const PlannedTensor& t = plan[i];
     if (progress) progress(t);
     const uint64_t rows = t.ne.size() > 1 ? t.ne[1] : 1;
+    const size_t row_bytes = encoded_row_bytes(t.type, size_t(t.ne[0]));
     uint64_t written = 0;
-    for (uint64_t r = 0; r < rows; ++r) {
-      encode_row(t.type, maker.row(t, r), &buffer);
-      if (buffer.size() >= (1u << 20) || r + 1 == rows) {
-        out.write(reinterpret_cast<const char*>(buffer.data()), std::streamsize(buffer.size()));
-        written += buffer.size();
-        buffer.clear();
-      }
+    for (uint64_t first = 0; first < rows; first += kChunkRows) {
+      const uint64_t count = std::min(kChunkRows, rows - first);
+      buffer.assign(count * row_bytes, 0);
+      std::vector<std::thread> threads;
+      for (unsigned w = 0; w < std::min<uint64_t>(workers, count); ++w)
+        threads.emplace_back([&, w] {
+          for (uint64_t r = w; r < count; r += workers)
+            encode_row(t.type, maker.row(t, first + r), buffer.data() + r * row_bytes);
+        });
+      for (auto& thread : threads) thread.join();
+      out.write(reinterpret_cast<const char*>(buffer.data()), std::streamsize(buffer.size()));
+      written += buffer.size();
     }
     if (written != profiles::gguf_tensor_bytes(infos[i]).value_or(0))
       throw std::logic_error("write_model: tensor " + t.name + " came out at " + std::to_string(written) + " bytes");
