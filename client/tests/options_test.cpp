@@ -1,7 +1,11 @@
-// Tests of the CLI's argument rules: --since, the server address and the job kind.
+// Tests of the CLI's argument rules: --since, the server address and the job kind; a command job's
+// command line split into words, its output readers and its VAR=a|b toggle.
 #include "qgate/client/options.h"
 
 #include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
 
 #include "qgate/common/default_paths.h"
 
@@ -80,6 +84,152 @@ TEST(BuildName, OnlySafeCharacters) {
   EXPECT_THROW(check_build_name("../etc"), UsageError);
   EXPECT_THROW(check_build_name("a b"), UsageError);
   EXPECT_THROW(check_build_name(".."), UsageError);
+}
+
+
+using Words = std::vector<std::string>;
+
+std::string usage_error_of(void (*call)(const std::string&), const std::string& text) {
+  try {
+    call(text);
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+std::string split_error(const std::string& text) {
+  return usage_error_of([](const std::string& t) { split_command_line(t); }, text);
+}
+
+std::string reader_error(const std::string& text) {
+  return usage_error_of([](const std::string& t) { parse_output_reader(t); }, text);
+}
+
+std::string toggle_error(const std::string& text) {
+  return usage_error_of([](const std::string& t) {
+    v1::CommandSpec command;
+    parse_env_toggle(t, &command);
+  }, text);
+}
+
+TEST(SplitCommandLine, PlainWords) {
+  EXPECT_EQ(split_command_line("llama-bench -m model.gguf -p 512"), (Words{"llama-bench", "-m", "model.gguf", "-p", "512"}));
+  EXPECT_EQ(split_command_line("prog"), (Words{"prog"}));
+}
+
+TEST(SplitCommandLine, RunsOfBlanksSeparateOnce) {
+  EXPECT_EQ(split_command_line("  a   b\t\tc \n d  "), (Words{"a", "b", "c", "d"}));
+}
+
+TEST(SplitCommandLine, SingleQuotesAreLiteral) {
+  EXPECT_EQ(split_command_line("echo 'a  b' c"), (Words{"echo", "a  b", "c"}));
+  // A backslash inside single quotes is kept, and so are double quotes and $.
+  EXPECT_EQ(split_command_line(R"(echo 'C:\dir\n "x" $HOME')"), (Words{"echo", R"(C:\dir\n "x" $HOME)"}));
+}
+
+TEST(SplitCommandLine, DoubleQuotesWithEscapes) {
+  EXPECT_EQ(split_command_line(R"(say "he said \"hi\"")"), (Words{"say", R"(he said "hi")"}));
+  EXPECT_EQ(split_command_line(R"(say "a\\b")"), (Words{"say", R"(a\b)"}));
+  EXPECT_EQ(split_command_line(R"(say "\$x \`y\`")"), (Words{"say", "$x `y`"}));
+  // Any other backslash in double quotes stays, as in a POSIX shell.
+  EXPECT_EQ(split_command_line(R"(say "a\nb\'c")"), (Words{"say", R"(a\nb\'c)"}));
+  EXPECT_EQ(split_command_line(R"(say "two  blanks 'and' quotes")"), (Words{"say", "two  blanks 'and' quotes"}));
+}
+
+TEST(SplitCommandLine, BackslashOutsideQuotesEscapesTheNextCharacter) {
+  EXPECT_EQ(split_command_line(R"(ls a\ b c\'d \"e\" f\\g)"), (Words{"ls", "a b", "c'd", "\"e\"", R"(f\g)"}));
+}
+
+TEST(SplitCommandLine, QuotedPiecesJoinTheirWord) {
+  EXPECT_EQ(split_command_line(R"(--prompt="The capital"' of France' x)"),
+            (Words{"--prompt=The capital of France", "x"}));
+}
+
+TEST(SplitCommandLine, EmptyQuotedWordIsKept) {
+  EXPECT_EQ(split_command_line(R"(prog "" x)"), (Words{"prog", "", "x"}));
+  EXPECT_EQ(split_command_line("prog '' x"), (Words{"prog", "", "x"}));
+  EXPECT_EQ(split_command_line(R"(prog "")"), (Words{"prog", ""}));
+  EXPECT_EQ(split_command_line(R"("")"), (Words{""}));
+}
+
+TEST(SplitCommandLine, UnclosedQuotesAndTrailingBackslashAreUsageErrors) {
+  EXPECT_EQ(split_error("echo 'abc"), "the command has an unclosed ' quote");
+  EXPECT_EQ(split_error("echo \"abc"), "the command has an unclosed \" quote");
+  EXPECT_EQ(split_error(R"(echo "abc\")"), "the command has an unclosed \" quote");
+  EXPECT_EQ(split_error(R"(echo "abc\)"), "the command has an unclosed \" quote");
+  EXPECT_EQ(split_error(R"(echo abc\)"), "the command ends in a backslash");
+  EXPECT_EQ(split_error("\\"), "the command ends in a backslash");
+}
+
+TEST(SplitCommandLine, EmptyTextIsAUsageError) {
+  EXPECT_EQ(split_error(""), "the command is empty");
+  EXPECT_EQ(split_error(" \t\n "), "the command is empty");
+}
+
+TEST(ParseOutputReader, LlamaBenchFormats) {
+  v1::OutputReader reader = parse_output_reader("llama-bench-json");
+  EXPECT_EQ(reader.format(), v1::OUTPUT_FORMAT_LLAMA_BENCH_JSON);
+  EXPECT_EQ(reader.expression(), "");
+  reader = parse_output_reader("llama-bench-jsonl:avg_ts");
+  EXPECT_EQ(reader.format(), v1::OUTPUT_FORMAT_LLAMA_BENCH_JSONL);
+  EXPECT_EQ(reader.expression(), "avg_ts");
+  reader = parse_output_reader("llama-bench-jsonl");
+  EXPECT_EQ(reader.format(), v1::OUTPUT_FORMAT_LLAMA_BENCH_JSONL);
+  EXPECT_EQ(reader.expression(), "");
+}
+
+TEST(ParseOutputReader, JsonPointer) {
+  const v1::OutputReader reader = parse_output_reader("json-pointer:/a/0");
+  EXPECT_EQ(reader.format(), v1::OUTPUT_FORMAT_JSON_POINTER);
+  EXPECT_EQ(reader.expression(), "/a/0");
+}
+
+TEST(ParseOutputReader, RegexKeepsEverythingAfterTheFirstColon) {
+  v1::OutputReader reader = parse_output_reader("regex:([0-9.]+) t/s");
+  EXPECT_EQ(reader.format(), v1::OUTPUT_FORMAT_REGEX);
+  EXPECT_EQ(reader.expression(), "([0-9.]+) t/s");
+  reader = parse_output_reader("regex:eval: ([0-9.]+)");
+  EXPECT_EQ(reader.expression(), "eval: ([0-9.]+)");
+}
+
+TEST(ParseOutputReader, BadReadersAreUsageErrors) {
+  const std::string forms = "is not an output reader: llama-bench-json[:FIELD], llama-bench-jsonl[:FIELD], "
+                            "json-pointer:/PATH or regex:EXPR";
+  EXPECT_EQ(reader_error("csv"), "'csv' " + forms);
+  EXPECT_EQ(reader_error("csv:/a"), "'csv:/a' " + forms);
+  EXPECT_EQ(reader_error(""), "'' " + forms);
+  EXPECT_EQ(reader_error("JSON-POINTER:/a"), "'JSON-POINTER:/a' " + forms);
+  EXPECT_EQ(reader_error(":/a"), "':/a' " + forms);
+  const std::string regex = reader_error("regex:([");
+  EXPECT_EQ(regex.rfind("bad regex \"([\": ", 0), 0u) << regex;
+  EXPECT_EQ(reader_error("regex"), "a regex reader needs an expression");
+  EXPECT_EQ(reader_error("regex:"), "a regex reader needs an expression");
+  EXPECT_EQ(reader_error("json-pointer:a"), "bad JSON pointer \"a\" (it starts with '/', e.g. /results/0/tps)");
+}
+
+TEST(ParseEnvToggle, VariableAndTwoValues) {
+  v1::CommandSpec command;
+  parse_env_toggle("MINFER_MMQ=1|0", &command);
+  EXPECT_EQ(command.toggle(), v1::COMMAND_TOGGLE_ENV);
+  EXPECT_EQ(command.variable(), "MINFER_MMQ");
+  EXPECT_EQ(command.value_a(), "1");
+  EXPECT_EQ(command.value_b(), "0");
+
+  v1::CommandSpec other;
+  parse_env_toggle("X=a|b", &other);
+  EXPECT_EQ(other.toggle(), v1::COMMAND_TOGGLE_ENV);
+  EXPECT_EQ(other.variable(), "X");
+  EXPECT_EQ(other.value_a(), "a");
+  EXPECT_EQ(other.value_b(), "b");
+}
+
+TEST(ParseEnvToggle, MalformedTogglesAreUsageErrors) {
+  for (const char* bad : {"X=1", "=1|0", "X", "", "X|1=0", "X1|0", "|="}) {
+    EXPECT_EQ(toggle_error(bad), std::string("--toggle: '") + bad + "' is not VAR=a|b (e.g. MINFER_MMQ=1|0)") << bad;
+  }
+  EXPECT_EQ(toggle_error("X=1|1"), "--toggle: the two values are the same");
+  EXPECT_EQ(toggle_error("X=|"), "--toggle: the two values are the same");
 }
 
 }  // namespace
