@@ -27,15 +27,20 @@ std::string excerpt(std::string_view text) {
   throw OutputReadError(describe_reader(reader) + ": " + why + "; stdout was " + excerpt(printed));
 }
 
-/// stdout as one JSON document; programs that log a line before their JSON are read from the first
-/// '{' or '['.
+/// stdout as one JSON document; programs that log lines before their JSON are read from the first
+/// line that starts with '{' or '[' and parses to the end ("[info] loading" lines are passed over).
 json parse_document(const v1::OutputReader& reader, std::string_view printed) {
   json doc = json::parse(printed.begin(), printed.end(), nullptr, false);
   if (!doc.is_discarded()) return doc;
-  const size_t start = printed.find_first_of("{[");
-  if (start != std::string_view::npos) {
-    doc = json::parse(printed.begin() + long(start), printed.end(), nullptr, false);
-    if (!doc.is_discarded()) return doc;
+  for (size_t line = 0; line < printed.size();) {
+    const size_t start = printed.find_first_not_of(" \t", line);
+    if (start != std::string_view::npos && (printed[start] == '{' || printed[start] == '[')) {
+      doc = json::parse(printed.begin() + long(start), printed.end(), nullptr, false);
+      if (!doc.is_discarded()) return doc;
+    }
+    const size_t next = printed.find('\n', line);
+    if (next == std::string_view::npos) break;
+    line = next + 1;
   }
   fail(reader, "stdout is not a JSON document", printed);
 }

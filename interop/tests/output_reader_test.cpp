@@ -65,6 +65,8 @@ TEST(ReadFigure, PointerThatNamesNothingIsNamedInTheError) {
 TEST(ReadFigure, LogLinesBeforeTheJsonAreSkipped) {
   EXPECT_DOUBLE_EQ(read_figure(pointer("/tps"), "loading model: done\nwarmup 3 runs\n{\"tps\": 7.5}\n"), 7.5);
   EXPECT_DOUBLE_EQ(read_figure(pointer("/0/tps"), "starting\n[{\"tps\": 11}]\n"), 11.0);
+  // A log line with a bracket is passed over: the document is the first line that parses to the end.
+  EXPECT_DOUBLE_EQ(read_figure(pointer("/tps"), "[info] loading {7 tensors}\n{\"tps\": 9}\n"), 9.0);
 }
 
 TEST(ReadFigure, StdoutThatIsNotJson) {

@@ -197,6 +197,45 @@ TEST_F(CommandModeTest, CommandsAreRefusedUnlessAllowedAndTokenHeld) {
   EXPECT_NE(why.find("--auth-token-file"), std::string::npos) << why;
 }
 
+TEST_F(CommandModeTest, CompareAndRemeasureWorkOnCommandJobs) {
+  // A quiet GPU, replayed, so a re-measure has a quiet window to start in.
+  const std::string trace = d_.dir() + "/quiet.jsonl";
+  {
+    std::ofstream out(trace);
+    for (int t = 0; t <= 1000; t += 100)
+      out << R"({"t_ms":)" << t
+          << R"(,"device_util":0,"sm_clock_mhz":1980,"max_sm_clock_mhz":1980,"clock_event_reasons":0,"foreign":[]})"
+          << "\n";
+  }
+  start_daemon({"--replay-samples", trace, "--quiet-hold", "1"});
+  const std::string v1 = script("v1.sh", "echo \"[{\\\"avg_ts\\\": 100.$$}]\"\n");
+  const std::string v2 = script("v2.sh", "echo \"[{\\\"avg_ts\\\": 120.$$}]\"\n");
+  const json first = run_to_end("--run " + v1 + " --commit c1");
+  const CliResult r = d_.cli("--token-file " + token_ + " --json command --name eng --max-pairs 4 --commit c2 --run " + v2);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const int64_t second = as_int(json_data(r, "submission")["job_id"]);
+  d_.cli("watch " + std::to_string(second));
+  ASSERT_EQ(state_of(first), "JOB_STATE_DONE") << first.dump(2);
+  // Two command builds of one name compare like kernel builds: v2's MINFER_MMQ=1 arm is 1.2x v1's.
+  const std::string b1 = std::to_string(as_int(first["build"]["id"]));
+  const std::string b2 = std::to_string(as_int(show(d_, second)["build"]["id"]));
+  const CliResult compared = d_.cli("--json compare " + b2 + " " + b1 + " --profile command");
+  EXPECT_EQ(compared.code, 0) << compared.err << compared.out;
+  const json rows = json_data(compared, "compare")["rows"];
+  ASSERT_EQ(rows.size(), 2u) << compared.out;  // one series per arm: MINFER_MMQ=1 and MINFER_MMQ=0
+  for (const json& row : rows) EXPECT_NEAR(row["ratio"].get<double>(), 1.2, 0.01) << row.dump();
+  // A re-measure runs the same command again, in a quiet window.
+  const CliResult again = d_.cli("--token-file " + token_ + " --json remeasure " + std::to_string(as_int(first["id"])) +
+                                 " --deadline 60s");
+  ASSERT_EQ(again.code, 0) << again.err;
+  const int64_t redo = as_int(json_data(again, "remeasure")["jobs"][0]["id"]);
+  d_.cli("watch " + std::to_string(redo));
+  const json redone = show(d_, redo);
+  EXPECT_EQ(state_of(redone), "JOB_STATE_DONE") << redone.dump(2);
+  EXPECT_EQ(redone["spec"]["kind"], "JOB_KIND_COMMAND");
+  EXPECT_NEAR(redone["verdict"]["arm_a"]["tokens_per_s"].get<double>(), 100, 1.5) << redone.dump(2);
+}
+
 TEST_F(CommandModeTest, QgatePrefillIsGatedMmqAgainstF16WithIdenticalTokens) {
   start_daemon();
   const std::string model = d_.dir() + "/tiny.gguf";
