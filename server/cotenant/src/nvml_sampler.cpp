@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <iterator>
 #include <map>
+#include <sstream>
 #include <vector>
 
 #include "qgate/nvml/nvml_loader.h"
@@ -99,6 +101,18 @@ std::string process_name(const std::string& proc_root, int pid) {
   return "pid" + std::to_string(pid);
 }
 
+/// The process group of `pid` from /proc/<pid>/stat ("pid (comm) state ppid pgrp ..."), 0 when unknown.
+int process_group(const std::string& proc_root, int pid) {
+  std::ifstream stat(proc_root + "/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const auto close = text.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream rest(text.substr(close + 1));
+  std::string state;
+  int ppid = 0, pgrp = 0;
+  return rest >> state >> ppid >> pgrp ? pgrp : 0;
+}
+
 // Calls a "fill an array, or say how big it must be" NVML function until the array is big enough.
 // Returns the call's final code; `items` holds what it filled.
 template <typename T, typename Call>
@@ -116,6 +130,21 @@ nvmlReturn_t fill_array(std::vector<T>& items, Call call) {
 }
 
 }  // namespace
+
+bool NvmlSampler::is_own(const std::set<int>& own_pids, int pid) {
+  if (own_pids.contains(pid)) return true;
+  // What an own process starts (a command arm's program) stays in its process group, whose leader
+  // is the own worker. Remembered, so a program that has exited but still shows in the window's
+  // utilization samples is still known.
+  if (const auto seen = own_group_of_.find(pid); seen != own_group_of_.end()) return own_pids.contains(seen->second);
+  const int group = process_group(options_.proc_root, pid);
+  if (group > 0 && group != pid && own_pids.contains(group)) {
+    if (own_group_of_.size() > 4096) own_group_of_.clear();
+    own_group_of_[pid] = group;
+    return true;
+  }
+  return false;
+}
 
 std::optional<Sample> NvmlSampler::read(const std::set<int>& own_pids) {
   std::lock_guard lock(mutex_);
@@ -215,7 +244,7 @@ std::optional<Sample> NvmlSampler::read(const std::set<int>& own_pids) {
       std::set<int> listed;
       for (const auto& info : processes) {
         const int pid = static_cast<int>(info.pid);
-        if (own_pids.contains(pid) || !listed.insert(pid).second) continue;
+        if (is_own(own_pids, pid) || !listed.insert(pid).second) continue;
         ForeignProcess process;
         process.pid = pid;
         process.name = process_name(options_.proc_root, pid);
@@ -229,7 +258,7 @@ std::optional<Sample> NvmlSampler::read(const std::set<int>& own_pids) {
       // A process that ran kernels in the window but has left the compute list (or is a graphics
       // context) still used the SMs during the run: keep it.
       for (const auto& [pid, sm] : sm_by_pid) {
-        if (own_pids.contains(pid) || listed.contains(pid) || sm <= 0.0) continue;
+        if (listed.contains(pid) || sm <= 0.0 || is_own(own_pids, pid)) continue;
         sample.foreign.push_back({pid, process_name(options_.proc_root, pid), std::nullopt, sm});
       }
     } else {

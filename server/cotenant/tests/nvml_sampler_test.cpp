@@ -119,6 +119,34 @@ TEST_F(FakeNvmlTest, ReadsEveryFigureAndLeavesOwnPidsOut) {
   EXPECT_LT(now_us - last_seen, 250'000 + 5'000'000);
 }
 
+TEST_F(FakeNvmlTest, WhatAnOwnWorkerStartsIsOwnEvenAfterItExits) {
+  // 888 is a command arm's program: in the process group of worker 777 (/proc/888/stat's pgrp).
+  std::filesystem::create_directories(proc_root_ / "888");
+  std::ofstream(proc_root_ / "888" / "comm") << "minfer\n";
+  std::ofstream(proc_root_ / "888" / "stat") << "888 (minfer bench) S 777 777 777 0 -1 4194560 0 0\n";
+  std::filesystem::create_directories(proc_root_ / "999");
+  std::ofstream(proc_root_ / "999" / "stat") << "999 (other) S 1 999 999 0 -1 4194560 0 0\n";
+  fake_.add_process(777, 1ull << 30, 1);
+  fake_.add_process(888, 8ull << 30, 90);
+  fake_.add_process(999, 1ull << 30, 50);  // a group of its own: foreign
+  ManualClock clock(1'000);
+  NvmlSampler sampler(options_, clock);
+  auto sample = sampler.read({777});
+  ASSERT_TRUE(sample.has_value());
+  ASSERT_EQ(sample->foreign.size(), 1u);
+  EXPECT_EQ(sample->foreign[0].pid, 999);
+  // The program exits (its /proc entry goes) but NVML still lists it: still own, not a co-tenant.
+  std::filesystem::remove_all(proc_root_ / "888");
+  sample = sampler.read({777});
+  ASSERT_TRUE(sample.has_value());
+  ASSERT_EQ(sample->foreign.size(), 1u);
+  EXPECT_EQ(sample->foreign[0].pid, 999);
+  // Once its worker is no longer own, neither is it.
+  sample = sampler.read({});
+  ASSERT_TRUE(sample.has_value());
+  EXPECT_EQ(sample->foreign.size(), 3u);
+}
+
 TEST_F(FakeNvmlTest, NoUtilisationSamplesMeansZeroPercentNotUnknown) {
   fake_.add_process(4242, 1 << 20, 50);
   fake_.set("fake_nvml_set_utilization_status", 6);  // NVML_ERROR_NOT_FOUND

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -40,6 +41,8 @@ class NvmlSampler final : public Sampler {
 
  private:
   struct Nvml;
+  /// In `own_pids`, or in the process group of one of them (a program an own worker started).
+  bool is_own(const std::set<int>& own_pids, int pid);
   NvmlSamplerOptions options_;
   const Clock& clock_;
   std::unique_ptr<Nvml> nvml_;
@@ -48,6 +51,7 @@ class NvmlSampler final : public Sampler {
   std::string name_;
   mutable std::mutex mutex_;
   std::string last_error_;
+  std::map<int, int> own_group_of_;  // pids found in an own process group -> that group
 };
 
 }  // namespace qgate::cotenant
