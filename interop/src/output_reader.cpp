@@ -82,7 +82,7 @@ json pointed_value(const v1::OutputReader& reader, std::string_view printed, con
 
 /// The regex's first capture group, else its whole match.
 std::string matched_text(const v1::OutputReader& reader, std::string_view printed) {
-  const std::regex re(reader.expression(), std::regex::ECMAScript);
+  const std::regex re(reader.expression(), std::regex::ECMAScript | std::regex::multiline);
   std::match_results<std::string_view::const_iterator> m;
   if (!std::regex_search(printed.begin(), printed.end(), m, re)) fail(reader, "no match", printed);
   return m.size() > 1 && m[1].matched ? m[1].str() : m[0].str();
@@ -121,7 +121,7 @@ std::string check_reader(const v1::OutputReader& reader) {
     case v1::OUTPUT_FORMAT_REGEX:
       if (reader.expression().empty()) return "a regex reader needs an expression";
       try {
-        std::regex re(reader.expression(), std::regex::ECMAScript);
+        std::regex re(reader.expression(), std::regex::ECMAScript | std::regex::multiline);
       } catch (const std::regex_error& e) {
         return "bad regex \"" + reader.expression() + "\": " + e.what();
       }

@@ -1,6 +1,6 @@
 // Reading what a program printed: its tok/s figure and the output a command job compares across
 // arms. Four ways in (v1::OutputFormat): an RFC 6901 JSON pointer into stdout, an ECMAScript regex
-// (its first capture group, else the whole match), and llama-bench's `-o json` / `-o jsonl` (the
+// (its first capture group, else the whole match; ^ and $ match at line ends), and llama-bench's `-o json` / `-o jsonl` (the
 // first test's field: avg_ts for the figure, "tokens" for the output, unless the expression names
 // another field).
 #pragma once
