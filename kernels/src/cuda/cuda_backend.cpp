@@ -4,7 +4,11 @@
 //             run = quantize activations (activation_quant.cu) + MMQ GEMM (mmq_gemm.cu).
 //   f16 path: weights dequantized on the host (qgate::quant, the same decoder the reference uses)
 //             and uploaded as a resident f16 copy + f16 activation scratch;
-//             run = f32->f16 conversion + f16 tensor-core GEMM (f16_gemm.cu).
+//             run = f32->f16 conversion + the f16 GEMM: qgate's own tensor-core kernel (f16_gemm.cu),
+//             or with QGATE_REF_F16_GEMM=cublaslt cuBLASLt's (f32 accumulation, dlopen'ed), as an
+//             engine calls it on dequantized weights. Not the default: libcublasLt keeps ~144 MiB
+//             of host memory after every GEMM and the context are released (it cannot be unloaded),
+//             which the leak judge reports (bench/RESULTS.md, 2026-12-01).
 // Host C++ only (built by the host compiler); kernels are reached through cuda/launchers.h.
 // Every entry point calls cudaSetDevice first: the worker may call from threads of its own.
 // One PreparedGemm owns one activation scratch, so its runs must be ordered (one stream, or the
@@ -13,12 +17,16 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
 #include <cstdint>
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include "cuda/launchers.h"
+#include "qgate/cuda/cublaslt_baseline.h"
 #include "detail/gemm_backend.h"
 #include "qgate/quant/half.h"
 #include "qgate/quant/quantize.h"
@@ -56,11 +64,13 @@ constexpr int64_t kF16TileRows = 128;
 class CudaPreparedGemm final : public PreparedGemm {
  public:
   CudaPreparedGemm(int device, GemmPath path, quant::WeightType type, int64_t od, int64_t k,
-                   int64_t max_nt, void* weights, void* scratch, int64_t resident)
+                   int64_t max_nt, void* weights, void* scratch, int64_t resident,
+                   std::unique_ptr<cuda::CublasLtF16Gemm> cublaslt)
       : device_(device), path_(path), type_(type), od_(od), k_(k), max_nt_(max_nt),
-        weights_(weights), scratch_(scratch), resident_(resident) {}
+        weights_(weights), scratch_(scratch), resident_(resident), cublaslt_(std::move(cublaslt)) {}
 
   ~CudaPreparedGemm() override {
+    cublaslt_.reset();  // its handle and workspace, before the device memory goes
     // Errors are ignored on purpose: at process exit the runtime may already be unloading.
     if (cudaSetDevice(device_) == cudaSuccess) {
       cudaFree(weights_);
@@ -93,6 +103,18 @@ class CudaPreparedGemm final : public PreparedGemm {
     } else {
       step = "f32->f16 conversion";
       rc = cuda::launch_f32_to_f16(x, scratch_, nt * k_, stream);
+      if (rc == 0 && cublaslt_) {
+        // cuBLASLt's plan is per nt; a plan it cannot make sends this GEMM to the kernel for good.
+        std::string why;
+        if (nt != cublaslt_nt_) why = cublaslt_->prepare(nt, od_, k_);
+        if (why.empty()) {
+          cublaslt_nt_ = nt;
+          why = cublaslt_->run(scratch_, weights_, y, stream);
+          if (why.empty()) return CallResult::ok();
+          return CallResult::fail(QGATE_ERR_BACKEND, "cuBLASLt f16 GEMM failed: " + why);
+        }
+        cublaslt_.reset();
+      }
       if (rc == 0) {
         step = "f16 GEMM";
         rc = cuda::launch_f16_gemm(scratch_, weights_, nt, od_, k_, y, stream);
@@ -116,6 +138,8 @@ class CudaPreparedGemm final : public PreparedGemm {
   void* weights_;
   void* scratch_;
   int64_t resident_;
+  std::unique_ptr<cuda::CublasLtF16Gemm> cublaslt_;  // the f16 path's GEMM when loaded
+  int64_t cublaslt_nt_ = 0;                           // the nt its plan was made for
 };
 
 class CudaBackend final : public GemmBackend {
@@ -188,11 +212,23 @@ class CudaBackend final : public GemmBackend {
       release();
       return CallResult::fail(QGATE_ERR_BACKEND, "uploading the weights failed: " + cuda_message(e));
     }
-    *out = std::make_unique<CudaPreparedGemm>(device_, path_, type, od, k, max_nt, weights, scratch, total);
+    std::unique_ptr<cuda::CublasLtF16Gemm> cublaslt;
+    if (!mmq && cublaslt_f16_asked()) {
+      std::string why;
+      cublaslt = cuda::CublasLtF16Gemm::load(&why);  // null (the kernel serves) when it cannot load
+      (void)cudaGetLastError();
+    }
+    *out = std::make_unique<CudaPreparedGemm>(device_, path_, type, od, k, max_nt, weights, scratch, total,
+                                              std::move(cublaslt));
     return CallResult::ok();
   }
 
  private:
+  static bool cublaslt_f16_asked() {
+    const char* choice = std::getenv("QGATE_REF_F16_GEMM");
+    return choice != nullptr && std::strcmp(choice, "cublaslt") == 0;
+  }
+
   // Dequantizes row by row into f16 and uploads in slices of ~32 M elements, so host memory stays
   // bounded whatever the matrix size.
   static cudaError_t upload_f16(quant::WeightType type, int64_t od, int64_t k, const uint8_t* src,
