@@ -4,11 +4,12 @@
 //             run = quantize activations (activation_quant.cu) + MMQ GEMM (mmq_gemm.cu).
 //   f16 path: weights dequantized on the host (qgate::quant, the same decoder the reference uses)
 //             and uploaded as a resident f16 copy + f16 activation scratch;
-//             run = f32->f16 conversion + the f16 GEMM: qgate's own tensor-core kernel (f16_gemm.cu),
-//             or with QGATE_REF_F16_GEMM=cublaslt cuBLASLt's (f32 accumulation, dlopen'ed), as an
-//             engine calls it on dequantized weights. Not the default: libcublasLt keeps ~144 MiB
-//             of host memory after every GEMM and the context are released (it cannot be unloaded),
-//             which the leak judge reports (bench/RESULTS.md, 2026-12-01).
+//             run = f32->f16 conversion + the f16 GEMM: cuBLASLt's (f32 accumulation, dlopen'ed),
+//             as an engine calls it on dequantized weights; qgate's own tensor-core kernel
+//             (f16_gemm.cu) when libcublasLt cannot be loaded, or with QGATE_REF_F16_GEMM=kernel.
+//             cuBLASLt is loaded, and one small GEMM run, when the f16 context is created: the
+//             library cannot be unloaded and keeps ~144 MiB of host memory, so it is set up once
+//             per process, before the worker's first memory reading, never per GEMM.
 // Host C++ only (built by the host compiler); kernels are reached through cuda/launchers.h.
 // Every entry point calls cudaSetDevice first: the worker may call from threads of its own.
 // One PreparedGemm owns one activation scratch, so its runs must be ordered (one stream, or the
@@ -142,9 +143,33 @@ class CudaPreparedGemm final : public PreparedGemm {
   int64_t cublaslt_nt_ = 0;                           // the nt its plan was made for
 };
 
+/// The f16 path's cuBLASLt, loaded and run once on a small GEMM so that everything it loads (the
+/// library, its handle, the first kernels) is loaded when the context is created. Null when it
+/// cannot be (the own kernel then serves) or when QGATE_REF_F16_GEMM=kernel.
+std::unique_ptr<cuda::CublasLtF16Gemm> prime_cublaslt() {
+  const char* choice = std::getenv("QGATE_REF_F16_GEMM");
+  if (choice != nullptr && std::strcmp(choice, "kernel") == 0) return nullptr;
+  std::string why;
+  auto lt = cuda::CublasLtF16Gemm::load(&why);
+  if (!lt) return nullptr;
+  constexpr int64_t kNt = 16, kOd = 256, kK = 256;
+  void *x = nullptr, *w = nullptr, *y = nullptr;
+  bool ok = cudaMalloc(&x, kNt * kK * 2) == cudaSuccess && cudaMalloc(&w, kOd * kK * 2) == cudaSuccess &&
+            cudaMalloc(&y, kNt * kOd * 4) == cudaSuccess;
+  ok = ok && cudaMemset(x, 0, kNt * kK * 2) == cudaSuccess && cudaMemset(w, 0, kOd * kK * 2) == cudaSuccess;
+  ok = ok && lt->prepare(kNt, kOd, kK).empty() && lt->run(x, w, static_cast<float*>(y), nullptr).empty();
+  ok = ok && cudaDeviceSynchronize() == cudaSuccess;
+  cudaFree(x);
+  cudaFree(w);
+  cudaFree(y);
+  (void)cudaGetLastError();
+  return ok ? std::move(lt) : nullptr;
+}
+
 class CudaBackend final : public GemmBackend {
  public:
-  CudaBackend(GemmPath path, int device) : path_(path), device_(device) {}
+  CudaBackend(GemmPath path, int device)
+      : path_(path), device_(device), primer_(path == GemmPath::f16 ? prime_cublaslt() : nullptr) {}
 
   CallResult prepare(quant::WeightType type, int64_t od, int64_t k, const void* weight_blocks,
                      int64_t max_nt, std::unique_ptr<PreparedGemm>* out) override {
@@ -213,7 +238,7 @@ class CudaBackend final : public GemmBackend {
       return CallResult::fail(QGATE_ERR_BACKEND, "uploading the weights failed: " + cuda_message(e));
     }
     std::unique_ptr<cuda::CublasLtF16Gemm> cublaslt;
-    if (!mmq && cublaslt_f16_asked()) {
+    if (!mmq && primer_) {
       std::string why;
       cublaslt = cuda::CublasLtF16Gemm::load(&why);  // null (the kernel serves) when it cannot load
       (void)cudaGetLastError();
@@ -224,10 +249,6 @@ class CudaBackend final : public GemmBackend {
   }
 
  private:
-  static bool cublaslt_f16_asked() {
-    const char* choice = std::getenv("QGATE_REF_F16_GEMM");
-    return choice != nullptr && std::strcmp(choice, "cublaslt") == 0;
-  }
 
   // Dequantizes row by row into f16 and uploads in slices of ~32 M elements, so host memory stays
   // bounded whatever the matrix size.
@@ -252,6 +273,7 @@ class CudaBackend final : public GemmBackend {
 
   GemmPath path_;
   int device_;
+  std::unique_ptr<cuda::CublasLtF16Gemm> primer_;  // set when the f16 path runs on cuBLASLt
 };
 
 }  // namespace

@@ -132,6 +132,13 @@ BuildContext* ParityRunner::context_for(int path, std::string* error) {
   }
 }
 
+void ParityRunner::open_contexts(const std::vector<int>& paths) {
+  for (int path : paths) {
+    std::string error;
+    context_for(path, &error);
+  }
+}
+
 void ParityRunner::release_contexts() {
   contexts_.clear();
   context_errors_.clear();

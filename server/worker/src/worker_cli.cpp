@@ -308,7 +308,9 @@ int cmd_parity(const CommonOptions& o, const ParityCommand& cmd) {
   v1::WorkerSummary summary;
   ParityRunner runner(*s.build, *s.device, o.threads);
   // Each case releases its GEMM and buffers; the contexts go after the last case. What the build
-  // holds after that, against this reading, is what it kept.
+  // holds after that, against this reading, is what it kept. The contexts are opened before it, so
+  // what a build sets up once (a library it loads and cannot unload) is not counted as kept.
+  runner.open_contexts(po.paths);
   *summary.mutable_memory_before() = read_memory(*s.device);
   runner.run(po, cases, [&](const v1::ParityCase& c) {
     v1::WorkerRecord r;

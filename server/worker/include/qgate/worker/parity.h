@@ -80,6 +80,9 @@ class ParityRunner {
   /// Destroys the build contexts the cases created (they are created again when needed), so a
   /// memory reading after the sweep holds nothing of the build's.
   void release_contexts();
+  /// Creates the contexts of `paths` now (a failure is kept and reported by run()), so that what a
+  /// build sets up once per context (loading a library) is in place before a memory reading.
+  void open_contexts(const std::vector<int>& paths);
 
  private:
   BuildContext* context_for(int path, std::string* error);
