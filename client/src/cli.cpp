@@ -162,6 +162,8 @@ struct TrendOptions {
   bool include_contended = false;
   bool changes = false;  // trend --changes
   int limit = 0;
+  std::int64_t job = 0;   // trend --job: that job's runs, one point each
+  bool raw_runs = false;  // export: one point per run
   std::string format;
   std::string output;
 };
@@ -431,6 +433,8 @@ void Cli::define() {
                   "also runs measured under co-tenant load");
   trend->add_option("--limit", trend_.limit, "at most this many points")
       ->check(whole_number(true));
+  trend->add_option("--job", trend_.job, "that job's runs, one row each, instead of per-job points")
+      ->check(whole_number(false));
   trend->add_flag("--changes", trend_.changes,
                   "also where each series' speed moved (change points over its builds' quiet runs)");
   handlers_[trend] = [this] { return cmd_trend(); };
@@ -852,6 +856,8 @@ v1::QueryTrendRequest Cli::trend_request(std::int64_t default_since_ms) const {
   request.set_build_glob(trend_.build_glob);
   request.set_include_contended(trend_.include_contended);
   request.set_limit(trend_.limit);
+  request.set_job_id(trend_.job);
+  request.set_raw_runs(trend_.raw_runs);
   request.set_since_unix_ms(trend_.since.empty() ? default_since_ms
                                                  : parse_since(trend_.since, now_unix_ms()));
   return request;
@@ -987,6 +993,7 @@ int Cli::cmd_import() {
 }
 
 int Cli::cmd_export() {
+  trend_.raw_runs = true;  // export writes runs, not per-job points
   const auto request = trend_request(0);  // export defaults to all of history
   HarnessClient client = connect();
   const auto response = client.query_trend(request);

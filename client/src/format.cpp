@@ -616,15 +616,29 @@ std::vector<TrendGroup> group_trend(const std::vector<v1::TrendPoint>& points) {
     return a->started_unix_ms() < b->started_unix_ms();
   });
   std::vector<TrendGroup> groups;
-  std::map<std::tuple<std::string, std::string, std::string>, std::size_t> index;
+  std::map<std::tuple<std::string, std::string, std::string, std::string>, std::size_t> index;
   for (const auto* p : sorted) {
-    auto key = std::make_tuple(p->build_name(), p->path(), p->backend());
+    auto key = std::make_tuple(p->build_name(), p->path(), p->backend(), p->gpu_name());
     auto [it, added] = index.try_emplace(key, groups.size());
-    if (added) groups.push_back({p->build_name(), p->path(), p->backend(), {}, {}, 0});
+    if (added) {
+      TrendGroup group;
+      group.build = p->build_name();
+      group.path = p->path();
+      group.backend = p->backend();
+      group.gpu_name = p->gpu_name();
+      group.low = group.high = p->tokens_per_s();
+      groups.push_back(std::move(group));
+    }
     TrendGroup& g = groups[it->second];
     g.tokens_per_s.push_back(p->tokens_per_s());
     g.contended.push_back(p->contended());
-    g.last_unix_ms = p->started_unix_ms();
+    g.last_unix_ms = std::max(p->started_unix_ms(), p->last_unix_ms());
+    // A point from a daemon that sends no count is one run.
+    const bool summary = p->runs() > 0;
+    g.runs += summary ? p->runs() : 1;
+    g.contended_runs += summary ? p->contended_runs() : (p->contended() ? 1 : 0);
+    g.low = std::min(g.low, summary ? p->tokens_per_s_low() : p->tokens_per_s());
+    g.high = std::max(g.high, summary ? p->tokens_per_s_high() : p->tokens_per_s());
   }
   return groups;
 }
@@ -642,21 +656,18 @@ std::string format_import(const v1::ImportResultsResponse& response, const std::
 
 std::string format_trend(const std::vector<v1::TrendPoint>& points) {
   if (points.empty()) return "no runs match\n";
-  Table table{{"BUILD", "PATH", "BACKEND", "RUNS", "MEDIAN tok/s", "MIN", "MAX", "LAST", "TREND"},
-              {false, false, false, true, true, true, true, false, false},
+  Table table{{"BUILD", "PATH", "BACKEND", "GPU", "RUNS", "MEDIAN tok/s", "MIN", "MAX", "LAST", "TREND"},
+              {false, false, false, false, true, true, true, true, false, false},
               {}};
-  int contended_total = 0;
+  std::int64_t contended_total = 0;
   for (const auto& g : group_trend(points)) {
-    const int contended =
-        static_cast<int>(std::count(g.contended.begin(), g.contended.end(), true));
-    contended_total += contended;
+    contended_total += g.contended_runs;
     const auto [lo, hi] = std::minmax_element(g.tokens_per_s.begin(), g.tokens_per_s.end());
-    std::string runs = std::to_string(g.tokens_per_s.size());
-    if (contended > 0) runs += fmt::format(" ({}*)", contended);
-    table.rows.push_back({g.build, g.path.empty() ? "-" : g.path,
-                          g.backend.empty() ? "-" : g.backend, runs,
-                          format_tokens_per_s(median(g.tokens_per_s)), format_tokens_per_s(*lo),
-                          format_tokens_per_s(*hi), format_timestamp(g.last_unix_ms),
+    std::string runs = std::to_string(g.runs);
+    if (g.contended_runs > 0) runs += fmt::format(" ({}*)", g.contended_runs);
+    table.rows.push_back({g.build, g.path.empty() ? "-" : g.path, g.backend.empty() ? "-" : g.backend,
+                          g.gpu_name.empty() ? "-" : g.gpu_name, runs, format_tokens_per_s(median(g.tokens_per_s)),
+                          format_tokens_per_s(g.low), format_tokens_per_s(g.high), format_timestamp(g.last_unix_ms),
                           sparkline(g.tokens_per_s, *lo, *hi)});
   }
   std::string out = format_table(table);

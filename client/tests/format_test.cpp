@@ -251,6 +251,41 @@ TEST(Trend, GroupsByBuildPathBackendInTimeOrderAndMarksContended) {
   EXPECT_NE(text.find("* 1 contended run(s) included"), std::string::npos) << text;
 }
 
+TEST(Trend, SummaryPointsCountTheirRunsAndShowBackendAndGpu) {
+  // Two jobs' points for one build and series, one of them with contended runs included.
+  std::vector<v1::TrendPoint> points;
+  auto add = [&](std::int64_t t, double median, double low, double high, int runs, int contended) {
+    v1::TrendPoint p;
+    p.set_build_name("mmq-a");
+    p.set_path("mmq");
+    p.set_backend("cuda");
+    p.set_gpu_name("NVIDIA H200");
+    p.set_started_unix_ms(t);
+    p.set_last_unix_ms(t + 500);
+    p.set_tokens_per_s(median);
+    p.set_tokens_per_s_low(low);
+    p.set_tokens_per_s_high(high);
+    p.set_runs(runs);
+    p.set_contended_runs(contended);
+    p.set_contended(contended > 0);
+    points.push_back(p);
+  };
+  add(1'000, 400, 390, 410, 5, 0);
+  add(2'000, 420, 150, 430, 6, 2);
+  const auto groups = group_trend(points);
+  ASSERT_EQ(groups.size(), 1u);
+  EXPECT_EQ(groups[0].runs, 11);
+  EXPECT_EQ(groups[0].contended_runs, 2);
+  EXPECT_EQ(groups[0].low, 150);
+  EXPECT_EQ(groups[0].high, 430);
+  EXPECT_EQ(groups[0].last_unix_ms, 2'500);
+  const std::string text = format_trend(points);
+  EXPECT_NE(text.find("BACKEND  GPU"), std::string::npos) << text;
+  EXPECT_NE(text.find("cuda     NVIDIA H200"), std::string::npos) << text;
+  EXPECT_NE(text.find("11 (2*)"), std::string::npos) << text;
+  EXPECT_NE(text.find("* 2 contended run(s) included"), std::string::npos) << text;
+}
+
 TEST(Json, SixtyFourBitNumbersStayNumbersAndEnumsAreNamed) {
   v1::SubmitBuildResponse r;
   r.set_job_id(42);

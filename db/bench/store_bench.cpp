@@ -1,9 +1,11 @@
 // qgate-store-bench: fills a temporary SQLite store with a large synthetic history (default 1,000,000
-// runs over ~50 builds, 3 profiles, 8 weight types, each run with a sample and a co-tenant summary)
-// through the store's own API, then times trend queries and reports p50/p99 and the process max RSS.
+// runs over ~50 builds, 3 profiles, 8 weight types, each run with a sample and a co-tenant summary,
+// in jobs of kRunsPerJob runs with one profile and path each) through the store's own API, then times
+// trend queries over 30 days and over the whole year, both as raw runs (query_trend) and as trend
+// points from the write-time rollups (query_trend_summaries), and reports p50/p99 and max RSS.
 // A benchmark, not a test: it takes minutes at its default size.
 //
-//   qgate-store-bench [--runs N] [--builds N] [--queries N] [--db FILE] [--keep] [--json-out FILE]
+//   qgate-store-bench [--runs N] [--builds N] [--queries N] [--db FILE] [--keep] [--skip-raw] [--json-out FILE]
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -36,13 +38,14 @@ struct BenchOptions {
   int batch_size = 10'000;  // runs per transaction while filling
   std::string db_path;      // empty = a file in a fresh temporary directory
   bool keep = false;
+  bool skip_raw = false;    // time only the rollup points (max RSS without raw year-long queries)
   std::string json_out;
 };
 
 [[noreturn]] void usage_error(const std::string& message) {
   std::cerr << "qgate-store-bench: " << message << "\n"
             << "usage: qgate-store-bench [--runs N] [--builds N] [--queries N] [--db FILE] [--keep] "
-               "[--json-out FILE]\n";
+               "[--skip-raw] [--json-out FILE]\n";
   std::exit(2);
 }
 
@@ -68,6 +71,7 @@ BenchOptions parse_options(int argc, char** argv) {
     else if (arg == "--queries") options.queries = static_cast<int>(number());
     else if (arg == "--db") options.db_path = value();
     else if (arg == "--keep") options.keep = true;
+    else if (arg == "--skip-raw") options.skip_raw = true;
     else if (arg == "--json-out") options.json_out = value();
     else if (arg == "--help" || arg == "-h") usage_error("help");
     else usage_error(fmt::format("unknown option {}", arg));
@@ -88,6 +92,7 @@ double percentile(std::vector<double> values, double fraction) {
 constexpr std::array<const char*, 3> kProfiles{"llama-7b-q4_K_M", "llama-13b-q5_K_M", "mistral-7b-q8_0"};
 constexpr std::array<const char*, 8> kTypes{"q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q4_K", "q5_K", "q6_K"};
 constexpr std::array<const char*, 2> kPaths{"mmq", "f16"};
+constexpr int kRunsPerJob = 40;  // a gate's timed runs: one profile and path, the types mixed
 constexpr int kBuildNames = 10;  // 50 builds share 10 names: successive builds of each kernel
 constexpr std::int64_t kDayMs = 24LL * 3600 * 1000;
 constexpr std::int64_t kHistoryStartMs = 1'735'689'600'000;  // 2025-01-01, fixed for repeatability
@@ -131,6 +136,7 @@ int main(int argc, char** argv) {
     std::vector<qgate::db::RunBundle> batch;
     batch.reserve(static_cast<std::size_t>(options.batch_size));
     std::int64_t cotenant_sample_rows = 0;
+    RowId job_id = 0;
     for (std::int64_t i = 0; i < options.runs; ++i) {
       qgate::db::RunBundle bundle;
       qgate::db::Run& run = bundle.run;
@@ -139,11 +145,22 @@ int main(int argc, char** argv) {
           kHistoryStartMs + static_cast<std::int64_t>(static_cast<double>(i) / options.runs * kHistorySpanMs);
       const auto build_index = static_cast<std::size_t>(i * options.builds / options.runs);
       run.build_id = build_ids[build_index];
-      run.path = kPaths[i % kPaths.size()];
+      const std::int64_t job_index = i / kRunsPerJob;
+      if (i % kRunsPerJob == 0) {
+        qgate::db::Job job;
+        job.build_id = run.build_id;
+        job.profile = kProfiles[job_index % kProfiles.size()];
+        job.state = qgate::db::JobState::Done;
+        job.backend = "cuda";
+        job.created_ms = started;
+        job_id = store->create_job(job);
+      }
+      run.job_id = job_id;
+      run.path = kPaths[(job_index / kProfiles.size()) % kPaths.size()];
       run.arm = (i / 2) % 2 == 0 ? "A" : "B";
       run.pair_index = static_cast<int>(i / 2);
       run.seq = static_cast<int>(i % 2);
-      run.profile = kProfiles[random() % kProfiles.size()];
+      run.profile = kProfiles[job_index % kProfiles.size()];
       run.weight_type = kTypes[random() % kTypes.size()];
       run.started_ms = started;
       run.finished_ms = started + 900;
@@ -196,21 +213,35 @@ int main(int argc, char** argv) {
     const double fill_s = seconds_since(fill_start);
     const std::int64_t stored_runs = store->count_runs(std::nullopt);
 
-    // --- Trend queries: the CLI's and dashboard's typical asks over the last 30 days ---
-    std::vector<double> query_ms;
-    std::int64_t rows_returned = 0;
+    // --- Trend queries: the CLI's and dashboard's typical asks over the last 30 days and the year,
+    // as raw runs and as rollup points; the same queries (same seed) for both ---
     const std::int64_t history_end = kHistoryStartMs + kHistorySpanMs;
-    for (int q = 0; q < options.queries; ++q) {
-      qgate::db::TrendQuery query;
-      query.profile = kProfiles[random() % kProfiles.size()];
-      if (q % 4 != 3) query.weight_type = kTypes[random() % kTypes.size()];  // 1 in 4: all types
-      query.since_ms = history_end - 30 * kDayMs;
-      if (q % 2 == 0) query.build_name_glob = fmt::format("kern-{}*", random() % kBuildNames);
-      query.include_contended = (q % 5 == 0);
-      const auto start = std::chrono::steady_clock::now();
-      rows_returned += static_cast<std::int64_t>(store->query_trend(query).size());
-      query_ms.push_back(seconds_since(start) * 1000.0);
-    }
+    struct Timing {
+      std::vector<double> ms;
+      std::int64_t rows = 0;
+    };
+    auto time_queries = [&](std::int64_t span_ms, bool summaries) {
+      std::mt19937_64 query_random(20261201);
+      Timing timing;
+      for (int q = 0; q < options.queries; ++q) {
+        qgate::db::TrendQuery query;
+        query.profile = kProfiles[query_random() % kProfiles.size()];
+        if (q % 4 != 3) query.weight_type = kTypes[query_random() % kTypes.size()];  // 1 in 4: all types
+        query.since_ms = history_end - span_ms;
+        if (q % 2 == 0) query.build_name_glob = fmt::format("kern-{}*", query_random() % kBuildNames);
+        query.include_contended = (q % 5 == 0);
+        query.include_unknown = true;  // as QueryTrend asks
+        const auto start = std::chrono::steady_clock::now();
+        timing.rows += static_cast<std::int64_t>(summaries ? store->query_trend_summaries(query).size()
+                                                           : store->query_trend(query).size());
+        timing.ms.push_back(seconds_since(start) * 1000.0);
+      }
+      return timing;
+    };
+    const Timing points_30d = time_queries(30 * kDayMs, true);
+    const Timing points_year = time_queries(365 * kDayMs, true);
+    const Timing raw_30d = options.skip_raw ? Timing{} : time_queries(30 * kDayMs, false);
+    const Timing raw_year = options.skip_raw ? Timing{} : time_queries(365 * kDayMs, false);
     const std::string integrity = options.runs <= 100'000 ? store->integrity_check() : "skipped";
     store.reset();
 
@@ -219,24 +250,30 @@ int main(int argc, char** argv) {
     const std::int64_t max_rss_kb = usage.ru_maxrss;  // kilobytes on Linux
     const std::int64_t db_bytes = static_cast<std::int64_t>(std::filesystem::file_size(db_path));
 
-    const double p50 = percentile(query_ms, 0.50);
-    const double p99 = percentile(query_ms, 0.99);
-    const double max_ms = *std::max_element(query_ms.begin(), query_ms.end());
     fmt::print("runs stored        {}\n", stored_runs);
-    fmt::print("builds             {} ({} names)\n", options.builds, kBuildNames);
+    fmt::print("builds             {} ({} names), jobs of {} runs\n", options.builds, kBuildNames, kRunsPerJob);
     fmt::print("cotenant samples   {}\n", cotenant_sample_rows);
     fmt::print("fill               {:.1f} s ({:.0f} runs/s, {} runs per transaction)\n", fill_s,
                static_cast<double>(stored_runs) / fill_s, options.batch_size);
-    fmt::print("trend queries      {}: p50 {:.2f} ms, p99 {:.2f} ms, max {:.2f} ms, {:.0f} rows/query\n",
-               options.queries, p50, p99, max_ms,
-               static_cast<double>(rows_returned) / options.queries);
+    nlohmann::json figures = nlohmann::json::object();
+    for (const auto& [name, timing] : {std::pair{"raw_30d", &raw_30d}, std::pair{"raw_year", &raw_year},
+                                       std::pair{"points_30d", &points_30d}, std::pair{"points_year", &points_year}}) {
+      if (timing->ms.empty()) continue;  // --skip-raw
+      const double p50 = percentile(timing->ms, 0.50);
+      const double p99 = percentile(timing->ms, 0.99);
+      const double max_ms = *std::max_element(timing->ms.begin(), timing->ms.end());
+      const double rows = static_cast<double>(timing->rows) / options.queries;
+      fmt::print("trend {:<12} {}: p50 {:.2f} ms, p99 {:.2f} ms, max {:.2f} ms, {:.0f} rows/query\n", name,
+                 options.queries, p50, p99, max_ms, rows);
+      figures[name] = {{"p50_ms", p50}, {"p99_ms", p99}, {"max_ms", max_ms}, {"rows_mean", rows}};
+    }
     fmt::print("database size      {:.1f} MiB\n", static_cast<double>(db_bytes) / (1 << 20));
     fmt::print("max RSS            {:.1f} MiB\n", static_cast<double>(max_rss_kb) / 1024.0);
     fmt::print("integrity_check    {}\n", integrity);
 
     if (!options.json_out.empty()) {
       nlohmann::json report = {
-          {"schema_version", 1},
+          {"schema_version", 2},
           {"tool", "qgate-store-bench"},
           {"store_schema_version", qgate::db::sqlite_schema_version_known()},
           {"runs", stored_runs},
@@ -247,10 +284,7 @@ int main(int argc, char** argv) {
           {"batch_size", options.batch_size},
           {"fill_s", fill_s},
           {"queries", options.queries},
-          {"trend_p50_ms", p50},
-          {"trend_p99_ms", p99},
-          {"trend_max_ms", max_ms},
-          {"trend_rows_mean", static_cast<double>(rows_returned) / options.queries},
+          {"trend", figures},
           {"db_bytes", db_bytes},
           {"max_rss_kb", max_rss_kb},
           {"integrity_check", integrity},

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <set>
 #include <type_traits>
 #include <unordered_map>
 #include <utility>
@@ -280,6 +281,59 @@ constexpr const char* kCotenantColumns =
     "run_id, available, sample_period_ms, max_foreign_sm, mean_foreign_sm, device_util_mean, "
     "top_processes, throttle_reasons, min_sm_clock_mhz, median_sm_clock_mhz, max_sm_clock_mhz, "
     "temperature_max_c, power_max_w, contended, policy";
+
+
+/// The trend rollup rows of one scope (a job's runs, or an imported build's) recomputed from its
+/// runs: migration 0005's back-fill with the scope ("r.job_id = ?" or "r.job_id IS NULL AND
+/// r.build_id = ?") in place of {}. Keep the two the same.
+constexpr const char* kRollupInsert = R"sql(INSERT INTO trend_rollups (job_id, build_id, series_key, profile, weight_type, path, tokens, backend,
+                           gpu_name, build_name, build_sha256, commit_sha, first_ms, last_ms, runs,
+                           contended_runs, unknown_runs, quiet_runs, quiet_median, quiet_low, quiet_high,
+                           open_runs, open_median, open_low, open_high, all_median, all_low, all_high)
+WITH ranked AS (
+  SELECT COALESCE(r.job_id, 0) AS job_key, r.build_id, r.series_key, r.profile, r.weight_type, r.path,
+         r.tokens, r.backend, r.gpu_name, r.started_ms, r.tokens_per_s AS v, r.contended AS c,
+         row_number() OVER (PARTITION BY COALESCE(r.job_id, 0), r.build_id, r.series_key, r.profile,
+                            r.weight_type, r.path, r.tokens, r.backend, r.gpu_name
+                            ORDER BY r.tokens_per_s) AS all_rank,
+         row_number() OVER (PARTITION BY COALESCE(r.job_id, 0), r.build_id, r.series_key, r.profile,
+                            r.weight_type, r.path, r.tokens, r.backend, r.gpu_name, r.contended IS 0
+                            ORDER BY r.tokens_per_s) AS quiet_rank,
+         row_number() OVER (PARTITION BY COALESCE(r.job_id, 0), r.build_id, r.series_key, r.profile,
+                            r.weight_type, r.path, r.tokens, r.backend, r.gpu_name, r.contended IS NOT 1
+                            ORDER BY r.tokens_per_s) AS open_rank
+  FROM runs r
+  WHERE r.state = 'done' AND r.tokens_per_s IS NOT NULL AND {}
+),
+counted AS (
+  SELECT ranked.*,
+         count(*) OVER g AS all_n,
+         sum(c IS 0) OVER g AS quiet_n,
+         sum(c IS NOT 1) OVER g AS open_n
+  FROM ranked
+  WINDOW g AS (PARTITION BY job_key, build_id, series_key, profile, weight_type, path, tokens, backend, gpu_name)
+)
+SELECT x.job_key, x.build_id, x.series_key, x.profile, x.weight_type, x.path, x.tokens, x.backend,
+       x.gpu_name, b.name, b.sha256, b.commit_sha, x.first_ms, x.last_ms, x.runs, x.contended_runs,
+       x.unknown_runs, x.quiet_runs, x.quiet_median, x.quiet_low, x.quiet_high, x.open_runs,
+       x.open_median, x.open_low, x.open_high, x.all_median, x.all_low, x.all_high
+FROM (
+  SELECT job_key, build_id, series_key, profile, weight_type, path, tokens, backend, gpu_name,
+         min(started_ms) AS first_ms, max(started_ms) AS last_ms, count(*) AS runs,
+         sum(c IS 1) AS contended_runs, sum(c IS NULL) AS unknown_runs,
+         sum(c IS 0) AS quiet_runs,
+         avg(CASE WHEN c IS 0 AND quiet_rank IN ((quiet_n + 1) / 2, (quiet_n + 2) / 2) THEN v END) AS quiet_median,
+         min(CASE WHEN c IS 0 THEN v END) AS quiet_low,
+         max(CASE WHEN c IS 0 THEN v END) AS quiet_high,
+         sum(c IS NOT 1) AS open_runs,
+         avg(CASE WHEN c IS NOT 1 AND open_rank IN ((open_n + 1) / 2, (open_n + 2) / 2) THEN v END) AS open_median,
+         min(CASE WHEN c IS NOT 1 THEN v END) AS open_low,
+         max(CASE WHEN c IS NOT 1 THEN v END) AS open_high,
+         avg(CASE WHEN all_rank IN ((all_n + 1) / 2, (all_n + 2) / 2) THEN v END) AS all_median,
+         min(v) AS all_low, max(v) AS all_high
+  FROM counted
+  GROUP BY job_key, build_id, series_key, profile, weight_type, path, tokens, backend, gpu_name
+) x JOIN builds b ON b.id = x.build_id)sql";
 
 class SqliteStore final : public Store {
  public:
@@ -576,6 +630,7 @@ class SqliteStore final : public Store {
     return guarded("add_run", [&] {
       SQLite::Transaction transaction(database_, SQLite::TransactionBehavior::IMMEDIATE);
       const RowId id = insert_run(run, run.contended);
+      refresh_rollups_of_run(id);
       transaction.commit();
       return id;
     });
@@ -594,6 +649,7 @@ class SqliteStore final : public Store {
         throw StoreError(StoreErrorKind::NotFound, fmt::format("finish_run: no run {}", run_id));
       }
       insert_samples(run_id, samples);
+      refresh_rollups_of_run(run_id);
       transaction.commit();
     });
   }
@@ -603,6 +659,7 @@ class SqliteStore final : public Store {
       SQLite::Transaction transaction(database_, SQLite::TransactionBehavior::IMMEDIATE);
       std::vector<RowId> ids;
       ids.reserve(bundles.size());
+      RollupScopes scopes;
       for (const RunBundle& bundle : bundles) {
         // The co-tenant summary decides the run's contended flag, as put_cotenant does.
         const std::optional<bool> contended =
@@ -614,7 +671,9 @@ class SqliteStore final : public Store {
           insert_cotenant_samples(run_id, bundle.cotenant_samples);
         }
         ids.push_back(run_id);
+        scopes.add(bundle.run.job_id, bundle.run.build_id);
       }
+      refresh_rollups(scopes);
       transaction.commit();
       return ids;
     });
@@ -624,6 +683,7 @@ class SqliteStore final : public Store {
     return guarded("import_external", [&] {
       SQLite::Transaction transaction(database_, SQLite::TransactionBehavior::IMMEDIATE);
       ImportOutcome outcome;
+      RollupScopes scopes;
       for (const Build& build : batch.builds) {
         if (auto existing = select_build("sha256 = ?", build.sha256)) {
           outcome.build_ids.push_back(existing->id);
@@ -659,7 +719,9 @@ class SqliteStore final : public Store {
         const RowId run_id = insert_run(run, run.contended);
         insert_samples(run_id, imported.bundle.samples);
         outcome.run_ids.push_back(run_id);
+        scopes.add(run.job_id, run.build_id);
       }
+      refresh_rollups(scopes);
       transaction.commit();
       return outcome;
     });
@@ -832,6 +894,7 @@ class SqliteStore final : public Store {
       ScopedStatement mark(prepared("UPDATE runs SET contended = ? WHERE id = ?"));
       bind_all(*mark, summary.contended, summary.run_id);
       mark->exec();
+      refresh_rollups_of_run(summary.run_id);
       transaction.commit();
     });
   }
@@ -900,6 +963,7 @@ class SqliteStore final : public Store {
       if (query.weight_type) sql += " AND r.weight_type = ?";
       if (query.path) sql += " AND r.path = ?";
       if (query.build_name_glob) sql += " AND b.name GLOB ?";
+      if (query.job_id) sql += " AND r.job_id = ?";
       if (!query.include_contended)
         sql += query.include_unknown ? " AND (r.contended = 0 OR r.contended IS NULL)" : " AND r.contended = 0";
       sql += " ORDER BY r.started_ms, r.id";
@@ -912,6 +976,7 @@ class SqliteStore final : public Store {
                                  &query.build_name_glob}) {
         if (*filter) detail::bind_value(*select, index++, **filter);
       }
+      if (query.job_id) detail::bind_value(*select, index++, *query.job_id);
       if (query.limit) detail::bind_value(*select, index++, *query.limit);
 
       std::vector<TrendRow> rows;
@@ -933,6 +998,67 @@ class SqliteStore final : public Store {
         row.backend = select->getColumn(13).getString();
         row.gpu_name = select->getColumn(14).getString();
         row.commit_sha = select->getColumn(15).getString();
+        rows.push_back(std::move(row));
+      }
+      return rows;
+    });
+  }
+
+  std::vector<TrendSummary> query_trend_summaries(const TrendQuery& query) override {
+    return guarded("query_trend_summaries", [&] {
+      // The co-tenant filter picks which of the row's three summaries is read (0005's comment).
+      const char* set = query.include_contended ? "all" : query.include_unknown ? "open" : "quiet";
+      std::string sql = fmt::format(
+          "SELECT id, job_id, build_id, build_name, build_sha256, commit_sha, profile, weight_type, "
+          "path, series_key, tokens, backend, gpu_name, first_ms, last_ms, runs, contended_runs, "
+          "unknown_runs, {0}, {1}_median, {1}_low, {1}_high "
+          "FROM trend_rollups WHERE first_ms >= ?",
+          query.include_contended ? "runs" : fmt::format("{}_runs", set), set);
+      if (!query.include_contended) sql += fmt::format(" AND {}_runs > 0", set);
+      if (query.profile) sql += " AND profile = ?";
+      if (query.weight_type) sql += " AND weight_type = ?";
+      if (query.path) sql += " AND path = ?";
+      if (query.build_name_glob) sql += " AND build_name GLOB ?";
+      if (query.job_id) sql += " AND job_id = ?";
+      sql += " ORDER BY first_ms, id";
+      if (query.limit) sql += " LIMIT ?";
+
+      ScopedStatement select(prepared(sql));
+      int index = 1;
+      detail::bind_value(*select, index++, query.since_ms);
+      for (const auto* filter : {&query.profile, &query.weight_type, &query.path,
+                                 &query.build_name_glob}) {
+        if (*filter) detail::bind_value(*select, index++, **filter);
+      }
+      if (query.job_id) detail::bind_value(*select, index++, *query.job_id);
+      if (query.limit) detail::bind_value(*select, index++, *query.limit);
+
+      std::vector<TrendSummary> rows;
+      while (select->executeStep()) {
+        TrendSummary row;
+        row.id = select->getColumn(0).getInt64();
+        const RowId job_id = select->getColumn(1).getInt64();
+        if (job_id != 0) row.job_id = job_id;
+        row.build_id = select->getColumn(2).getInt64();
+        row.build_name = select->getColumn(3).getString();
+        row.build_sha256 = select->getColumn(4).getString();
+        row.commit_sha = select->getColumn(5).getString();
+        row.profile = select->getColumn(6).getString();
+        row.weight_type = optional_text(select->getColumn(7));
+        row.path = select->getColumn(8).getString();
+        row.series_key = select->getColumn(9).getString();
+        row.tokens = select->getColumn(10).getInt64();
+        row.backend = select->getColumn(11).getString();
+        row.gpu_name = select->getColumn(12).getString();
+        row.first_ms = select->getColumn(13).getInt64();
+        row.last_ms = select->getColumn(14).getInt64();
+        row.total_runs = select->getColumn(15).getInt64();
+        row.contended_runs = select->getColumn(16).getInt64();
+        row.unknown_runs = select->getColumn(17).getInt64();
+        row.runs = select->getColumn(18).getInt64();
+        row.median_tokens_per_s = select->getColumn(19).getDouble();
+        row.low_tokens_per_s = select->getColumn(20).getDouble();
+        row.high_tokens_per_s = select->getColumn(21).getDouble();
         rows.push_back(std::move(row));
       }
       return rows;
@@ -1285,6 +1411,49 @@ class SqliteStore final : public Store {
       throw StoreError(StoreErrorKind::NotFound, fmt::format("no build {}", build_id));
     }
     return build_names_.emplace(build_id, select->getColumn(0).getString()).first->second;
+  }
+
+  /// Which rollup rows a write touched: jobs, and builds of imported runs (no job).
+  struct RollupScopes {
+    std::set<RowId> jobs;
+    std::set<RowId> imported_builds;
+    void add(std::optional<RowId> job_id, RowId build_id) {
+      if (job_id) jobs.insert(*job_id);
+      else imported_builds.insert(build_id);
+    }
+  };
+
+  /// Rewrites the trend rollup rows of every scope in `scopes` from their runs. Called inside the
+  /// transaction of the write that changed those runs, so rollups and runs commit together.
+  void refresh_rollups(const RollupScopes& scopes) {
+    for (const RowId job_id : scopes.jobs) {
+      ScopedStatement clear(prepared("DELETE FROM trend_rollups WHERE job_id = ?"));
+      bind_all(*clear, job_id);
+      clear->exec();
+      ScopedStatement insert(prepared(fmt::format(kRollupInsert, "r.job_id = ?")));
+      bind_all(*insert, job_id);
+      insert->exec();
+    }
+    for (const RowId build_id : scopes.imported_builds) {
+      ScopedStatement clear(prepared("DELETE FROM trend_rollups WHERE job_id = 0 AND build_id = ?"));
+      bind_all(*clear, build_id);
+      clear->exec();
+      ScopedStatement insert(
+          prepared(fmt::format(kRollupInsert, "r.job_id IS NULL AND r.build_id = ?")));
+      bind_all(*insert, build_id);
+      insert->exec();
+    }
+  }
+
+  void refresh_rollups_of_run(RowId run_id) {
+    RollupScopes scopes;
+    {
+      ScopedStatement select(prepared("SELECT job_id, build_id FROM runs WHERE id = ?"));
+      bind_all(*select, run_id);
+      if (!select->executeStep()) return;
+      scopes.add(optional_int(select->getColumn(0)), select->getColumn(1).getInt64());
+    }
+    refresh_rollups(scopes);
   }
 
   RowId insert_run(const Run& run, std::optional<bool> contended) {

@@ -425,18 +425,54 @@ grpc::ServerUnaryReactor* HarnessService::QueryTrend(grpc::CallbackServerContext
     q.include_contended = request->include_contended();
     q.include_unknown = true;  // until a run is sampled, its load is unknown, not contended
     if (request->limit() > 0) q.limit = request->limit();
-    for (const auto& row : store_.query_trend(q)) {
+    if (request->job_id() > 0) q.job_id = request->job_id();
+    if (request->raw_runs() || request->job_id() > 0) {
+      // One point per run: `qgate export`, or the runs behind one job's points.
+      for (const auto& row : store_.query_trend(q)) {
+        auto* p = response->add_points();
+        p->set_run_id(row.run_id);
+        p->set_job_id(row.job_id.value_or(0));
+        p->set_build_name(row.build_name);
+        p->set_build_sha256(row.build_sha256);
+        p->set_path(row.path);
+        p->set_started_unix_ms(row.started_ms);
+        p->set_last_unix_ms(row.started_ms);
+        p->set_tokens_per_s(row.tokens_per_s);
+        p->set_tokens_per_s_low(row.tokens_per_s);
+        p->set_tokens_per_s_high(row.tokens_per_s);
+        p->set_runs(1);
+        p->set_contended_runs(row.contended.value_or(false) ? 1 : 0);
+        p->set_contended(row.contended.value_or(false));
+        p->set_cotenant_known(row.contended.has_value());
+        p->set_profile(row.profile);
+        p->set_weight_type(row.weight_type.value_or(""));
+        p->set_backend(row.backend);
+        p->set_tokens(row.tokens);
+        p->set_gpu_name(row.gpu_name);
+        p->set_commit_sha(row.commit_sha);
+      }
+      return grpc::Status::OK;
+    }
+    // One point per job and series, from the rollups kept at write time: one index range scan.
+    for (const auto& row : store_.query_trend_summaries(q)) {
       auto* p = response->add_points();
-      p->set_run_id(row.run_id);
       p->set_job_id(row.job_id.value_or(0));
       p->set_build_name(row.build_name);
       p->set_build_sha256(row.build_sha256);
       p->set_path(row.path);
-      p->set_started_unix_ms(row.started_ms);
-      p->set_tokens_per_s(row.tokens_per_s);
-      p->set_contended(row.contended.value_or(false));
-      p->set_cotenant_known(row.contended.has_value());
+      p->set_started_unix_ms(row.first_ms);
+      p->set_last_unix_ms(row.last_ms);
+      p->set_tokens_per_s(row.median_tokens_per_s);
+      p->set_tokens_per_s_low(row.low_tokens_per_s);
+      p->set_tokens_per_s_high(row.high_tokens_per_s);
+      p->set_runs(static_cast<std::int32_t>(row.runs));
+      // Contended runs are among the point's runs only when they were asked for.
+      const std::int64_t contended = q.include_contended ? row.contended_runs : 0;
+      p->set_contended_runs(static_cast<std::int32_t>(contended));
+      p->set_contended(contended > 0);
+      p->set_cotenant_known(row.unknown_runs == 0);
       p->set_profile(row.profile);
+      p->set_weight_type(row.weight_type.value_or(""));
       p->set_backend(row.backend);
       p->set_tokens(row.tokens);
       p->set_gpu_name(row.gpu_name);

@@ -26,6 +26,15 @@ using nlohmann::json;
 
 using namespace qgate::testing;
 
+namespace {
+// The runs behind trend points: each point summarises a job's runs of one series.
+int run_count(const json& points) {
+  int runs = 0;
+  for (const auto& p : points) runs += p["runs"].get<int>();
+  return runs;
+}
+}  // namespace
+
 
 TEST(DaemonEndToEnd, AbJobSubmitWatchVerdictTrendCompare) {
   DaemonUnderTest d;
@@ -61,7 +70,18 @@ TEST(DaemonEndToEnd, AbJobSubmitWatchVerdictTrendCompare) {
   ASSERT_EQ(t.code, 0) << t.err;
   auto points = json_data(t, "points");
   const auto& pts = points.is_array() ? points : points["points"];
-  EXPECT_EQ(int(pts.size()), 2 * v["pairs"].get<int>()) << "every run of both arms is in the history";
+  // A point per job, build and series (each arm's path), summarising that arm's runs.
+  EXPECT_EQ(run_count(pts), 2 * v["pairs"].get<int>()) << "every run of both arms is in the history";
+  EXPECT_LE(pts.size(), 2u) << pts.dump();
+  for (const auto& p : pts) {
+    EXPECT_EQ(p["job_id"], job) << p.dump();
+    EXPECT_LE(p["tokens_per_s_low"].get<double>(), p["tokens_per_s"].get<double>()) << p.dump();
+    EXPECT_GE(p["tokens_per_s_high"].get<double>(), p["tokens_per_s"].get<double>()) << p.dump();
+    EXPECT_EQ(p["backend"], "cpu") << p.dump();
+  }
+  // The runs behind the points, one query away.
+  auto raw = json_data(d.cli("--json trend --profile cpu-tiny --job " + std::to_string(job)), "points");
+  EXPECT_EQ(int(raw.size()), 2 * v["pairs"].get<int>()) << raw.dump();
   auto human = d.cli("trend --profile cpu-tiny");
   EXPECT_EQ(human.code, 0) << human.err;
   EXPECT_NE(human.out.find("ref"), std::string::npos) << human.out;
@@ -72,7 +92,8 @@ TEST(DaemonEndToEnd, AbJobSubmitWatchVerdictTrendCompare) {
   EXPECT_NE(csv.out.find("tokens_per_s"), std::string::npos) << csv.out.substr(0, 200);
   auto exported = d.cli("export --format json --profile cpu-tiny");
   ASSERT_EQ(exported.code, 0) << exported.err;
-  EXPECT_EQ(json_data(exported, "points").size(), pts.size()) << "export writes the --json envelope too";
+  EXPECT_EQ(int(json_data(exported, "points").size()), 2 * v["pairs"].get<int>())
+      << "export writes the --json envelope too, a point per run";
 
   // One build against itself would compare its runs with themselves: refused (compare_e2e_test covers compare).
   auto c = d.cli("--json compare ref ref");
@@ -416,8 +437,8 @@ TEST(DaemonEndToEnd, EveryRunCarriesItsCoTenantLoadAndTrendsDefaultToQuietRuns) 
     auto all = json_data(d.cli("--json trend --profile cpu-tiny --include-contended"), "points");
     const auto& q = quiet_only.is_array() ? quiet_only : quiet_only["points"];
     const auto& a = all.is_array() ? all : all["points"];
-    EXPECT_EQ(int(a.size()), 2 * pairs);
-    EXPECT_EQ(int(q.size()), busy ? 0 : 2 * pairs) << "trends leave contended runs out unless asked";
+    EXPECT_EQ(run_count(a), 2 * pairs);
+    EXPECT_EQ(run_count(q), busy ? 0 : 2 * pairs) << "trends leave contended runs out unless asked";
     for (const auto& p : a) {
       EXPECT_EQ(p["contended"].get<bool>(), busy) << p.dump();
       EXPECT_TRUE(p["cotenant_known"].get<bool>()) << p.dump();

@@ -121,14 +121,19 @@ struct TrendGroup {
   std::string build;
   std::string path;
   std::string backend;
-  std::vector<double> tokens_per_s;
-  std::vector<bool> contended;
+  std::vector<double> tokens_per_s;  // each point's (a job's median, or one run's figure)
+  std::vector<bool> contended;       // each point's
   std::int64_t last_unix_ms = 0;
+  std::string gpu_name;
+  std::int64_t runs = 0;            // the runs behind the points (a point without a count is one run)
+  std::int64_t contended_runs = 0;
+  double low = 0, high = 0;         // the lowest and highest run behind the points
 };
-/// Groups in order of each group's first point.
+/// Groups (build, path, backend, GPU) in order of each group's first point.
 std::vector<TrendGroup> group_trend(const std::vector<v1::TrendPoint>& points);
-/// `qgate trend`: build, path, backend, runs, median, min, max, last, sparkline; contended runs
-/// counted with a '*' and a legend under the table.
+/// `qgate trend`: build, path, backend, GPU, runs, median, min, max, last, sparkline; contended runs
+/// counted with a '*' and a legend under the table. Points are jobs' summaries (their median, the
+/// runs' min and max); MEDIAN is the median of the points, the sparkline one mark per point.
 /// What `qgate import` stored: runs, builds, and the trend command that shows them.
 std::string format_import(const v1::ImportResultsResponse& response, const std::string& format, std::size_t skipped);
 std::string format_trend(const std::vector<v1::TrendPoint>& points);

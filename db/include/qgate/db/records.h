@@ -333,6 +333,8 @@ struct TrendQuery {
   /// Also keep runs whose co-tenant load is unknown (no sampler: the CPU backend, no NVML).
   bool include_unknown = false;
   std::optional<int> limit;
+  /// Only this job's runs (query_trend) or points (query_trend_summaries).
+  std::optional<RowId> job_id;
 };
 
 struct TrendRow {
@@ -352,6 +354,35 @@ struct TrendRow {
   std::string backend;
   std::string gpu_name;
   std::string commit_sha;  // the build's
+};
+
+/// A trend point: one job's finished runs of one build and series (profile, path, weight type,
+/// tokens, backend, GPU) summarised, or an imported build's when there is no job. Kept at write
+/// time in trend_rollups (migration 0005). The figures cover the runs the TrendQuery's co-tenant
+/// filter keeps: quiet only, quiet or unknown (include_unknown), or all (include_contended).
+struct TrendSummary {
+  RowId id = 0;
+  std::optional<RowId> job_id;  // none for imported results
+  RowId build_id = 0;
+  std::string build_name;
+  std::string build_sha256;
+  std::string commit_sha;
+  std::string profile;
+  std::optional<std::string> weight_type;
+  std::string path;
+  std::string series_key;
+  std::int64_t tokens = 0;
+  std::string backend;
+  std::string gpu_name;
+  std::int64_t first_ms = 0;  // the first run's start (any run of the point)
+  std::int64_t last_ms = 0;
+  std::int64_t runs = 0;            // the runs the filter keeps, summarised below
+  double median_tokens_per_s = 0.0;
+  double low_tokens_per_s = 0.0;    // the interval: the minimum and maximum of the same runs
+  double high_tokens_per_s = 0.0;
+  std::int64_t total_runs = 0;      // every finished run with a tok/s, whatever the filter
+  std::int64_t contended_runs = 0;  // of total_runs, measured while the GPU was contended
+  std::int64_t unknown_runs = 0;    // of total_runs, co-tenant load unknown
 };
 
 /// Which of one build's runs `qgate compare` reads: finished runs with a tokens_per_s, optionally

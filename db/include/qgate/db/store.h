@@ -118,6 +118,10 @@ class Store {
 
   /// Finished runs with a tokens_per_s, oldest first.
   virtual std::vector<TrendRow> query_trend(const TrendQuery& query) = 0;
+  /// Trend points, one per job (or imported build) and series, oldest first (by first run), read
+  /// from the rollups kept at write time: one index range scan. The raw runs behind a point are
+  /// query_trend's, or compare_runs' for its build.
+  virtual std::vector<TrendSummary> query_trend_summaries(const TrendQuery& query) = 0;
   /// One build's finished runs with a tokens_per_s that match the query, contended ones included,
   /// each with its series fields and its job's spec; oldest first. One query, no lookups per run.
   virtual std::vector<CompareRun> compare_runs(const CompareRunsQuery& query) = 0;
