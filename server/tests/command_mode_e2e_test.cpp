@@ -104,6 +104,21 @@ TEST_F(CommandModeTest, OutputsThatDifferFailAtTheFirstDifferingToken) {
   EXPECT_NE(identity["detail"].get<std::string>().find("8 vs 9"), std::string::npos) << identity.dump();
 }
 
+TEST_F(CommandModeTest, ASecondCommandPrintsTheOutputThatIsCompared) {
+  start_daemon();
+  // The timed command leaves its text in the job's directory; the output command prints it.
+  const std::string engine = script("engine.sh",
+                                    "if [ \"$MINFER_MMQ\" = 1 ]; then echo 'The quick brown fox' > out.txt;\n"
+                                    "else echo 'The quick brown cat' > out.txt; fi\n"
+                                    "echo \"[{\\\"avg_ts\\\": 50.$$}]\"\n");
+  const json job = run_to_end("--run " + engine + " --output-run '/bin/cat out.txt' --output 'regex:^(.*)$'");
+  ASSERT_EQ(state_of(job), "JOB_STATE_DONE") << job.dump(2);
+  const json& identity = job["verdict"]["identity"];
+  EXPECT_EQ(identity["unit"], "byte");
+  EXPECT_EQ(as_int(identity["first_difference"]), 16) << identity.dump();
+  EXPECT_EQ(job.value("disposition", ""), "DISPOSITION_INCORRECT");
+}
+
 TEST_F(CommandModeTest, TwoCommandsReadByRegexAreTheArms) {
   start_daemon();
   const std::string a = script("a.sh", "echo \"prompt eval: 150.$$ tokens per second\"\n");
