@@ -425,8 +425,9 @@ void Cli::define() {
   auto* trend = app_.add_subcommand("trend", "tok/s history per build, with sparklines");
   trend->add_option("--profile", trend_.profile, "model profile")->required();
   trend->add_option("--type", trend_.type, "weight type (e.g. q4_K)");
-  trend->add_option("--path", trend_.path, "mmq or f16 (default both)")
-      ->check(CLI::IsMember({"mmq", "f16"}));
+  trend->add_option("--path", trend_.path,
+                    "one series' path: mmq, f16, a command arm (MINFER_MMQ=1) or an imported one (pp, tg) "
+                    "(default all)");
   trend->add_option("--since", trend_.since, "how far back: Ns, Nm, Nh, Nd or Nw (default 30d)");
   trend->add_option("--build-glob", trend_.build_glob, "build names matching, e.g. 'mmq-*'");
   trend->add_flag("--include-contended", trend_.include_contended,
@@ -444,7 +445,7 @@ void Cli::define() {
   regressions->add_option("--since", trend_.since, "how far back: Ns, Nm, Nh, Nd or Nw (default 30d)");
   regressions->add_option("--profile", trend_.profile, "only this model profile");
   regressions->add_option("--type", trend_.type, "only this weight type (e.g. q4_K)");
-  regressions->add_option("--path", trend_.path, "mmq or f16 (default both)")->check(CLI::IsMember({"mmq", "f16"}));
+  regressions->add_option("--path", trend_.path, "one series' path, as for trend (default all)");
   regressions->add_option("--build-glob", trend_.build_glob, "build names matching, e.g. 'mmq-*'");
   handlers_[regressions] = [this] { return cmd_regressions(); };
 

@@ -371,6 +371,16 @@ std::string tokens_per_s_note() {
 
 namespace {
 
+/// What tok/s means in a table that mixes series: qgate's kernel series, command series and imports.
+std::string series_tokens_per_s_note() {
+  return tokens_per_s_note() + "; a command series (path VAR=value, command-a/b) carries its command's own figure, "
+         "an imported one its tool's";
+}
+
+}  // namespace
+
+namespace {
+
 std::string arm_line(const v1::ArmSummary& arm) {
   return fmt::format("{} tok/s over {} runs{}", format_tokens_per_s(arm.tokens_per_s()),
                      arm.runs(), arm.label().empty() ? "" : " (" + arm.label() + ")");
@@ -675,7 +685,7 @@ std::string format_trend(const std::vector<v1::TrendPoint>& points) {
     out += fmt::format(
         "* {} contended run(s) included: measured while another process used the GPU\n",
         contended_total);
-  out += tokens_per_s_note() + "; trend oldest to newest, scaled per row\n";
+  out += series_tokens_per_s_note() + "; trend oldest to newest, scaled per row\n";
   return out;
 }
 
@@ -804,7 +814,7 @@ std::string format_compare(const v1::CompareResponse& response) {
       "(p < 0.05); else UNKNOWN.\nRuns pair only inside one job; across jobs they are compared as independent "
       "samples of the same series.\n",
       100 * (response.same_margin() > 0 ? response.same_margin() : 0.02));
-  out += tokens_per_s_note() + "\n";
+  out += series_tokens_per_s_note() + "\n";
   return out;
 }
 

@@ -409,13 +409,21 @@ grpc::ServerWriteReactor<v1::JobEvent>* HarnessService::WatchJob(grpc::CallbackS
   return new WatchReactor(events_, store_, request->job_id(), std::move(*slot));
 }
 
+/// A series' path as stored: "mmq", "f16", a command arm's label ("MINFER_MMQ=1"), an imported
+/// path ("pp", "q4_0"); empty means every path.
+static bool valid_series_path(const std::string& path) {
+  if (path.size() > 128) return false;
+  return std::all_of(path.begin(), path.end(), [](char c) { return c > ' ' && c < 127; });
+}
+
 grpc::ServerUnaryReactor* HarnessService::QueryTrend(grpc::CallbackServerContext* context,
                                                      const v1::QueryTrendRequest* request,
                                                      v1::QueryTrendResponse* response) {
   return finish(context, guarded([&]() -> grpc::Status {
     if (request->limit() < 0) return invalid("limit must not be negative");
-    if (!request->path().empty() && request->path() != "mmq" && request->path() != "f16")
-      return invalid("path must be mmq or f16");
+    if (!valid_series_path(request->path()))
+      return invalid("path must be a series' path word: mmq, f16, a command arm (MINFER_MMQ=1) or an imported "
+                     "path (pp, tg, a weight type), at most 128 printable characters");
     db::TrendQuery q;
     if (!request->profile().empty()) q.profile = request->profile();
     if (!request->weight_type().empty()) q.weight_type = request->weight_type();
@@ -486,8 +494,9 @@ grpc::ServerUnaryReactor* HarnessService::QueryChanges(grpc::CallbackServerConte
                                                        const v1::QueryChangesRequest* request,
                                                        v1::QueryChangesResponse* response) {
   return finish(context, guarded([&]() -> grpc::Status {
-    if (!request->path().empty() && request->path() != "mmq" && request->path() != "f16")
-      return invalid("path must be mmq or f16");
+    if (!valid_series_path(request->path()))
+      return invalid("path must be a series' path word: mmq, f16, a command arm (MINFER_MMQ=1) or an imported "
+                     "path (pp, tg, a weight type), at most 128 printable characters");
     if (request->alpha() < 0 || request->alpha() >= 1) return invalid("alpha must be in (0, 1); 0 means 0.01");
     if (request->min_segment() < 0 || request->min_segment() == 1)
       return invalid("min_segment must be at least 2 builds; 0 means 5");

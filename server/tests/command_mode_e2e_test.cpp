@@ -83,6 +83,11 @@ TEST_F(CommandModeTest, AToggledCommandIsGatedWithItsOutputsIdentical) {
   const CliResult trend = d_.cli("--json trend --profile command --since 1d");
   EXPECT_EQ(trend.code, 0) << trend.err;
   EXPECT_NE(trend.out.find("MINFER_MMQ=1"), std::string::npos) << trend.out;
+  // One arm's series alone, by its path.
+  const CliResult arm_b = d_.cli("trend --profile command --since 1d --path MINFER_MMQ=0");
+  EXPECT_EQ(arm_b.code, 0) << arm_b.err;
+  EXPECT_NE(arm_b.out.find("MINFER_MMQ=0"), std::string::npos) << arm_b.out;
+  EXPECT_EQ(arm_b.out.find("MINFER_MMQ=1"), std::string::npos) << arm_b.out;
   // And the text report names the command, the arms and the identity.
   const CliResult text = d_.cli("show " + std::to_string(as_int(job["id"])));
   EXPECT_NE(text.out.find("identical: all 8 runs produced the same 4 tokens"), std::string::npos) << text.out;
