@@ -180,9 +180,9 @@ class JobPlan {
     recovered_ = std::move(ab.recovered);
   }
 
-  /// The job's own working directory, where its commands run: <data dir>/work/job-<id>.
+  /// The job's own working directory, where its commands run: <data dir>/jobs/job-<id>.
   std::string job_workdir() const {
-    const auto dir = std::filesystem::path(options_.data_dir) / "work" / ("job-" + std::to_string(job_.id));
+    const auto dir = std::filesystem::path(options_.data_dir) / "jobs" / ("job-" + std::to_string(job_.id));
     std::filesystem::create_directories(dir);
     return dir.string();
   }

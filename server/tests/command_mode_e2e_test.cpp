@@ -157,7 +157,7 @@ TEST_F(CommandModeTest, TheCommandRunsInTheJobsDirectoryWithACleanEnvironment) {
                                     "echo '[{\"avg_ts\": 10}]'\n");
   const json job = run_to_end("--run " + engine + " --env EXTRA_FLAG=on --max-pairs 2 --min-pairs 2");
   ASSERT_EQ(state_of(job), "JOB_STATE_DONE") << job.dump(2);
-  const std::string workdir = d_.dir() + "/work/job-" + std::to_string(as_int(job["id"]));
+  const std::string workdir = d_.dir() + "/jobs/job-" + std::to_string(as_int(job["id"]));
   const std::string env_a = slurp(workdir + "/env-1.txt"), env_b = slurp(workdir + "/env-0.txt");
   EXPECT_NE(env_a.find("MINFER_MMQ=1"), std::string::npos) << env_a;
   EXPECT_NE(env_b.find("MINFER_MMQ=0"), std::string::npos) << env_b;
