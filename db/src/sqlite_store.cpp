@@ -14,6 +14,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <tuple>
 #include <type_traits>
 #include <unordered_map>
 #include <utility>
@@ -283,24 +284,27 @@ constexpr const char* kCotenantColumns =
     "temperature_max_c, power_max_w, contended, policy";
 
 
-/// The trend rollup rows of one scope (a job's runs, or an imported build's) recomputed from its
-/// runs: migration 0005's back-fill with the scope ("r.job_id = ?" or "r.job_id IS NULL AND
-/// r.build_id = ?") in place of {}. Keep the two the same.
-constexpr const char* kRollupInsert = R"sql(INSERT INTO trend_rollups (job_id, build_id, series_key, profile, weight_type, path, tokens, backend,
-                           gpu_name, build_name, build_sha256, commit_sha, first_ms, last_ms, runs,
-                           contended_runs, unknown_runs, quiet_runs, quiet_median, quiet_low, quiet_high,
-                           open_runs, open_median, open_low, open_high, all_median, all_low, all_high)
+/// The trend points (build_rollups, migration 0006) of the runs in a scope, recomputed from those
+/// runs: one row per build and series (series key, profile, weight type, path, tokens, backend,
+/// GPU). The one statement that defines a point: the write path runs it with the scope of one
+/// (build, series key, tokens) group after deleting that group's rows, and the migration runner
+/// runs it over every run ("1") right after 0006 creates the table. {} is a condition on runs r.
+constexpr const char* kRollupRecompute = R"sql(INSERT INTO build_rollups (build_id, series_key, tokens, profile, weight_type, path, backend,
+                           gpu_name, build_name, build_sha256, commit_sha, first_ms, last_ms, jobs,
+                           last_job_id, runs, contended_runs, unknown_runs, quiet_runs, quiet_median,
+                           quiet_low, quiet_high, open_runs, open_median, open_low, open_high,
+                           all_median, all_low, all_high)
 WITH ranked AS (
-  SELECT COALESCE(r.job_id, 0) AS job_key, r.build_id, r.series_key, r.profile, r.weight_type, r.path,
-         r.tokens, r.backend, r.gpu_name, r.started_ms, r.tokens_per_s AS v, r.contended AS c,
-         row_number() OVER (PARTITION BY COALESCE(r.job_id, 0), r.build_id, r.series_key, r.profile,
-                            r.weight_type, r.path, r.tokens, r.backend, r.gpu_name
+  SELECT r.build_id, r.series_key, r.tokens, r.profile, r.weight_type, r.path, r.backend, r.gpu_name,
+         r.job_id, r.started_ms, r.tokens_per_s AS v, r.contended AS c,
+         row_number() OVER (PARTITION BY r.build_id, r.series_key, r.tokens, r.profile, r.weight_type,
+                            r.path, r.backend, r.gpu_name
                             ORDER BY r.tokens_per_s) AS all_rank,
-         row_number() OVER (PARTITION BY COALESCE(r.job_id, 0), r.build_id, r.series_key, r.profile,
-                            r.weight_type, r.path, r.tokens, r.backend, r.gpu_name, r.contended IS 0
+         row_number() OVER (PARTITION BY r.build_id, r.series_key, r.tokens, r.profile, r.weight_type,
+                            r.path, r.backend, r.gpu_name, r.contended IS 0
                             ORDER BY r.tokens_per_s) AS quiet_rank,
-         row_number() OVER (PARTITION BY COALESCE(r.job_id, 0), r.build_id, r.series_key, r.profile,
-                            r.weight_type, r.path, r.tokens, r.backend, r.gpu_name, r.contended IS NOT 1
+         row_number() OVER (PARTITION BY r.build_id, r.series_key, r.tokens, r.profile, r.weight_type,
+                            r.path, r.backend, r.gpu_name, r.contended IS NOT 1
                             ORDER BY r.tokens_per_s) AS open_rank
   FROM runs r
   WHERE r.state = 'done' AND r.tokens_per_s IS NOT NULL AND {}
@@ -311,15 +315,16 @@ counted AS (
          sum(c IS 0) OVER g AS quiet_n,
          sum(c IS NOT 1) OVER g AS open_n
   FROM ranked
-  WINDOW g AS (PARTITION BY job_key, build_id, series_key, profile, weight_type, path, tokens, backend, gpu_name)
+  WINDOW g AS (PARTITION BY build_id, series_key, tokens, profile, weight_type, path, backend, gpu_name)
 )
-SELECT x.job_key, x.build_id, x.series_key, x.profile, x.weight_type, x.path, x.tokens, x.backend,
-       x.gpu_name, b.name, b.sha256, b.commit_sha, x.first_ms, x.last_ms, x.runs, x.contended_runs,
-       x.unknown_runs, x.quiet_runs, x.quiet_median, x.quiet_low, x.quiet_high, x.open_runs,
-       x.open_median, x.open_low, x.open_high, x.all_median, x.all_low, x.all_high
+SELECT x.build_id, x.series_key, x.tokens, x.profile, x.weight_type, x.path, x.backend, x.gpu_name,
+       b.name, b.sha256, b.commit_sha, x.first_ms, x.last_ms, x.jobs, x.last_job_id, x.runs,
+       x.contended_runs, x.unknown_runs, x.quiet_runs, x.quiet_median, x.quiet_low, x.quiet_high,
+       x.open_runs, x.open_median, x.open_low, x.open_high, x.all_median, x.all_low, x.all_high
 FROM (
-  SELECT job_key, build_id, series_key, profile, weight_type, path, tokens, backend, gpu_name,
-         min(started_ms) AS first_ms, max(started_ms) AS last_ms, count(*) AS runs,
+  SELECT build_id, series_key, tokens, profile, weight_type, path, backend, gpu_name,
+         min(started_ms) AS first_ms, max(started_ms) AS last_ms,
+         count(DISTINCT job_id) AS jobs, COALESCE(max(job_id), 0) AS last_job_id, count(*) AS runs,
          sum(c IS 1) AS contended_runs, sum(c IS NULL) AS unknown_runs,
          sum(c IS 0) AS quiet_runs,
          avg(CASE WHEN c IS 0 AND quiet_rank IN ((quiet_n + 1) / 2, (quiet_n + 2) / 2) THEN v END) AS quiet_median,
@@ -332,8 +337,11 @@ FROM (
          avg(CASE WHEN all_rank IN ((all_n + 1) / 2, (all_n + 2) / 2) THEN v END) AS all_median,
          min(v) AS all_low, max(v) AS all_high
   FROM counted
-  GROUP BY job_key, build_id, series_key, profile, weight_type, path, tokens, backend, gpu_name
+  GROUP BY build_id, series_key, tokens, profile, weight_type, path, backend, gpu_name
 ) x JOIN builds b ON b.id = x.build_id)sql";
+
+/// The schema version whose migration creates build_rollups, after which the runner fills it.
+constexpr int kBuildRollupsVersion = 6;
 
 class SqliteStore final : public Store {
  public:
@@ -639,6 +647,9 @@ class SqliteStore final : public Store {
   void finish_run(RowId run_id, const RunResult& result, std::span<const Sample> samples) override {
     guarded("finish_run", [&] {
       SQLite::Transaction transaction(database_, SQLite::TransactionBehavior::IMMEDIATE);
+      // The result may set the token count, which moves the run to another point: both are redone.
+      RollupScopes scopes;
+      add_group_of_run(run_id, scopes);
       ScopedStatement update(prepared(
           "UPDATE runs SET state = ?, finished_ms = ?, tokens = COALESCE(?, tokens), "
           "tokens_per_s = COALESCE(?, tokens_per_s), gemm_ms = COALESCE(?, gemm_ms), "
@@ -649,7 +660,8 @@ class SqliteStore final : public Store {
         throw StoreError(StoreErrorKind::NotFound, fmt::format("finish_run: no run {}", run_id));
       }
       insert_samples(run_id, samples);
-      refresh_rollups_of_run(run_id);
+      add_group_of_run(run_id, scopes);
+      refresh_rollups(scopes);
       transaction.commit();
     });
   }
@@ -664,14 +676,13 @@ class SqliteStore final : public Store {
         // The co-tenant summary decides the run's contended flag, as put_cotenant does.
         const std::optional<bool> contended =
             bundle.cotenant ? bundle.cotenant->contended : bundle.run.contended;
-        const RowId run_id = insert_run(bundle.run, contended);
+        const RowId run_id = insert_run(bundle.run, contended, &scopes);
         insert_samples(run_id, bundle.samples);
         if (bundle.cotenant) {
           upsert_cotenant(run_id, *bundle.cotenant);
           insert_cotenant_samples(run_id, bundle.cotenant_samples);
         }
         ids.push_back(run_id);
-        scopes.add(bundle.run.job_id, bundle.run.build_id);
       }
       refresh_rollups(scopes);
       transaction.commit();
@@ -716,10 +727,9 @@ class SqliteStore final : public Store {
           ++outcome.runs_already_stored;
           continue;
         }
-        const RowId run_id = insert_run(run, run.contended);
+        const RowId run_id = insert_run(run, run.contended, &scopes);
         insert_samples(run_id, imported.bundle.samples);
         outcome.run_ids.push_back(run_id);
-        scopes.add(run.job_id, run.build_id);
       }
       refresh_rollups(scopes);
       transaction.commit();
@@ -1006,20 +1016,25 @@ class SqliteStore final : public Store {
 
   std::vector<TrendSummary> query_trend_summaries(const TrendQuery& query) override {
     return guarded("query_trend_summaries", [&] {
-      // The co-tenant filter picks which of the row's three summaries is read (0005's comment).
+      if (query.job_id) {
+        throw StoreError(StoreErrorKind::InvalidValue,
+                         "query_trend_summaries: a point is a build's; a job's runs come from query_trend");
+      }
+      // The co-tenant filter picks which of the row's three summaries is read (0006's comment).
+      // Only the filters given go into the SQL, so each shape is one cached statement whose plan is
+      // a range scan of build_rollups_by_profile_type (or _by_profile_time, _by_time).
       const char* set = query.include_contended ? "all" : query.include_unknown ? "open" : "quiet";
       std::string sql = fmt::format(
-          "SELECT id, job_id, build_id, build_name, build_sha256, commit_sha, profile, weight_type, "
-          "path, series_key, tokens, backend, gpu_name, first_ms, last_ms, runs, contended_runs, "
-          "unknown_runs, {0}, {1}_median, {1}_low, {1}_high "
-          "FROM trend_rollups WHERE first_ms >= ?",
+          "SELECT id, last_job_id, jobs, build_id, build_name, build_sha256, commit_sha, profile, "
+          "weight_type, path, series_key, tokens, backend, gpu_name, first_ms, last_ms, runs, "
+          "contended_runs, unknown_runs, {0}, {1}_median, {1}_low, {1}_high "
+          "FROM build_rollups WHERE last_ms >= ?",
           query.include_contended ? "runs" : fmt::format("{}_runs", set), set);
-      if (!query.include_contended) sql += fmt::format(" AND {}_runs > 0", set);
       if (query.profile) sql += " AND profile = ?";
       if (query.weight_type) sql += " AND weight_type = ?";
       if (query.path) sql += " AND path = ?";
       if (query.build_name_glob) sql += " AND build_name GLOB ?";
-      if (query.job_id) sql += " AND job_id = ?";
+      if (!query.include_contended) sql += fmt::format(" AND {}_runs > 0", set);
       sql += " ORDER BY first_ms, id";
       if (query.limit) sql += " LIMIT ?";
 
@@ -1030,35 +1045,35 @@ class SqliteStore final : public Store {
                                  &query.build_name_glob}) {
         if (*filter) detail::bind_value(*select, index++, **filter);
       }
-      if (query.job_id) detail::bind_value(*select, index++, *query.job_id);
       if (query.limit) detail::bind_value(*select, index++, *query.limit);
 
       std::vector<TrendSummary> rows;
       while (select->executeStep()) {
         TrendSummary row;
         row.id = select->getColumn(0).getInt64();
-        const RowId job_id = select->getColumn(1).getInt64();
-        if (job_id != 0) row.job_id = job_id;
-        row.build_id = select->getColumn(2).getInt64();
-        row.build_name = select->getColumn(3).getString();
-        row.build_sha256 = select->getColumn(4).getString();
-        row.commit_sha = select->getColumn(5).getString();
-        row.profile = select->getColumn(6).getString();
-        row.weight_type = optional_text(select->getColumn(7));
-        row.path = select->getColumn(8).getString();
-        row.series_key = select->getColumn(9).getString();
-        row.tokens = select->getColumn(10).getInt64();
-        row.backend = select->getColumn(11).getString();
-        row.gpu_name = select->getColumn(12).getString();
-        row.first_ms = select->getColumn(13).getInt64();
-        row.last_ms = select->getColumn(14).getInt64();
-        row.total_runs = select->getColumn(15).getInt64();
-        row.contended_runs = select->getColumn(16).getInt64();
-        row.unknown_runs = select->getColumn(17).getInt64();
-        row.runs = select->getColumn(18).getInt64();
-        row.median_tokens_per_s = select->getColumn(19).getDouble();
-        row.low_tokens_per_s = select->getColumn(20).getDouble();
-        row.high_tokens_per_s = select->getColumn(21).getDouble();
+        const RowId last_job = select->getColumn(1).getInt64();
+        if (last_job != 0) row.last_job_id = last_job;
+        row.jobs = select->getColumn(2).getInt64();
+        row.build_id = select->getColumn(3).getInt64();
+        row.build_name = select->getColumn(4).getString();
+        row.build_sha256 = select->getColumn(5).getString();
+        row.commit_sha = select->getColumn(6).getString();
+        row.profile = select->getColumn(7).getString();
+        row.weight_type = optional_text(select->getColumn(8));
+        row.path = select->getColumn(9).getString();
+        row.series_key = select->getColumn(10).getString();
+        row.tokens = select->getColumn(11).getInt64();
+        row.backend = select->getColumn(12).getString();
+        row.gpu_name = select->getColumn(13).getString();
+        row.first_ms = select->getColumn(14).getInt64();
+        row.last_ms = select->getColumn(15).getInt64();
+        row.total_runs = select->getColumn(16).getInt64();
+        row.contended_runs = select->getColumn(17).getInt64();
+        row.unknown_runs = select->getColumn(18).getInt64();
+        row.runs = select->getColumn(19).getInt64();
+        row.median_tokens_per_s = select->getColumn(20).getDouble();
+        row.low_tokens_per_s = select->getColumn(21).getDouble();
+        row.high_tokens_per_s = select->getColumn(22).getDouble();
         rows.push_back(std::move(row));
       }
       return rows;
@@ -1207,10 +1222,18 @@ class SqliteStore final : public Store {
         SQLite::Transaction transaction(database_, SQLite::TransactionBehavior::IMMEDIATE);
         if (read_user_version() >= migration.version) return;
         database_.exec(std::string(migration.sql));
+        after_migration(migration.version);
         database_.exec(fmt::format("PRAGMA user_version = {}", migration.version));
         transaction.commit();
       });
     }
+  }
+
+  /// What a migration needs done in code, in its transaction: the rows that the store's own
+  /// statements compute, so a migration file never repeats them.
+  void after_migration(int version) {
+    // Every existing run's trend point, by the statement the write path uses (kRollupRecompute).
+    if (version == kBuildRollupsVersion) database_.exec(fmt::format(kRollupRecompute, "1"));
   }
 
   int read_user_version() { return database_.execAndGet("PRAGMA user_version").getInt(); }
@@ -1413,51 +1436,47 @@ class SqliteStore final : public Store {
     return build_names_.emplace(build_id, select->getColumn(0).getString()).first->second;
   }
 
-  /// Which rollup rows a write touched: jobs, and builds of imported runs (no job).
+  /// Which trend points a write touched: (build, series key, tokens) groups of runs.
   struct RollupScopes {
-    std::set<RowId> jobs;
-    std::set<RowId> imported_builds;
-    void add(std::optional<RowId> job_id, RowId build_id) {
-      if (job_id) jobs.insert(*job_id);
-      else imported_builds.insert(build_id);
+    std::set<std::tuple<RowId, std::string, std::int64_t>> groups;
+    void add(RowId build_id, std::string series_key, std::int64_t tokens) {
+      groups.emplace(build_id, std::move(series_key), tokens);
     }
   };
 
-  /// Rewrites the trend rollup rows of every scope in `scopes` from their runs. Called inside the
-  /// transaction of the write that changed those runs, so rollups and runs commit together.
+  /// Rewrites the trend points of every group in `scopes` from their runs. Called inside the
+  /// transaction of the write that changed those runs, so points and runs commit together.
   void refresh_rollups(const RollupScopes& scopes) {
-    for (const RowId job_id : scopes.jobs) {
-      ScopedStatement clear(prepared("DELETE FROM trend_rollups WHERE job_id = ?"));
-      bind_all(*clear, job_id);
+    for (const auto& [build_id, series_key, tokens] : scopes.groups) {
+      ScopedStatement clear(prepared(
+          "DELETE FROM build_rollups WHERE build_id = ? AND series_key = ? AND tokens = ?"));
+      bind_all(*clear, build_id, series_key, tokens);
       clear->exec();
-      ScopedStatement insert(prepared(fmt::format(kRollupInsert, "r.job_id = ?")));
-      bind_all(*insert, job_id);
+      ScopedStatement insert(prepared(
+          fmt::format(kRollupRecompute, "r.build_id = ? AND r.series_key = ? AND r.tokens = ?")));
+      bind_all(*insert, build_id, series_key, tokens);
       insert->exec();
     }
-    for (const RowId build_id : scopes.imported_builds) {
-      ScopedStatement clear(prepared("DELETE FROM trend_rollups WHERE job_id = 0 AND build_id = ?"));
-      bind_all(*clear, build_id);
-      clear->exec();
-      ScopedStatement insert(
-          prepared(fmt::format(kRollupInsert, "r.job_id IS NULL AND r.build_id = ?")));
-      bind_all(*insert, build_id);
-      insert->exec();
-    }
+  }
+
+  /// Adds the group run `run_id` belongs to now (none when there is no such run).
+  void add_group_of_run(RowId run_id, RollupScopes& scopes) {
+    ScopedStatement select(prepared("SELECT build_id, series_key, tokens FROM runs WHERE id = ?"));
+    bind_all(*select, run_id);
+    if (!select->executeStep()) return;
+    scopes.add(select->getColumn(0).getInt64(), select->getColumn(1).getString(),
+               select->getColumn(2).getInt64());
   }
 
   void refresh_rollups_of_run(RowId run_id) {
     RollupScopes scopes;
-    {
-      ScopedStatement select(prepared("SELECT job_id, build_id FROM runs WHERE id = ?"));
-      bind_all(*select, run_id);
-      if (!select->executeStep()) return;
-      scopes.add(optional_int(select->getColumn(0)), select->getColumn(1).getInt64());
-    }
+    add_group_of_run(run_id, scopes);
     refresh_rollups(scopes);
   }
 
-  RowId insert_run(const Run& run, std::optional<bool> contended) {
-    const std::string series_key =
+  /// Inserts a run; `scopes` (when given) gains the trend point group it belongs to.
+  RowId insert_run(const Run& run, std::optional<bool> contended, RollupScopes* scopes = nullptr) {
+    std::string series_key =
         run.series_key.empty() ? make_series_key(build_name(run.build_id), run) : run.series_key;
     ScopedStatement insert(prepared(
         "INSERT INTO runs (job_id, build_id, arm, path, pair_index, seq, started_ms, finished_ms, "
@@ -1470,6 +1489,7 @@ class SqliteStore final : public Store {
              run.qgate_version, run.options_json, series_key, run.profile, run.weight_type,
              run.tokens, run.tokens_per_s, run.gemm_ms, contended);
     insert->exec();
+    if (scopes) scopes->add(run.build_id, std::move(series_key), run.tokens);
     return database_.getLastInsertRowid();
   }
 

@@ -58,7 +58,7 @@ TEST(Migrations, FreshFileGetsEveryMigrationFile) {
     EXPECT_TRUE(tables.count(table)) << "missing table " << table;
   }
   const auto indexes = schema_names(path, "index");
-  for (const char* index : {"runs_by_series", "runs_by_profile_type", "runs_by_build",
+  for (const char* index : {"runs_by_series", "runs_by_profile_type", "runs_by_build_series",
                             "runs_by_job", "jobs_by_state", "parity_cases_by_job",
                             "samples_by_run", "cotenant_samples_by_run"}) {
     EXPECT_TRUE(indexes.count(index)) << "missing index " << index;

@@ -21,36 +21,18 @@ namespace {
 
 using testing::make_build;
 using testing::make_done_run;
+using testing::make_job;
 using testing::open_store;
+using testing::raw_count;
 using testing::TempDir;
 
-std::int64_t raw_count(const std::filesystem::path& path, const std::string& table) {
-  SQLite::Database raw(path.string(), SQLite::OPEN_READONLY);
-  return raw.execAndGet("SELECT COUNT(*) FROM " + table).getInt64();
-}
-
-Job make_job(RowId build_id, std::int64_t created_ms, int device = 0) {
-  Job job;
-  job.kind = "gate";
-  job.build_id = build_id;
-  job.profile = "llama-7b";
-  job.spec_json = R"({"profile":"llama-7b"})";
-  job.device = device;
-  job.created_ms = created_ms;
-  return job;
-}
-
-class SqliteStoreTest : public ::testing::Test {
+class SqliteStoreTest : public testing::StoreFixture {
  protected:
   void SetUp() override {
-    path_ = dir_.file("qgate.db");
-    store_ = open_store(path_);
+    StoreFixture::SetUp();
     build_id_ = store_->insert_build(make_build("mmq-k", "sha-base")).id;
   }
 
-  TempDir dir_;
-  std::filesystem::path path_;
-  std::unique_ptr<Store> store_;
   RowId build_id_ = 0;
 };
 
@@ -494,12 +476,10 @@ TEST_F(SqliteStoreTest, CotenantSummaryMarksTheRunAndKeepsSamples) {
 
 // --- History ---
 
-class TrendTest : public SqliteStoreTest {
+class TrendTest : public testing::TwoBuildsFixture {
  protected:
   void SetUp() override {
-    SqliteStoreTest::SetUp();
-    mmq_a_ = store_->insert_build(make_build("mmq-a", "sha-a", 10)).id;
-    mmq_b_ = store_->insert_build(make_build("mmq-b", "sha-b", 20)).id;
+    TwoBuildsFixture::SetUp();
     f16_ = store_->insert_build(make_build("f16-x", "sha-f", 30)).id;
     std::vector<RunBundle> bundles;
     auto add = [&](RowId build, const char* profile, const char* type, std::int64_t started,
@@ -533,7 +513,7 @@ class TrendTest : public SqliteStoreTest {
     return ids;
   }
 
-  RowId mmq_a_ = 0, mmq_b_ = 0, f16_ = 0;
+  RowId f16_ = 0;
   std::vector<RowId> ids_;
 };
 

@@ -1,13 +1,18 @@
-// Helpers shared by the store tests: a temporary directory per test and small row builders.
+// Helpers shared by the store tests: a temporary directory per test, small row builders, and the
+// fixtures (a store in a fresh directory; the same with two builds) the test files derive from.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
+#include <optional>
 #include <string>
 
+#include <SQLiteCpp/SQLiteCpp.h>
 #include <fmt/format.h>
 
 #include "qgate/db/records.h"
@@ -76,5 +81,58 @@ inline Run make_done_run(RowId build_id, const std::string& profile, const std::
   run.contended = contended;
   return run;
 }
+
+/// A gate job of `build_id` on "llama-7b", queued at `created_ms`.
+inline Job make_job(RowId build_id, std::int64_t created_ms = 0, int device = 0) {
+  Job job;
+  job.kind = "gate";
+  job.build_id = build_id;
+  job.profile = "llama-7b";
+  job.spec_json = R"({"profile":"llama-7b"})";
+  job.backend = "cuda";
+  job.device = device;
+  job.created_ms = created_ms;
+  return job;
+}
+
+/// make_done_run's run on "llama-7b", filed under a job.
+inline Run make_job_run(RowId job_id, RowId build_id, const std::string& weight_type, std::int64_t started_ms,
+                        double tokens_per_s, std::optional<bool> contended) {
+  Run run = make_done_run(build_id, "llama-7b", weight_type, started_ms, tokens_per_s, contended);
+  run.job_id = job_id;
+  return run;
+}
+
+/// Rows in `table`, read past the store through a connection of its own.
+inline std::int64_t raw_count(const std::filesystem::path& path, const std::string& table) {
+  SQLite::Database raw(path.string(), SQLite::OPEN_READONLY);
+  return raw.execAndGet("SELECT COUNT(*) FROM " + table).getInt64();
+}
+
+/// A store on qgate.db in a fresh directory.
+class StoreFixture : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    path_ = dir_.file("qgate.db");
+    store_ = open_store(path_);
+  }
+
+  TempDir dir_;
+  std::filesystem::path path_;
+  std::unique_ptr<Store> store_;
+};
+
+/// The store with two builds of one kernel's history: mmq-a (sha-a, created at 10) and mmq-b
+/// (sha-b, at 20).
+class TwoBuildsFixture : public StoreFixture {
+ protected:
+  void SetUp() override {
+    StoreFixture::SetUp();
+    mmq_a_ = store_->insert_build(make_build("mmq-a", "sha-a", 10)).id;
+    mmq_b_ = store_->insert_build(make_build("mmq-b", "sha-b", 20)).id;
+  }
+
+  RowId mmq_a_ = 0, mmq_b_ = 0;
+};
 
 }  // namespace qgate::db::testing

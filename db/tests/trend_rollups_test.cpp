@@ -1,10 +1,15 @@
-// Tests of the trend rollups (migration 0005): after every kind of write the trend_rollups rows equal
-// a recomputation from the raw runs done here in C++, the migration back-fills an existing store,
-// and query_trend_summaries picks the summary the co-tenant filter asks for.
+// Tests of the trend points kept at write time (build_rollups, migration 0006): after every kind of
+// write (runs added and finished, co-tenant updates, job ends, interrupted jobs, imports) the rows
+// equal a recomputation from the raw runs done here in C++; the migration runner fills them for a
+// store that predates them (schema 4 and 5); query_trend_summaries gives one point per build and
+// series and picks the summary the co-tenant filter asks for.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
 #include <map>
+#include <set>
+#include <sstream>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -20,8 +25,9 @@ namespace {
 
 using testing::make_build;
 using testing::make_done_run;
+using testing::make_job;
+using testing::make_job_run;
 using testing::open_store;
-using testing::TempDir;
 
 // One rollup row as stored, or as recomputed; compared whole.
 struct Summary {
@@ -30,13 +36,14 @@ struct Summary {
   std::optional<double> open_median, open_low, open_high;
   double all_median = 0, all_low = 0, all_high = 0;
   std::int64_t first_ms = 0, last_ms = 0;
+  std::int64_t jobs = 0, last_job_id = 0;
   std::string build_name;
   bool operator==(const Summary&) const = default;
 };
 
-// job (0 = imported), build, series key, profile, weight type, path, tokens, backend, GPU.
-using Key = std::tuple<std::int64_t, std::int64_t, std::string, std::string, std::optional<std::string>,
-                       std::string, std::int64_t, std::string, std::string>;
+// build, series key, profile, weight type, path, tokens, backend, GPU.
+using Key = std::tuple<std::int64_t, std::string, std::string, std::optional<std::string>, std::string,
+                       std::int64_t, std::string, std::string>;
 using Rollups = std::map<Key, Summary>;
 
 std::optional<std::string> text_or_null(const SQLite::Column& column) {
@@ -58,34 +65,36 @@ std::optional<double> median_of(std::vector<double> values) {
 Rollups stored_rollups(const std::filesystem::path& path) {
   SQLite::Database raw(path.string(), SQLite::OPEN_READONLY);
   SQLite::Statement select(raw,
-                           "SELECT job_id, build_id, series_key, profile, weight_type, path, tokens, backend, "
-                           "gpu_name, runs, contended_runs, unknown_runs, quiet_runs, quiet_median, quiet_low, "
-                           "quiet_high, open_runs, open_median, open_low, open_high, all_median, all_low, "
-                           "all_high, first_ms, last_ms, build_name FROM trend_rollups");
+                           "SELECT build_id, series_key, profile, weight_type, path, tokens, backend, gpu_name, "
+                           "runs, contended_runs, unknown_runs, quiet_runs, quiet_median, quiet_low, quiet_high, "
+                           "open_runs, open_median, open_low, open_high, all_median, all_low, all_high, first_ms, "
+                           "last_ms, build_name, jobs, last_job_id FROM build_rollups");
   Rollups rollups;
   while (select.executeStep()) {
-    Key key{select.getColumn(0).getInt64(), select.getColumn(1).getInt64(), select.getColumn(2).getString(),
-            select.getColumn(3).getString(), text_or_null(select.getColumn(4)), select.getColumn(5).getString(),
-            select.getColumn(6).getInt64(),   select.getColumn(7).getString(), select.getColumn(8).getString()};
+    Key key{select.getColumn(0).getInt64(), select.getColumn(1).getString(), select.getColumn(2).getString(),
+            text_or_null(select.getColumn(3)), select.getColumn(4).getString(),  select.getColumn(5).getInt64(),
+            select.getColumn(6).getString(),   select.getColumn(7).getString()};
     Summary s;
-    s.runs = select.getColumn(9).getInt64();
-    s.contended = select.getColumn(10).getInt64();
-    s.unknown = select.getColumn(11).getInt64();
-    s.quiet = select.getColumn(12).getInt64();
-    s.quiet_median = real_or_null(select.getColumn(13));
-    s.quiet_low = real_or_null(select.getColumn(14));
-    s.quiet_high = real_or_null(select.getColumn(15));
-    s.open = select.getColumn(16).getInt64();
-    s.open_median = real_or_null(select.getColumn(17));
-    s.open_low = real_or_null(select.getColumn(18));
-    s.open_high = real_or_null(select.getColumn(19));
-    s.all_median = select.getColumn(20).getDouble();
-    s.all_low = select.getColumn(21).getDouble();
-    s.all_high = select.getColumn(22).getDouble();
-    s.first_ms = select.getColumn(23).getInt64();
-    s.last_ms = select.getColumn(24).getInt64();
-    s.build_name = select.getColumn(25).getString();
-    EXPECT_TRUE(rollups.emplace(key, s).second) << "two rollup rows for one job and series";
+    s.runs = select.getColumn(8).getInt64();
+    s.contended = select.getColumn(9).getInt64();
+    s.unknown = select.getColumn(10).getInt64();
+    s.quiet = select.getColumn(11).getInt64();
+    s.quiet_median = real_or_null(select.getColumn(12));
+    s.quiet_low = real_or_null(select.getColumn(13));
+    s.quiet_high = real_or_null(select.getColumn(14));
+    s.open = select.getColumn(15).getInt64();
+    s.open_median = real_or_null(select.getColumn(16));
+    s.open_low = real_or_null(select.getColumn(17));
+    s.open_high = real_or_null(select.getColumn(18));
+    s.all_median = select.getColumn(19).getDouble();
+    s.all_low = select.getColumn(20).getDouble();
+    s.all_high = select.getColumn(21).getDouble();
+    s.first_ms = select.getColumn(22).getInt64();
+    s.last_ms = select.getColumn(23).getInt64();
+    s.build_name = select.getColumn(24).getString();
+    s.jobs = select.getColumn(25).getInt64();
+    s.last_job_id = select.getColumn(26).getInt64();
+    EXPECT_TRUE(rollups.emplace(key, s).second) << "two rollup rows for one build and series";
   }
   return rollups;
 }
@@ -99,13 +108,13 @@ Rollups recomputed_rollups(const std::filesystem::path& path) {
                            "FROM runs r JOIN builds b ON b.id = r.build_id");
   struct Runs {
     std::vector<double> all, quiet, open;
+    std::set<std::int64_t> jobs;
     Summary summary;
   };
   std::map<Key, Runs> groups;
   while (select.executeStep()) {
     if (select.getColumn(9).getString() != "done" || select.getColumn(10).isNull()) continue;
-    Key key{select.getColumn(0).isNull() ? 0 : select.getColumn(0).getInt64(),
-            select.getColumn(1).getInt64(),
+    Key key{select.getColumn(1).getInt64(),
             select.getColumn(2).getString(),
             select.getColumn(3).getString(),
             text_or_null(select.getColumn(4)),
@@ -122,6 +131,7 @@ Rollups recomputed_rollups(const std::filesystem::path& path) {
     if (added || started < g.summary.first_ms) g.summary.first_ms = started;
     if (added || started > g.summary.last_ms) g.summary.last_ms = started;
     g.summary.build_name = select.getColumn(13).getString();
+    if (!select.getColumn(0).isNull()) g.jobs.insert(select.getColumn(0).getInt64());
     g.all.push_back(value);
     if (contended == 0) g.quiet.push_back(value);
     if (contended != 1) g.open.push_back(value);
@@ -131,6 +141,8 @@ Rollups recomputed_rollups(const std::filesystem::path& path) {
   Rollups rollups;
   for (auto& [key, g] : groups) {
     Summary s = g.summary;
+    s.jobs = static_cast<std::int64_t>(g.jobs.size());
+    s.last_job_id = g.jobs.empty() ? 0 : *g.jobs.rbegin();
     s.runs = static_cast<std::int64_t>(g.all.size());
     s.quiet = static_cast<std::int64_t>(g.quiet.size());
     s.open = static_cast<std::int64_t>(g.open.size());
@@ -152,15 +164,8 @@ Rollups recomputed_rollups(const std::filesystem::path& path) {
   return rollups;
 }
 
-class TrendRollupsTest : public ::testing::Test {
+class TrendRollupsTest : public testing::TwoBuildsFixture {
  protected:
-  void SetUp() override {
-    path_ = dir_.file("qgate.db");
-    store_ = open_store(path_);
-    build_a_ = store_->insert_build(make_build("mmq-a", "sha-a", 10)).id;
-    build_b_ = store_->insert_build(make_build("mmq-b", "sha-b", 20)).id;
-  }
-
   void expect_consistent(const std::string& after) {
     const Rollups stored = stored_rollups(path_);
     const Rollups expected = recomputed_rollups(path_);
@@ -168,25 +173,7 @@ class TrendRollupsTest : public ::testing::Test {
     EXPECT_TRUE(stored == expected) << "rollups differ from the runs after " << after;
   }
 
-  RowId start_job(RowId build_id, const std::string& profile) {
-    Job job;
-    job.build_id = build_id;
-    job.profile = profile;
-    job.backend = "cuda";
-    return store_->create_job(job);
-  }
-
-  db::Run job_run(RowId job_id, RowId build_id, const std::string& type, std::int64_t started, double tps,
-              std::optional<bool> contended) {
-    db::Run run = make_done_run(build_id, "llama-7b", type, started, tps, contended);
-    run.job_id = job_id;
-    return run;
-  }
-
-  TempDir dir_;
-  std::filesystem::path path_;
-  std::unique_ptr<Store> store_;
-  RowId build_a_ = 0, build_b_ = 0;
+  RowId start_job(RowId build_id) { return store_->create_job(make_job(build_id)); }
 };
 
 TEST_F(TrendRollupsTest, FreshStoreHasNoRollups) {
@@ -194,10 +181,10 @@ TEST_F(TrendRollupsTest, FreshStoreHasNoRollups) {
   EXPECT_TRUE(store_->query_trend_summaries(TrendQuery{}).empty());
 }
 
-TEST_F(TrendRollupsTest, JobRunsAreSummarisedAsTheyFinish) {
-  const RowId job = start_job(build_a_, "llama-7b");
+TEST_F(TrendRollupsTest, RunsAreSummarisedAsTheyFinish) {
+  const RowId job = start_job(mmq_a_);
   // A run in progress is not in a trend yet.
-  db::Run running = job_run(job, build_a_, "q4_K", 1000, 0, std::nullopt);
+  db::Run running = make_job_run(job, mmq_a_, "q4_K", 1000, 0, std::nullopt);
   running.state = RunState::Running;
   running.tokens_per_s.reset();
   const RowId first = store_->add_run(running);
@@ -221,7 +208,8 @@ TEST_F(TrendRollupsTest, JobRunsAreSummarisedAsTheyFinish) {
   TrendQuery query;
   auto points = store_->query_trend_summaries(query);
   ASSERT_EQ(points.size(), 1u);
-  EXPECT_EQ(points[0].job_id, job);
+  EXPECT_EQ(points[0].last_job_id, job);
+  EXPECT_EQ(points[0].jobs, 1);
   EXPECT_EQ(points[0].runs, 4);
   EXPECT_DOUBLE_EQ(points[0].median_tokens_per_s, 375.0);  // (350 + 400) / 2
   EXPECT_DOUBLE_EQ(points[0].low_tokens_per_s, 300.0);
@@ -253,15 +241,72 @@ TEST_F(TrendRollupsTest, JobRunsAreSummarisedAsTheyFinish) {
   EXPECT_DOUBLE_EQ(points[0].median_tokens_per_s, 375.0);
 }
 
+TEST_F(TrendRollupsTest, ABuildsJobsMakeOnePointPerSeries) {
+  // A build measured by three jobs (its own gate, then as the baseline of two others): one point per
+  // series over all their runs, naming the newest job; a job's runs are one query away.
+  std::vector<RowId> jobs;
+  std::vector<RunBundle> bundles;
+  for (int j = 0; j < 3; ++j) {
+    jobs.push_back(start_job(mmq_a_));
+    for (int i = 0; i < 3; ++i)
+      bundles.push_back({make_job_run(jobs.back(), mmq_a_, "q4_K", 1000 * (j + 1) + i, 100.0 * (j + 1) + i, false),
+                         {}, {}, {}});
+    bundles.push_back({make_job_run(jobs.back(), mmq_a_, "q8_0", 1000 * (j + 1) + 9, 50.0, false), {}, {}, {}});
+  }
+  store_->record_runs(bundles);
+  expect_consistent("three jobs of one build");
+  TrendQuery query;
+  query.weight_type = "q4_K";
+  const auto points = store_->query_trend_summaries(query);
+  ASSERT_EQ(points.size(), 1u);
+  EXPECT_EQ(points[0].jobs, 3);
+  EXPECT_EQ(points[0].last_job_id, jobs.back());
+  EXPECT_EQ(points[0].runs, 9);
+  EXPECT_DOUBLE_EQ(points[0].median_tokens_per_s, 201.0);
+  EXPECT_DOUBLE_EQ(points[0].low_tokens_per_s, 100.0);
+  EXPECT_DOUBLE_EQ(points[0].high_tokens_per_s, 302.0);
+  EXPECT_EQ(points[0].first_ms, 1000);
+  EXPECT_EQ(points[0].last_ms, 3002);
+  EXPECT_EQ(store_->query_trend_summaries(TrendQuery{}).size(), 2u);  // q4_K and q8_0
+
+  TrendQuery one_job;
+  one_job.job_id = jobs[1];
+  EXPECT_EQ(store_->query_trend(one_job).size(), 4u);
+  EXPECT_THROW(store_->query_trend_summaries(one_job), StoreError);
+}
+
+TEST_F(TrendRollupsTest, AFinishThatSetsTheTokenCountMovesTheRunToItsSeries) {
+  const RowId job = start_job(mmq_a_);
+  db::Run running = make_job_run(job, mmq_a_, "q4_K", 1000, 0, false);
+  running.state = RunState::Running;
+  running.tokens_per_s.reset();
+  const RowId first = store_->add_run(running);
+  RunResult result;
+  result.tokens_per_s = 400;
+  store_->finish_run(first, result, {});
+  running.started_ms = 2000;
+  const RowId second = store_->add_run(running);
+  result.tokens_per_s = 800;
+  result.tokens = 128;  // measured at another token count than planned: another series
+  store_->finish_run(second, result, {});
+  expect_consistent("a finish with a token count");
+  ASSERT_EQ(stored_rollups(path_).size(), 2u);
+  // Re-finishing the first run at 128 tokens empties its old point, which goes away.
+  store_->finish_run(first, result, {});
+  expect_consistent("a run moved to another token count");
+  ASSERT_EQ(stored_rollups(path_).size(), 1u);
+  EXPECT_EQ(std::get<5>(stored_rollups(path_).begin()->first), 128);
+}
+
 TEST_F(TrendRollupsTest, FailedCancelledAndInterruptedJobsStayConsistent) {
-  const RowId failed = start_job(build_a_, "llama-7b");
-  const RowId cancelled = start_job(build_b_, "llama-7b");
+  const RowId failed = start_job(mmq_a_);
+  const RowId cancelled = start_job(mmq_b_);
   std::vector<RunBundle> bundles;
   for (int i = 0; i < 3; ++i) {
-    bundles.push_back({job_run(failed, build_a_, "q4_K", 100 + i, 400 + i, false), {}, {}, {}});
-    bundles.push_back({job_run(cancelled, build_b_, "q8_0", 200 + i, 300 + i, i == 0), {}, {}, {}});
+    bundles.push_back({make_job_run(failed, mmq_a_, "q4_K", 100 + i, 400 + i, false), {}, {}, {}});
+    bundles.push_back({make_job_run(cancelled, mmq_b_, "q8_0", 200 + i, 300 + i, i == 0), {}, {}, {}});
   }
-  db::Run failed_run = job_run(failed, build_a_, "q4_K", 150, 1, false);
+  db::Run failed_run = make_job_run(failed, mmq_a_, "q4_K", 150, 1, false);
   failed_run.state = RunState::Failed;  // a failed run never counts, whatever its figure
   bundles.push_back({failed_run, {}, {}, {}});
   store_->record_runs(bundles);
@@ -269,29 +314,34 @@ TEST_F(TrendRollupsTest, FailedCancelledAndInterruptedJobsStayConsistent) {
 
   // A run left running by a daemon that died: requeued, the run interrupted, the point unchanged.
   ASSERT_TRUE(store_->claim_next_job(std::nullopt).has_value());
-  db::Run running = job_run(failed, build_a_, "q4_K", 160, 0, std::nullopt);
+  db::Run running = make_job_run(failed, mmq_a_, "q4_K", 160, 0, std::nullopt);
   running.state = RunState::Running;
   running.tokens_per_s.reset();
   store_->add_run(running);
+  const Rollups before_requeue = stored_rollups(path_);
   store_->requeue_interrupted_jobs();
   expect_consistent("requeue_interrupted_jobs");
+  EXPECT_TRUE(stored_rollups(path_) == before_requeue);
 
   ASSERT_TRUE(store_->claim_next_job(std::nullopt).has_value());
   ASSERT_TRUE(store_->claim_next_job(std::nullopt).has_value());
   EXPECT_TRUE(store_->end_job(failed, JobState::Failed, "worker crashed", {}, JobState::Running));
   EXPECT_TRUE(store_->end_job(cancelled, JobState::Cancelled, "", {}, JobState::Running));
   expect_consistent("end_job");
+  EXPECT_TRUE(stored_rollups(path_) == before_requeue);  // a job's end changes no run, so no point
 
   const Rollups stored = stored_rollups(path_);
   ASSERT_EQ(stored.size(), 2u);
   for (const auto& [key, summary] : stored) {
-    if (std::get<0>(key) == failed) {
+    if (std::get<0>(key) == mmq_a_) {
       EXPECT_EQ(summary.runs, 3);
       EXPECT_EQ(summary.all_median, 401.0);
+      EXPECT_EQ(summary.last_job_id, failed);
     } else {
-      EXPECT_EQ(std::get<0>(key), cancelled);
+      EXPECT_EQ(std::get<0>(key), mmq_b_);
       EXPECT_EQ(summary.contended, 1);
       EXPECT_EQ(summary.quiet_median, 301.5);
+      EXPECT_EQ(summary.last_job_id, cancelled);
     }
   }
 }
@@ -321,7 +371,8 @@ TEST_F(TrendRollupsTest, ImportsAreSummarisedPerBuildAndSeries) {
   query.include_unknown = true;
   const auto points = store_->query_trend_summaries(query);
   ASSERT_EQ(points.size(), 2u);
-  EXPECT_FALSE(points[0].job_id.has_value());
+  EXPECT_FALSE(points[0].last_job_id.has_value());
+  EXPECT_EQ(points[0].jobs, 0);
   EXPECT_EQ(points[0].build_id, outcome.build_ids[0]);
   EXPECT_EQ(points[0].tokens, 512);
   EXPECT_EQ(points[0].runs, 3);
@@ -341,76 +392,118 @@ TEST_F(TrendRollupsTest, ImportsAreSummarisedPerBuildAndSeries) {
 }
 
 TEST_F(TrendRollupsTest, SummariesFilterLikeTheRawTrend) {
-  const RowId job_a = start_job(build_a_, "llama-7b");
-  const RowId job_b = start_job(build_b_, "llama-7b");
+  const RowId job_a = start_job(mmq_a_);
+  const RowId job_b = start_job(mmq_b_);
   std::vector<RunBundle> bundles;
-  bundles.push_back({job_run(job_a, build_a_, "q4_K", 1000, 400, false), {}, {}, {}});
-  bundles.push_back({job_run(job_a, build_a_, "q8_0", 1100, 300, true), {}, {}, {}});  // contended only
-  bundles.push_back({job_run(job_b, build_b_, "q4_K", 5000, 440, std::nullopt), {}, {}, {}});
-  db::Run other_profile = job_run(job_b, build_b_, "q4_K", 6000, 200, false);
+  bundles.push_back({make_job_run(job_a, mmq_a_, "q4_K", 1000, 400, false), {}, {}, {}});
+  bundles.push_back({make_job_run(job_a, mmq_a_, "q8_0", 1100, 300, true), {}, {}, {}});  // contended only
+  bundles.push_back({make_job_run(job_b, mmq_b_, "q4_K", 5000, 440, std::nullopt), {}, {}, {}});
+  db::Run other_profile = make_job_run(job_b, mmq_b_, "q4_K", 6000, 200, false);
   other_profile.profile = "llama-13b";
   other_profile.path = "f16";
   bundles.push_back({other_profile, {}, {}, {}});
   store_->record_runs(bundles);
   expect_consistent("record_runs");
 
-  auto jobs_of = [&](const TrendQuery& query) {
+  auto builds_of = [&](const TrendQuery& query) {
     std::vector<std::pair<RowId, std::string>> out;
     for (const TrendSummary& p : store_->query_trend_summaries(query))
-      out.emplace_back(p.job_id.value_or(0), p.weight_type.value_or(""));
+      out.emplace_back(p.build_id, p.weight_type.value_or(""));
     return out;
   };
   using V = std::vector<std::pair<RowId, std::string>>;
   TrendQuery query;
   query.profile = "llama-7b";
-  EXPECT_EQ(jobs_of(query), (V{{job_a, "q4_K"}}));
+  EXPECT_EQ(builds_of(query), (V{{mmq_a_, "q4_K"}}));
   query.include_unknown = true;
-  EXPECT_EQ(jobs_of(query), (V{{job_a, "q4_K"}, {job_b, "q4_K"}}));
+  EXPECT_EQ(builds_of(query), (V{{mmq_a_, "q4_K"}, {mmq_b_, "q4_K"}}));
   query.include_contended = true;
-  EXPECT_EQ(jobs_of(query), (V{{job_a, "q4_K"}, {job_a, "q8_0"}, {job_b, "q4_K"}}));
+  EXPECT_EQ(builds_of(query), (V{{mmq_a_, "q4_K"}, {mmq_a_, "q8_0"}, {mmq_b_, "q4_K"}}));
   query.weight_type = "q4_K";
-  query.since_ms = 2000;
-  EXPECT_EQ(jobs_of(query), (V{{job_b, "q4_K"}}));
+  query.since_ms = 2000;  // builds measured in the window: by their last run
+  EXPECT_EQ(builds_of(query), (V{{mmq_b_, "q4_K"}}));
+  query.since_ms = 1000;
+  EXPECT_EQ(builds_of(query), (V{{mmq_a_, "q4_K"}, {mmq_b_, "q4_K"}}));
   query.since_ms = 0;
   query.build_name_glob = "mmq-a";
-  EXPECT_EQ(jobs_of(query), (V{{job_a, "q4_K"}}));
+  EXPECT_EQ(builds_of(query), (V{{mmq_a_, "q4_K"}}));
 
   TrendQuery f16;
   f16.path = "f16";
-  EXPECT_EQ(jobs_of(f16), (V{{job_b, "q4_K"}}));
+  EXPECT_EQ(builds_of(f16), (V{{mmq_b_, "q4_K"}}));
   TrendQuery limited;
   limited.include_contended = true;
   limited.limit = 2;
-  EXPECT_EQ(jobs_of(limited), (V{{job_a, "q4_K"}, {job_a, "q8_0"}}));
+  EXPECT_EQ(builds_of(limited), (V{{mmq_a_, "q4_K"}, {mmq_a_, "q8_0"}}));
 }
 
-TEST_F(TrendRollupsTest, MigrationBackFillsAnExistingStore) {
-  const RowId job = start_job(build_a_, "llama-7b");
-  std::vector<RunBundle> bundles;
-  for (int i = 0; i < 7; ++i) {
-    bundles.push_back({job_run(job, build_a_, i % 2 ? "q4_K" : "q8_0", 1000 + i, 100.0 + 37 * (i % 4),
-                               i == 3 ? std::optional<bool>(true) : i == 5 ? std::nullopt : std::optional<bool>(false)),
-                       {}, {}, {}});
-  }
-  RunBundle imported;
-  imported.run = make_done_run(build_b_, "llama-13b", "q4_0", 9000, 55.0, std::nullopt);
-  bundles.push_back(imported);
-  store_->record_runs(bundles);
-  const Rollups written = stored_rollups(path_);
-  ASSERT_EQ(written.size(), 3u);
-  store_.reset();
+/// A migration file's text, as the store embeds it.
+std::string migration_text(const std::string& file_name) {
+  std::ifstream in(std::filesystem::path(QGATE_DB_MIGRATIONS_DIR) / file_name);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
 
-  // The store as it was before 0005: no rollup table, schema version 4.
-  {
+class TrendRollupsMigrationTest : public TrendRollupsTest {
+ protected:
+  /// A history of two jobs and an import, written by this store; the rows it kept.
+  Rollups write_history() {
+    const RowId job = start_job(mmq_a_);
+    const RowId again = start_job(mmq_a_);
+    std::vector<RunBundle> bundles;
+    for (int i = 0; i < 7; ++i) {
+      const std::optional<bool> contended =
+          i == 3 ? std::optional<bool>(true) : i == 5 ? std::nullopt : std::optional<bool>(false);
+      bundles.push_back({make_job_run(i < 4 ? job : again, mmq_a_, i % 2 ? "q4_K" : "q8_0", 1000 + i,
+                                      100.0 + 37 * (i % 4), contended),
+                         {}, {}, {}});
+    }
+    RunBundle imported;
+    imported.run = make_done_run(mmq_b_, "llama-13b", "q4_0", 9000, 55.0, std::nullopt);
+    bundles.push_back(imported);
+    store_->record_runs(bundles);
+    const Rollups written = stored_rollups(path_);
+    EXPECT_EQ(written.size(), 3u);
+    store_.reset();
+    return written;
+  }
+
+  /// Takes the file back to schema 4: without 0006's and 0005's tables and indexes.
+  void back_to_schema_4() {
     SQLite::Database raw(path_.string(), SQLite::OPEN_READWRITE);
-    raw.exec("DROP TABLE trend_rollups");
+    raw.exec("DROP TABLE build_rollups");
+    raw.exec("DROP INDEX runs_by_build_series");
+    raw.exec("CREATE INDEX runs_by_build ON runs (build_id)");
     raw.exec("PRAGMA user_version = 4");
   }
+};
+
+TEST_F(TrendRollupsMigrationTest, TheRunnerFillsTheRowsOfAStoreAtSchema4) {
+  const Rollups written = write_history();
+  back_to_schema_4();
   store_ = open_store(path_);
   EXPECT_EQ(store_->schema_version(), sqlite_schema_version_known());
-  expect_consistent("the back-fill");
+  expect_consistent("migrating from schema 4");
   EXPECT_TRUE(stored_rollups(path_) == written);
   EXPECT_EQ(store_->integrity_check(), "ok");
+}
+
+TEST_F(TrendRollupsMigrationTest, TheRunnerReplacesThePerJobRowsOfAStoreAtSchema5) {
+  const Rollups written = write_history();
+  back_to_schema_4();
+  {
+    // Schema 5 as 0005 left it: its per-job table, filled by its own back-fill.
+    SQLite::Database raw(path_.string(), SQLite::OPEN_READWRITE);
+    raw.exec(migration_text("0005_trend_rollups.sql"));
+    raw.exec("PRAGMA user_version = 5");
+    ASSERT_EQ(raw.execAndGet("SELECT COUNT(*) FROM trend_rollups").getInt64(), 5);  // per job: 2 + 2, import 1
+  }
+  store_ = open_store(path_);
+  expect_consistent("migrating from schema 5");
+  EXPECT_TRUE(stored_rollups(path_) == written);
+  SQLite::Database raw(path_.string(), SQLite::OPEN_READONLY);
+  EXPECT_FALSE(raw.tableExists("trend_rollups"));
 }
 
 }  // namespace

@@ -333,7 +333,7 @@ struct TrendQuery {
   /// Also keep runs whose co-tenant load is unknown (no sampler: the CPU backend, no NVML).
   bool include_unknown = false;
   std::optional<int> limit;
-  /// Only this job's runs (query_trend) or points (query_trend_summaries).
+  /// Only this job's runs (query_trend; query_trend_summaries refuses it).
   std::optional<RowId> job_id;
 };
 
@@ -356,13 +356,14 @@ struct TrendRow {
   std::string commit_sha;  // the build's
 };
 
-/// A trend point: one job's finished runs of one build and series (profile, path, weight type,
-/// tokens, backend, GPU) summarised, or an imported build's when there is no job. Kept at write
-/// time in trend_rollups (migration 0005). The figures cover the runs the TrendQuery's co-tenant
+/// A trend point: one build's finished runs of one series (profile, path, weight type, tokens,
+/// backend, GPU) summarised, whichever jobs measured them (or none: imported results). Kept at write
+/// time in build_rollups (migration 0006). The figures cover the runs the TrendQuery's co-tenant
 /// filter keeps: quiet only, quiet or unknown (include_unknown), or all (include_contended).
 struct TrendSummary {
   RowId id = 0;
-  std::optional<RowId> job_id;  // none for imported results
+  std::optional<RowId> last_job_id;  // the newest job among the runs; none for imported results
+  std::int64_t jobs = 0;             // how many jobs the runs come from
   RowId build_id = 0;
   std::string build_name;
   std::string build_sha256;

@@ -118,9 +118,11 @@ class Store {
 
   /// Finished runs with a tokens_per_s, oldest first.
   virtual std::vector<TrendRow> query_trend(const TrendQuery& query) = 0;
-  /// Trend points, one per job (or imported build) and series, oldest first (by first run), read
-  /// from the rollups kept at write time: one index range scan. The raw runs behind a point are
-  /// query_trend's, or compare_runs' for its build.
+  /// Trend points, one per build and series, oldest first (by first run), for the builds with a
+  /// kept run at or after since_ms, read from the rollups kept at write time (build_rollups): one
+  /// index range scan. A point names its newest job; the runs behind it are query_trend's (one
+  /// job's with job_id), or compare_runs' for its build. A query with job_id is refused
+  /// (InvalidValue): a job's figures are its runs.
   virtual std::vector<TrendSummary> query_trend_summaries(const TrendQuery& query) = 0;
   /// One build's finished runs with a tokens_per_s that match the query, contended ones included,
   /// each with its series fields and its job's spec; oldest first. One query, no lookups per run.

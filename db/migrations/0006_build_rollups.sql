@@ -1,0 +1,65 @@
+-- 0006_build_rollups: a trend point becomes one build's summary per series (profile, path, weight
+-- type, tokens, backend, GPU), whatever the number of jobs that measured it. 0005 kept one row per
+-- job and series; a year of history then held tens of thousands of points per profile, too many for
+-- a dashboard to read at every refresh. A build's jobs stay one query away (QueryTrend job_id), and
+-- every raw run two.
+--
+-- This file holds the schema only. The rows are computed by the store's own statement
+-- (kRollupRecompute in db/src/sqlite_store.cpp): the write path runs it for the (build, series,
+-- tokens) groups a write touched, and the migration runner runs it over every run right after this
+-- file, in the same transaction. 0005's table and its back-fill are superseded and dropped here.
+--
+-- Each row carries three summaries, one per co-tenant filter a trend can ask for:
+--   quiet_*  runs known quiet (contended = 0);
+--   open_*   runs not known contended (contended = 0 or NULL: no sampler);
+--   all_*    every run, contended ones too.
+-- For each: the run count, the median tok/s and its interval (the minimum and maximum of the same
+-- runs). NULL median when the count is 0.
+
+DROP TABLE trend_rollups;
+
+-- The write path recomputes one (build, series, tokens) group: this index finds its runs. It
+-- replaces runs_by_build (build_id), which it serves as a prefix.
+DROP INDEX runs_by_build;
+CREATE INDEX runs_by_build_series ON runs (build_id, series_key, tokens);
+
+CREATE TABLE build_rollups (
+  id              INTEGER PRIMARY KEY,
+  build_id        INTEGER NOT NULL REFERENCES builds (id),
+  series_key      TEXT NOT NULL,
+  tokens          INTEGER NOT NULL,
+  profile         TEXT NOT NULL,
+  weight_type     TEXT,
+  path            TEXT NOT NULL,
+  backend         TEXT NOT NULL,
+  gpu_name        TEXT NOT NULL,
+  build_name      TEXT NOT NULL,                -- the build's, copied so a trend needs no join
+  build_sha256    TEXT NOT NULL,
+  commit_sha      TEXT NOT NULL,
+  first_ms        INTEGER NOT NULL,             -- the first run's start: where the point sits in time
+  last_ms         INTEGER NOT NULL,             -- the last run's start: a trend window keeps the
+                                                -- builds measured in it (last_ms >= since)
+  jobs            INTEGER NOT NULL,             -- distinct jobs among the runs (0: imported only)
+  last_job_id     INTEGER NOT NULL,             -- the newest of them, 0 when none
+  runs            INTEGER NOT NULL,             -- every finished run with a tok/s
+  contended_runs  INTEGER NOT NULL,             -- of which contended = 1
+  unknown_runs    INTEGER NOT NULL,             -- of which contended is NULL
+  quiet_runs      INTEGER NOT NULL,
+  quiet_median    REAL,
+  quiet_low       REAL,
+  quiet_high      REAL,
+  open_runs       INTEGER NOT NULL,
+  open_median     REAL,
+  open_low        REAL,
+  open_high       REAL,
+  all_median      REAL NOT NULL,
+  all_low         REAL NOT NULL,
+  all_high        REAL NOT NULL
+);
+-- A trend's filters lead (profile, then weight type), the window follows; path and build name ride
+-- in the index so rows they reject are never read from the table.
+CREATE INDEX build_rollups_by_profile_type ON build_rollups (profile, weight_type, last_ms, path, build_name);
+CREATE INDEX build_rollups_by_profile_time ON build_rollups (profile, last_ms, path, build_name);
+CREATE INDEX build_rollups_by_time ON build_rollups (last_ms, path, build_name);
+-- The write path rewrites one group's rows.
+CREATE INDEX build_rollups_by_group ON build_rollups (build_id, series_key, tokens);
