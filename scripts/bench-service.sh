@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # The service benchmark: qgated start to ready, submit-to-verdict of the reference build on the
-# CPU backend, and QueryTrend p50/p99 plus qgated's memory on a store pre-filled with N runs
-# (default 1,000,000). Prints a table; JSON goes to out/bench-service/.
-# Usage: scripts/bench-service.sh [RUNS]
+# CPU backend, and QueryTrend p50/p99 over the last 30 days and over the whole year, the points per
+# answer, plus qgated's memory, on a store pre-filled with N runs (default 1,000,000). Prints a
+# table; JSON goes to out/bench-service/.
+# Usage: [QGATE_BUILD_DIR=build] scripts/bench-service.sh [RUNS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-1000000}
 # The `bench-service` CMake target runs this from an existing build; by hand it builds first.
 [ -n "${QGATE_SKIP_BUILD:-}" ] || scripts/build.sh >/dev/null
-bin=build/bin
+build_dir=${QGATE_BUILD_DIR:-build}
+bin=$build_dir/bin
 out=out/bench-service
 mkdir -p "$out"
 work=$(mktemp -d)
@@ -29,9 +31,9 @@ mkdir -p "$work/cpu"
 start_daemon "$work/cpu"
 start_ms=$ready_ms
 q() { "$bin/qgate" --server "unix://$work/cpu/qgated.sock" "$@"; }
-t0=$(date +%s%N); q submit --build build/lib/libqgate_ref.so --name ref --kind ab --profile cpu-tiny --max-pairs 8 --wait >/dev/null 2>&1 || true
+t0=$(date +%s%N); q submit --build "$build_dir/lib/libqgate_ref.so" --name ref --kind ab --profile cpu-tiny --max-pairs 8 --wait >/dev/null 2>&1 || true
 ab_ms=$(ms_since "$t0")
-t0=$(date +%s%N); q submit --build build/lib/libqgate_ref.so --name ref --baseline ref --profile cpu-tiny --max-pairs 8 --threshold 0.25 --wait >/dev/null 2>&1 || true
+t0=$(date +%s%N); q submit --build "$build_dir/lib/libqgate_ref.so" --name ref --baseline ref --profile cpu-tiny --max-pairs 8 --threshold 0.25 --wait >/dev/null 2>&1 || true
 gate_ms=$(ms_since "$t0")
 kill "$daemon_pid"; wait "$daemon_pid" 2>/dev/null || true
 
@@ -56,4 +58,4 @@ printf '%-52s %8s ms\n' "qgated start to ready ($runs runs)" "$big_start_ms"
 printf '%-52s %8s ms\n' "ab job, cpu-tiny, 8 pairs max: submit to verdict" "$ab_ms"
 printf '%-52s %8s ms\n' "A/A gate (parity sweep + A/B): submit to verdict" "$gate_ms"
 printf '%-52s %8s ms\n' "store fill" "$fill_ms"
-echo "QueryTrend and memory: see above ($out/trend.json)"
+echo "QueryTrend (30 days, a year) and memory: see above ($out/trend.json)"

@@ -461,10 +461,13 @@ grpc::ServerUnaryReactor* HarnessService::QueryTrend(grpc::CallbackServerContext
       }
       return grpc::Status::OK;
     }
-    // One point per job and series, from the rollups kept at write time: one index range scan.
-    for (const auto& row : store_.query_trend_summaries(q)) {
+    // One point per build and series, from the rollups kept at write time: one index range scan.
+    // job_id is the build's newest job in the series; `job_id` in a request gives that job's runs.
+    const auto rows = store_.query_trend_summaries(q);
+    response->mutable_points()->Reserve(static_cast<int>(rows.size()));
+    for (const auto& row : rows) {
       auto* p = response->add_points();
-      p->set_job_id(row.job_id.value_or(0));
+      p->set_job_id(row.last_job_id.value_or(0));
       p->set_build_name(row.build_name);
       p->set_build_sha256(row.build_sha256);
       p->set_path(row.path);
