@@ -24,6 +24,7 @@
 #include "qgate/client/exit_codes.h"
 #include "qgate/client/format.h"
 #include "qgate/client/harness_client.h"
+#include "qgate/client/health.h"
 #include "qgate/client/json_report.h"
 #include "qgate/client/options.h"
 #include "qgate/interop/import_file.h"
@@ -189,7 +190,8 @@ class Cli {
 
  private:
   void define();
-  HarnessClient connect() const;
+  ConnectionOptions connection_options() const;
+  HarnessClient connect() const { return HarnessClient(connection_options()); }
   void print_json(const nlohmann::json& value) const { std::cout << value.dump(2) << "\n"; }
   /// Prints `data` in the --json envelope (json_report.h) under `key`, with the daemon's context.
   void print_report(HarnessClient& client, const std::string& key, nlohmann::json data) const {
@@ -212,6 +214,7 @@ class Cli {
   int cmd_compare();
   int cmd_export();
   int cmd_import();
+  int cmd_health();
 
   int watch_until_done(HarnessClient& client, std::int64_t job_id);
   v1::QueryTrendRequest trend_request(std::int64_t default_since_ms) const;
@@ -229,6 +232,7 @@ class Cli {
   ImportOptions import_;
   RemeasureOptions remeasure_;
   std::int64_t job_id_ = 0;
+  std::string health_service_;
   std::map<const CLI::App*, std::function<int()>> handlers_;
 };
 
@@ -422,6 +426,13 @@ void Cli::define() {
   auto* device = app_.add_subcommand("device", "the daemon's device, version and queue");
   handlers_[device] = [this] { return cmd_device(); };
 
+  auto* health = app_.add_subcommand(
+      "health", "gRPC health check (grpc.health.v1): exit 0 when qgated is SERVING, 1 when it answers "
+                "otherwise, 3 when it does not answer; for container and Kubernetes probes");
+  health->add_option("--service", health_service_,
+                     "ask about one service, e.g. qgate.v1.Harness (default: the daemon as a whole)");
+  handlers_[health] = [this] { return cmd_health(); };
+
   auto* trend = app_.add_subcommand("trend", "tok/s history per build, with sparklines");
   trend->add_option("--profile", trend_.profile, "model profile")->required();
   trend->add_option("--type", trend_.type, "weight type (e.g. q4_K)");
@@ -491,7 +502,7 @@ ReportContext Cli::daemon_context(HarnessClient& client) {
   }
 }
 
-HarnessClient Cli::connect() const {
+ConnectionOptions Cli::connection_options() const {
   const std::string address = resolve_server_address(
       global_.server_given ? std::optional<std::string>(global_.server) : std::nullopt,
       std::getenv("QGATE_SERVER"));
@@ -514,7 +525,24 @@ HarnessClient Cli::connect() const {
   if (ca.empty())
     if (const char* c = std::getenv("QGATE_TLS_CA")) ca = c;
   if (!ca.empty()) options.tls_ca_pem = read_file(ca, "TLS CA certificate");
-  return HarnessClient(std::move(options));
+  return options;
+}
+
+int Cli::cmd_health() {
+  const HealthReport report = check_health(connection_options(), health_service_);
+  const int code = health_exit_code(report.state);
+  if (global_.json) {
+    const char* state = report.state == HealthState::Serving          ? "SERVING"
+                        : report.state == HealthState::NotServing     ? "NOT_SERVING"
+                        : report.state == HealthState::ServiceUnknown ? "SERVICE_UNKNOWN"
+                                                                      : "UNREACHABLE";
+    // No context block: a probe must not depend on a second call.
+    print_json({{"schema_version", kJsonSchemaVersion},
+                {"health", {{"service", health_service_}, {"status", state}, {"message", report.line}}}});
+  } else {
+    (code == kExitOk ? std::cout : std::cerr) << "qgate: " << report.line << "\n";
+  }
+  return code;
 }
 
 // ---- submit, ab, watch ----

@@ -11,5 +11,6 @@ inline constexpr int kExitFail = 1;          // job done, verdict FAIL
 inline constexpr int kExitInconclusive = 2;  // job done, verdict INCONCLUSIVE
 inline constexpr int kExitError = 3;         // usage error, RPC error, job FAILED or CANCELLED
 inline constexpr int kExitExpired = 4;       // a quiet-window job's deadline passed before the GPU was quiet
+inline constexpr int kExitNotServing = 1;    // qgate health: the daemon answered, but not SERVING
 
 }  // namespace qgate::client
