@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Proves scripts/lint-deploy.sh fails on broken deployment files: a copy of docker/'s Dockerfile,
+# compose.yaml and k8s/ passes, then each deliberate breakage (one at a time, on a fresh copy) must
+# make it exit 1 and name the problem.
+# Usage: lint_catches_breakage.sh SOURCE_DIR
+set -uo pipefail
+src=${1:?usage: lint_catches_breakage.sh SOURCE_DIR}
+lint="$src/scripts/lint-deploy.sh"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failures=0
+
+fresh_copy() {
+  rm -rf "$work/docker"
+  mkdir -p "$work/docker"
+  cp -r "$src/docker/Dockerfile" "$src/docker/compose.yaml" "$src/docker/k8s" "$work/docker/"
+}
+
+# name, file (relative to the copy), sed expression, text the lint output must hold
+expect_failure() {
+  local name=$1 file=$2 edit=$3 expected=$4
+  fresh_copy
+  sed -i -e "$edit" "$work/docker/$file"
+  if cmp -s "$src/docker/$file" "$work/docker/$file"; then
+    echo "FAIL $name: the edit changed nothing in $file"; failures=$((failures + 1)); return
+  fi
+  local out rc
+  out=$(bash "$lint" "$work/docker" 2>&1); rc=$?
+  if [ $rc -ne 1 ]; then
+    echo "FAIL $name: lint exited $rc, not 1"; echo "$out"; failures=$((failures + 1))
+  elif ! grep -qF -- "$expected" <<<"$out"; then
+    echo "FAIL $name: lint output lacks '$expected'"; echo "$out"; failures=$((failures + 1))
+  else
+    echo "ok   $name"
+  fi
+}
+
+fresh_copy
+if out=$(bash "$lint" "$work/docker" 2>&1); then echo "ok   the unbroken copy passes"
+else echo "FAIL the unbroken copy fails:"; echo "$out"; failures=$((failures + 1)); fi
+
+expect_failure "unknown Dockerfile instruction" Dockerfile 's/^RUN groupadd/RUNN groupadd/' "Unknown instruction: RUNN"
+expect_failure "HEALTHCHECK without a command" Dockerfile '/^HEALTHCHECK/,/CMD \[/c HEALTHCHECK CMD' "Missing command after HEALTHCHECK CMD"
+expect_failure "a port that is not a number" k8s/qgated-daemonset.yaml 's/containerPort: 8080/containerPort: eighty/' \
+  "containerPort must be integer"
+expect_failure "a DaemonSet without a selector" k8s/qgated-daemonset.yaml 's/^  selector:/  selectr:/' \
+  "must have required property selector"
+expect_failure "a DaemonSet without containers" k8s/qgated-daemonset.yaml 's/^      containers:/      contianers:/' \
+  "must have required property containers"
+expect_failure "a misspelt compose key" compose.yaml 's/^    deploy:/    deplyo:/' '"additionalProperty":"deplyo"'
+expect_failure "a GPU reservation of the wrong type" compose.yaml 's/device_ids: \["0"\]/device_ids: 0/' \
+  "/services/qgated/deploy/resources/reservations/devices/0/device_ids must be array"
+expect_failure "a duplicated YAML key" compose.yaml 's/^    restart: unless-stopped/    restart: unless-stopped\n    restart: always/' \
+  'duplication of key "restart"'
+expect_failure "broken YAML indentation" k8s/qgated-daemonset.yaml 's/^      nodeSelector:/     nodeSelector:/' "YAML (yamllint): FAILED"
+
+if [ $failures -gt 0 ]; then echo "$failures check(s) failed"; exit 1; fi
+echo "every breakage was caught"
