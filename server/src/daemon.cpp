@@ -237,6 +237,10 @@ void Daemon::start() {
   builder.SetMaxReceiveMessageSize(8 << 20);
   parts_->server = builder.BuildAndStart();
   if (!parts_->server) throw std::runtime_error("cannot listen on " + options_.listen);
+  // grpc.health.v1 (`qgate health`, container and Kubernetes probes): the server as a whole ("") is
+  // SERVING from here on, and so is the Harness service by name, until shutdown() begins.
+  if (auto* health = parts_->server->GetHealthCheckService())
+    health->SetServingStatus(qgate::v1::Harness::service_full_name(), true);
   if (!socket_path.empty()) chmod(socket_path.c_str(), 0600);
   parts_->address = options_.listen;
   if (port > 0 && options_.listen.find(":0") != std::string::npos)
@@ -256,6 +260,9 @@ void Daemon::shutdown() {
   std::lock_guard<std::mutex> lock(parts_->shutdown_mu);
   if (parts_->shut_down) return;
   parts_->shut_down = true;
+  // Health watchers see NOT_SERVING before the server stops answering.
+  if (parts_->server)
+    if (auto* health = parts_->server->GetHealthCheckService()) health->Shutdown();
   if (parts_->server) parts_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   if (parts_->scheduler) parts_->scheduler->stop();
   if (parts_->watch) parts_->watch->stop();
