@@ -7,10 +7,11 @@ add_library(qgate_jobs STATIC
   src/series_changes.cpp
   src/job_submission.cpp
   src/jobs_application.cpp
-  src/result_import.cpp)
+  src/result_import.cpp
+  src/job_details.cpp)
 target_include_directories(qgate_jobs PUBLIC include)
 target_link_libraries(qgate_jobs
-  PUBLIC qgate_grpc qgate_store qgate_profiles qgate_ab_stats qgate_common qgate_cotenant
+  PUBLIC qgate_grpc qgate_dashboard_grpc qgate_store qgate_profiles qgate_ab_stats qgate_common qgate_cotenant
   PRIVATE qgate_interop)
 
 add_library(qgate_server STATIC
@@ -31,11 +32,13 @@ add_library(qgate_server STATIC
   src/job_runner.cpp
   src/scheduler.cpp
   src/harness_service.cpp
+  src/dashboard_service.cpp
+  src/listener_security.cpp
   src/daemon.cpp)
 target_include_directories(qgate_server PUBLIC include)
 target_link_libraries(qgate_server
   PUBLIC qgate_jobs qgate_grpc qgate_store qgate_profiles qgate_ab_stats qgate_common qgate_cotenant
-  PRIVATE gRPC::grpc++_reflection nlohmann_json::nlohmann_json)
+  PRIVATE gRPC::grpc++_reflection nlohmann_json::nlohmann_json qgate_dashboard_http)
 # The log (daemon_log.h): public, since every part of the daemon logs with spdlog.
 target_link_libraries(qgate_server PUBLIC spdlog::spdlog)
 target_compile_definitions(qgate_server PRIVATE QGATE_VERSION="${PROJECT_VERSION}")

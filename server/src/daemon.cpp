@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 #include <mutex>
+#include <optional>
 #include <set>
 
 #include <spdlog/spdlog.h>
@@ -20,10 +21,15 @@
 #include "qgate/cotenant/replay.h"
 #include "qgate/db/sqlite_store.h"
 #include "qgate/common/default_paths.h"
+#include "qgate/dashboards/dashboard_api.h"
+#include "qgate/dashboards/dashboard_site.h"
+#include "qgate/dashboards/http_server.h"
+#include "qgate/server/dashboard_service.h"
 #include "qgate/server/event_hub.h"
 #include "qgate/server/harness_service.h"
 #include "qgate/server/job_event_log.h"
 #include "qgate/server/job_runner.h"
+#include "qgate/server/listener_security.h"
 #include "qgate/server/scheduler.h"
 #include "qgate/server/worker_process.h"
 
@@ -67,26 +73,6 @@ DeviceDescription describe_device(const DaemonOptions& o) {
   return d;
 }
 
-std::string read_secret_file(const std::string& path, const char* what) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error(std::string("cannot read the ") + what + " file " + path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string text = ss.str();
-  while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' ')) text.pop_back();
-  if (text.empty()) throw std::runtime_error(std::string("the ") + what + " file " + path + " is empty");
-  return text;
-}
-
-/// True for 127.0.0.0/8, ::1 and localhost targets ("host:port", "[::1]:port", "dns:///host:port").
-bool is_loopback(std::string target) {
-  if (target.rfind("dns:///", 0) == 0) target = target.substr(7);
-  std::string host = target;
-  if (!host.empty() && host[0] == '[') host = host.substr(1, host.find(']') - 1);
-  else if (auto colon = host.rfind(':'); colon != std::string::npos) host = host.substr(0, colon);
-  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
-}
-
 /// The sampler of a daemon that has none (the CPU backend, or --sampler none): every run's
 /// co-tenant load is recorded as unavailable, never as quiet.
 class NoSampler final : public cotenant::Sampler {
@@ -114,8 +100,14 @@ struct Daemon::Parts {
   std::unique_ptr<JobRunner> runner;
   std::unique_ptr<Scheduler> scheduler;
   std::unique_ptr<HarnessService> service;
+  std::unique_ptr<DashboardService> dashboard;
   std::unique_ptr<grpc::Server> server;
   std::string address;
+  // The HTTP dashboard (--http): its API calls the RPCs above through an in-process channel.
+  std::unique_ptr<dashboards::DashboardApi> http_api;
+  std::unique_ptr<dashboards::DashboardSite> http_site;
+  std::unique_ptr<dashboards::HttpServer> http;
+  std::string http_address;
   std::mutex shutdown_mu;
   bool shut_down = false;
 };
@@ -204,21 +196,18 @@ void Daemon::start() {
     socket_path = options_.listen.substr(7);
     std::filesystem::remove(socket_path);  // a stale socket from a killed daemon
   }
-  // Security: what the address allows, decided before anything listens.
-  const bool tcp = socket_path.empty();
-  std::string token;
-  if (!options_.auth_token_file.empty()) {
-    token = read_secret_file(options_.auth_token_file, "auth token");
-    if (token.size() < 16) throw std::runtime_error("the auth token in " + options_.auth_token_file + " is shorter than 16 characters");
-  }
+  // Security: what each address allows, decided before anything listens (listener_security.h).
+  const ListenerSecurity grpc_security = listener_security(options_, options_.listen, "--listen");
+  const bool tcp = grpc_security.tcp;
+  const bool tls = grpc_security.tls;
+  const std::string& token = grpc_security.token;
   if (options_.allow_commands && token.empty())
     throw std::runtime_error("--allow-commands needs --auth-token-file: only a client holding the token may submit a command");
-  const bool tls = !options_.tls_cert_file.empty() || !options_.tls_key_file.empty();
-  if (tls && (options_.tls_cert_file.empty() || options_.tls_key_file.empty()))
-    throw std::runtime_error("TLS needs both --tls-cert and --tls-key");
-  if (tcp && !is_loopback(options_.listen) && !(tls && !token.empty()) && !options_.insecure)
-    throw std::runtime_error("refusing to listen on " + options_.listen +
-                             " without TLS and a token: give --tls-cert, --tls-key and --auth-token-file, or --insecure");
+  std::optional<ListenerSecurity> http_security;
+  if (!options_.http.empty()) {
+    if (options_.http.rfind("unix:", 0) == 0) throw std::runtime_error("--http takes host:port, not a unix socket");
+    http_security = listener_security(options_, options_.http, "--http");
+  }
   parts_->service->set_auth(tcp, token);
   std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
   if (tls) {
@@ -234,6 +223,8 @@ void Daemon::start() {
   int port = 0;
   builder.AddListeningPort(options_.listen, credentials, &port);
   builder.RegisterService(parts_->service.get());
+  parts_->dashboard = std::make_unique<DashboardService>(*parts_->store);
+  builder.RegisterService(parts_->dashboard.get());
   builder.SetMaxReceiveMessageSize(8 << 20);
   parts_->server = builder.BuildAndStart();
   if (!parts_->server) throw std::runtime_error("cannot listen on " + options_.listen);
@@ -245,6 +236,25 @@ void Daemon::start() {
   parts_->address = options_.listen;
   if (port > 0 && options_.listen.find(":0") != std::string::npos)
     parts_->address = options_.listen.substr(0, options_.listen.rfind(':')) + ":" + std::to_string(port);
+  if (http_security) {
+    // The dashboard reads through the same RPCs, in process: the same application layer, the same
+    // validation, and whatever token rule gRPC applies to a read (the Authorization header travels).
+    parts_->http_api = std::make_unique<dashboards::DashboardApi>(parts_->server->InProcessChannel(grpc::ChannelArguments()));
+    dashboards::SiteOptions site;
+    site.static_dir = !options_.http_root.empty() ? options_.http_root : exe_dir() + "/../share/qgate/dashboard";
+    site.loopback = http_security->loopback;
+    parts_->http_site = std::make_unique<dashboards::DashboardSite>(*parts_->http_api, site);
+    dashboards::HttpServerOptions http;
+    http.address = options_.http;
+    if (http_security->tls) {
+      http.tls_cert_file = options_.tls_cert_file;
+      http.tls_key_file = options_.tls_key_file;
+    }
+    const dashboards::DashboardSite& handler = *parts_->http_site;
+    parts_->http = std::make_unique<dashboards::HttpServer>(
+        http, [&handler](const dashboards::HttpRequest& request) { return handler.handle(request); });
+    parts_->http_address = parts_->http->start();
+  }
   parts_->watch->start();
   parts_->scheduler->start();
 }
@@ -263,11 +273,14 @@ void Daemon::shutdown() {
   // Health watchers see NOT_SERVING before the server stops answering.
   if (parts_->server)
     if (auto* health = parts_->server->GetHealthCheckService()) health->Shutdown();
+  if (parts_->http) parts_->http->stop();
   if (parts_->server) parts_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   if (parts_->scheduler) parts_->scheduler->stop();
   if (parts_->watch) parts_->watch->stop();
 }
 
 std::string Daemon::listening_address() const { return parts_->address; }
+
+std::string Daemon::dashboard_url() const { return parts_->http_address; }
 
 }  // namespace qgate::server

@@ -2,6 +2,8 @@
 // everything else maps field by field.
 #include "qgate/server/job_records.h"
 
+#include <algorithm>
+
 #include <google/protobuf/util/json_util.h>
 
 #include "qgate/v1/record_words.h"
@@ -31,6 +33,17 @@ std::optional<double> measured(double value) {
 }
 
 }  // namespace
+
+stats::GatePolicy gate_policy(const v1::GatePolicy& p) {
+  stats::GatePolicy policy;
+  if (p.slowdown_threshold() > 0) policy.slowdown_threshold = p.slowdown_threshold();
+  if (p.min_pairs() > 0) policy.min_pairs = p.min_pairs();
+  if (p.max_pairs() > 0) policy.max_pairs = p.max_pairs();
+  if (p.target_halfwidth() > 0) policy.target_halfwidth = p.target_halfwidth();
+  policy.min_pairs = std::max(2, std::min(policy.min_pairs, policy.max_pairs));
+  policy.max_pairs = std::max(policy.max_pairs, policy.min_pairs);
+  return policy;
+}
 
 std::string spec_to_json(const v1::JobSpec& spec) { return message_json(spec); }
 

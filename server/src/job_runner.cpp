@@ -38,17 +38,6 @@ profiles::ModelProfile job_profile(const v1::JobSpec& spec, const std::string& b
   return *profile;
 }
 
-stats::GatePolicy gate_policy(const v1::GatePolicy& p) {
-  stats::GatePolicy policy;
-  if (p.slowdown_threshold() > 0) policy.slowdown_threshold = p.slowdown_threshold();
-  if (p.min_pairs() > 0) policy.min_pairs = p.min_pairs();
-  if (p.max_pairs() > 0) policy.max_pairs = p.max_pairs();
-  if (p.target_halfwidth() > 0) policy.target_halfwidth = p.target_halfwidth();
-  policy.min_pairs = std::max(2, std::min(policy.min_pairs, policy.max_pairs));
-  policy.max_pairs = std::max(policy.max_pairs, policy.min_pairs);
-  return policy;
-}
-
 /// One job's run: its spec, its recorder, its phases.
 class JobPlan {
  public:

@@ -42,6 +42,9 @@ int main(int argc, char** argv) {
                  "a foreign process above this SM% makes the GPU contended")
       ->check(CLI::Range(0.0, 100.0))
       ->capture_default_str();
+  app.add_option("--http", o.http,
+                 "serve the dashboard and its JSON API on this host:port (same token and TLS rules as TCP gRPC)");
+  app.add_option("--http-root", o.http_root, "the dashboard's files (default: <qgated's dir>/../share/qgate/dashboard)");
   app.add_option("--auth-token-file", o.auth_token_file, "token that submit and cancel need on TCP (16+ characters)");
   app.add_option("--tls-cert", o.tls_cert_file, "TLS certificate (PEM) for TCP");
   app.add_option("--tls-key", o.tls_key_file, "TLS private key (PEM) for TCP");
@@ -84,6 +87,7 @@ int main(int argc, char** argv) {
     qgate::server::log_always("listening on " + daemon.listening_address() + " (backend " + daemon.options().backend +
                               ", device " + std::to_string(daemon.options().gpu) + ", db " + daemon.options().db_path +
                               ")");
+    if (!daemon.dashboard_url().empty()) qgate::server::log_always("dashboard on " + daemon.dashboard_url());
     qgate::server::log_always("ready");
     std::thread signals([&] {
       int sig = 0;

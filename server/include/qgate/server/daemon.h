@@ -21,6 +21,8 @@ class Daemon {
   void shutdown();
   const DaemonOptions& options() const { return options_; }
   std::string listening_address() const;
+  /// The dashboard's URL ("http://127.0.0.1:8080/"), empty without --http.
+  std::string dashboard_url() const;
 
  private:
   struct Parts;

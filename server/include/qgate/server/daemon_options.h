@@ -34,6 +34,11 @@ struct DaemonOptions {
   // thermal or power slowdown, held this long. Defaults as in MEASUREMENT.md.
   double quiet_max_foreign_sm_percent = 5.0;
   double quiet_hold_s = 30.0;
+  // The HTTP dashboard (docs/dashboard.md): off unless `http` names a host:port; served under the
+  // same token, TLS and non-loopback rules as the gRPC TCP listener. Its page and chart libraries
+  // come from http_root (empty = <qgated's dir>/../share/qgate/dashboard).
+  std::string http;
+  std::string http_root;
   std::string auth_token_file;
   std::string tls_cert_file;
   std::string tls_key_file;

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "qgate/db/records.h"
+#include "qgate/stats/ab_statistics.h"
 #include "qgate/v1/harness.pb.h"
 
 namespace qgate::server {
@@ -21,6 +22,12 @@ v1::JobSpec spec_from_json(const std::string& json);
 /// quiet_only/deadline_ms from the quiet-window fields. Build ids, backend and device are the
 /// caller's.
 db::Job job_row(const v1::JobSpec& spec);
+
+// --- The gate's policy ---
+
+/// The statistics' policy of a job's GatePolicy: defaults for unset fields, min_pairs clamped to
+/// [2, max_pairs]. The A/B phase runs by it and the dashboard's looks are read from it.
+stats::GatePolicy gate_policy(const v1::GatePolicy& policy);
 
 // --- Verdicts and progress ---
 

@@ -1,0 +1,60 @@
+// The dashboard's JSON API: a GET under /api/ mapped onto one read RPC (Harness or Dashboard) over a
+// gRPC channel, answered with the response message in proto's JSON mapping. qgated serves it over an
+// in-process channel; `qgate dashboard --out` calls it over its connection to write a snapshot.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "qgate/v1/dashboard.grpc.pb.h"
+#include "qgate/v1/harness.grpc.pb.h"
+
+namespace qgate::dashboards {
+
+/// Query parameters, by name; a name given twice is refused.
+using QueryParams = std::multimap<std::string, std::string>;
+
+struct ApiResponse {
+  int status = 200;      // HTTP status
+  std::string body;      // JSON: the RPC's response, or {"error": {"code": ..., "message": ...}}
+};
+
+/// The routes, for docs and for the HTTP server's method check:
+///   /api/device                      GetDevice
+///   /api/jobs?limit=&state=          ListJobs
+///   /api/jobs/ID                     GetJob
+///   /api/jobs/ID/ab                  GetAbDetail        (runs, pairs, looks)
+///   /api/jobs/ID/parity              GetParityResults
+///   /api/jobs/ID/cotenant            GetCotenantTimeline
+///   /api/trend?profile=&weight_type=&path=&build_glob=&since_unix_ms=&include_contended=&limit=&job_id=&raw_runs=
+///                                    QueryTrend
+///   /api/changes?profile=&weight_type=&path=&build_glob=&since_unix_ms=&slowdowns_only=&alpha=&min_segment=
+///                                    QueryChanges
+///   /api/builds?name=&limit=         ListBuilds
+class DashboardApi {
+ public:
+  explicit DashboardApi(std::shared_ptr<grpc::ChannelInterface> channel);
+
+  /// Answers GET `path` with `query`. `authorization` (the request's Authorization header, may be
+  /// empty) is passed on as the call's metadata, so the RPC applies its own token rule. An unknown
+  /// path is 404, an unknown or malformed parameter 400, and an RPC's refusal its status mapped to
+  /// HTTP (INVALID_ARGUMENT 400, UNAUTHENTICATED 401, PERMISSION_DENIED 403, NOT_FOUND 404,
+  /// FAILED_PRECONDITION 409, RESOURCE_EXHAUSTED 429, UNAVAILABLE 503, anything else 500).
+  ApiResponse get(const std::string& path, const QueryParams& query, const std::string& authorization = "") const;
+
+  /// True when `path` is one of the routes (whatever its parameters).
+  static bool is_route(const std::string& path);
+
+  /// A message in the API's JSON: proto field names, enums by name, fields at their defaults shown.
+  static std::string to_json(const google::protobuf::Message& message);
+
+ private:
+  std::unique_ptr<v1::Harness::Stub> harness_;
+  std::unique_ptr<v1::Dashboard::Stub> dashboard_;
+};
+
+}  // namespace qgate::dashboards

@@ -1,0 +1,242 @@
+// DashboardApi: routes, parameter parsing, the RPC call and the JSON answer.
+#include "qgate/dashboards/dashboard_api.h"
+
+#include <google/protobuf/util/json_util.h>
+
+#include <charconv>
+#include <chrono>
+#include <regex>
+#include <set>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+namespace qgate::dashboards {
+namespace {
+
+/// A refusal of the request itself (an unknown or malformed parameter): 400.
+struct BadRequest : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+ApiResponse error_response(int status, const std::string& code, const std::string& message) {
+  nlohmann::json body = {{"error", {{"code", code}, {"message", message}}}};
+  return {status, body.dump()};
+}
+
+int http_status(grpc::StatusCode code) {
+  switch (code) {
+    case grpc::StatusCode::INVALID_ARGUMENT: return 400;
+    case grpc::StatusCode::UNAUTHENTICATED: return 401;
+    case grpc::StatusCode::PERMISSION_DENIED: return 403;
+    case grpc::StatusCode::NOT_FOUND: return 404;
+    case grpc::StatusCode::FAILED_PRECONDITION: return 409;
+    case grpc::StatusCode::RESOURCE_EXHAUSTED: return 429;
+    case grpc::StatusCode::UNAVAILABLE: return 503;
+    case grpc::StatusCode::DEADLINE_EXCEEDED: return 504;
+    default: return 500;
+  }
+}
+
+const char* code_name(grpc::StatusCode code) {
+  switch (code) {
+    case grpc::StatusCode::INVALID_ARGUMENT: return "INVALID_ARGUMENT";
+    case grpc::StatusCode::UNAUTHENTICATED: return "UNAUTHENTICATED";
+    case grpc::StatusCode::PERMISSION_DENIED: return "PERMISSION_DENIED";
+    case grpc::StatusCode::NOT_FOUND: return "NOT_FOUND";
+    case grpc::StatusCode::FAILED_PRECONDITION: return "FAILED_PRECONDITION";
+    case grpc::StatusCode::RESOURCE_EXHAUSTED: return "RESOURCE_EXHAUSTED";
+    case grpc::StatusCode::UNAVAILABLE: return "UNAVAILABLE";
+    case grpc::StatusCode::DEADLINE_EXCEEDED: return "DEADLINE_EXCEEDED";
+    default: return "INTERNAL";
+  }
+}
+
+/// The query's parameters, each taken at most once; whatever is left over is refused.
+class Params {
+ public:
+  explicit Params(const QueryParams& query) : query_(query) {
+    std::set<std::string> seen;
+    for (const auto& [name, value] : query)
+      if (!seen.insert(name).second) throw BadRequest("parameter '" + name + "' is given twice");
+  }
+
+  std::string text(const std::string& name) {
+    taken_.insert(name);
+    auto it = query_.find(name);
+    return it == query_.end() ? "" : it->second;
+  }
+
+  std::int64_t integer(const std::string& name) {
+    const std::string value = text(name);
+    if (value.empty()) return 0;
+    std::int64_t out = 0;
+    auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), out);
+    if (ec != std::errc() || end != value.data() + value.size())
+      throw BadRequest("parameter '" + name + "' must be an integer, got '" + value + "'");
+    return out;
+  }
+
+  std::int32_t small_integer(const std::string& name) {
+    const std::int64_t v = integer(name);
+    if (v < INT32_MIN || v > INT32_MAX) throw BadRequest("parameter '" + name + "' is out of range");
+    return static_cast<std::int32_t>(v);
+  }
+
+  double real(const std::string& name) {
+    const std::string value = text(name);
+    if (value.empty()) return 0;
+    try {
+      size_t used = 0;
+      const double out = std::stod(value, &used);
+      if (used == value.size()) return out;
+    } catch (const std::exception&) {
+    }
+    throw BadRequest("parameter '" + name + "' must be a number, got '" + value + "'");
+  }
+
+  bool flag(const std::string& name) {
+    const std::string value = text(name);
+    if (value.empty() || value == "0" || value == "false") return false;
+    if (value == "1" || value == "true") return true;
+    throw BadRequest("parameter '" + name + "' must be true, false, 1 or 0, got '" + value + "'");
+  }
+
+  /// Refuses any parameter the route did not take.
+  void done() const {
+    for (const auto& [name, value] : query_)
+      if (!taken_.count(name)) throw BadRequest("unknown parameter '" + name + "'");
+  }
+
+ private:
+  const QueryParams& query_;
+  std::set<std::string> taken_;
+};
+
+const std::regex& job_route() {
+  static const std::regex re(R"(^/api/jobs/([0-9]{1,18})(/ab|/parity|/cotenant)?$)");
+  return re;
+}
+
+}  // namespace
+
+DashboardApi::DashboardApi(std::shared_ptr<grpc::ChannelInterface> channel)
+    : harness_(v1::Harness::NewStub(channel)), dashboard_(v1::Dashboard::NewStub(channel)) {}
+
+bool DashboardApi::is_route(const std::string& path) {
+  static const std::set<std::string> fixed = {"/api/device", "/api/jobs", "/api/trend", "/api/changes", "/api/builds"};
+  return fixed.count(path) > 0 || std::regex_match(path, job_route());
+}
+
+std::string DashboardApi::to_json(const google::protobuf::Message& message) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  options.always_print_primitive_fields = true;
+  std::string out;
+  const auto status = google::protobuf::util::MessageToJsonString(message, &out, options);
+  if (!status.ok()) throw std::runtime_error("cannot write " + message.GetTypeName() + " as JSON");
+  return out;
+}
+
+ApiResponse DashboardApi::get(const std::string& path, const QueryParams& query, const std::string& authorization) const {
+  // One call: its request built from the parameters, its answer written as JSON.
+  auto call = [&](auto&& invoke, google::protobuf::Message& response) -> ApiResponse {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    if (!authorization.empty()) context.AddMetadata("authorization", authorization);
+    const grpc::Status status = invoke(&context);
+    if (!status.ok()) return error_response(http_status(status.error_code()), code_name(status.error_code()), status.error_message());
+    return {200, to_json(response)};
+  };
+  try {
+    Params p(query);
+    if (path == "/api/device") {
+      p.done();
+      v1::GetDeviceRequest request;
+      v1::DeviceStatus response;
+      return call([&](grpc::ClientContext* c) { return harness_->GetDevice(c, request, &response); }, response);
+    }
+    if (path == "/api/jobs") {
+      v1::ListJobsRequest request;
+      request.set_limit(p.small_integer("limit"));
+      if (const std::string state = p.text("state"); !state.empty()) {
+        v1::JobState parsed;
+        if (!v1::JobState_Parse(state, &parsed)) throw BadRequest("unknown job state '" + state + "' (JOB_STATE_DONE, ...)");
+        request.set_state(parsed);
+      }
+      p.done();
+      v1::ListJobsResponse response;
+      return call([&](grpc::ClientContext* c) { return harness_->ListJobs(c, request, &response); }, response);
+    }
+    if (path == "/api/trend") {
+      v1::QueryTrendRequest request;
+      request.set_profile(p.text("profile"));
+      request.set_weight_type(p.text("weight_type"));
+      request.set_path(p.text("path"));
+      request.set_build_glob(p.text("build_glob"));
+      request.set_since_unix_ms(p.integer("since_unix_ms"));
+      request.set_include_contended(p.flag("include_contended"));
+      request.set_limit(p.small_integer("limit"));
+      request.set_job_id(p.integer("job_id"));
+      request.set_raw_runs(p.flag("raw_runs"));
+      p.done();
+      v1::QueryTrendResponse response;
+      return call([&](grpc::ClientContext* c) { return harness_->QueryTrend(c, request, &response); }, response);
+    }
+    if (path == "/api/changes") {
+      v1::QueryChangesRequest request;
+      request.set_profile(p.text("profile"));
+      request.set_weight_type(p.text("weight_type"));
+      request.set_path(p.text("path"));
+      request.set_build_glob(p.text("build_glob"));
+      request.set_since_unix_ms(p.integer("since_unix_ms"));
+      request.set_slowdowns_only(p.flag("slowdowns_only"));
+      request.set_alpha(p.real("alpha"));
+      request.set_min_segment(p.small_integer("min_segment"));
+      p.done();
+      v1::QueryChangesResponse response;
+      return call([&](grpc::ClientContext* c) { return harness_->QueryChanges(c, request, &response); }, response);
+    }
+    if (path == "/api/builds") {
+      v1::ListBuildsRequest request;
+      request.set_name(p.text("name"));
+      request.set_limit(p.small_integer("limit"));
+      p.done();
+      v1::ListBuildsResponse response;
+      return call([&](grpc::ClientContext* c) { return harness_->ListBuilds(c, request, &response); }, response);
+    }
+    std::smatch m;
+    if (std::regex_match(path, m, job_route())) {
+      p.done();
+      const std::int64_t id = std::stoll(m[1].str());
+      const std::string part = m[2].str();
+      if (part.empty()) {
+        v1::GetJobRequest request;
+        request.set_job_id(id);
+        v1::Job response;
+        return call([&](grpc::ClientContext* c) { return harness_->GetJob(c, request, &response); }, response);
+      }
+      v1::JobDetailRequest request;
+      request.set_job_id(id);
+      if (part == "/ab") {
+        v1::AbDetail response;
+        return call([&](grpc::ClientContext* c) { return dashboard_->GetAbDetail(c, request, &response); }, response);
+      }
+      if (part == "/parity") {
+        v1::ParityResults response;
+        return call([&](grpc::ClientContext* c) { return dashboard_->GetParityResults(c, request, &response); },
+                    response);
+      }
+      v1::CotenantTimeline response;
+      return call([&](grpc::ClientContext* c) { return dashboard_->GetCotenantTimeline(c, request, &response); },
+                  response);
+    }
+    return error_response(404, "NOT_FOUND", "no API route " + path);
+  } catch (const BadRequest& e) {
+    return error_response(400, "INVALID_ARGUMENT", e.what());
+  } catch (const std::exception& e) {
+    return error_response(500, "INTERNAL", e.what());
+  }
+}
+
+}  // namespace qgate::dashboards

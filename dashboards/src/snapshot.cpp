@@ -1,0 +1,79 @@
+// DashboardSnapshot: copies the page and writes snapshot.js from the API's answers.
+#include "qgate/dashboards/snapshot.h"
+
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+namespace qgate::dashboards {
+namespace {
+
+/// "/api/jobs?limit=50" as a path and its parameters.
+std::pair<std::string, QueryParams> split_request(const std::string& request) {
+  const auto q = request.find('?');
+  QueryParams params;
+  if (q == std::string::npos) return {request, params};
+  std::string rest = request.substr(q + 1);
+  size_t start = 0;
+  while (start <= rest.size()) {
+    const size_t amp = rest.find('&', start);
+    const std::string pair = rest.substr(start, amp == std::string::npos ? std::string::npos : amp - start);
+    if (!pair.empty()) {
+      const auto eq = pair.find('=');
+      params.emplace(pair.substr(0, eq), eq == std::string::npos ? "" : pair.substr(eq + 1));
+    }
+    if (amp == std::string::npos) break;
+    start = amp + 1;
+  }
+  return {request.substr(0, q), params};
+}
+
+}  // namespace
+
+std::vector<std::string> page_requests(int jobs_limit) {
+  return {"/api/device", "/api/jobs?limit=" + std::to_string(jobs_limit), "/api/trend?include_contended=true",
+          "/api/changes"};
+}
+
+std::vector<std::string> job_requests(long long job_id) {
+  const std::string base = "/api/jobs/" + std::to_string(job_id);
+  return {base + "/ab", base + "/parity", base + "/cotenant"};
+}
+
+SnapshotResult DashboardSnapshot::write(const SnapshotOptions& options) const {
+  namespace fs = std::filesystem;
+  if (!fs::exists(fs::path(options.assets_dir) / "index.html"))
+    throw std::runtime_error("the dashboard's files are not in " + options.assets_dir + " (no index.html)");
+  fs::create_directories(options.out_dir);
+  fs::copy(options.assets_dir, options.out_dir, fs::copy_options::recursive | fs::copy_options::overwrite_existing);
+
+  SnapshotResult result;
+  nlohmann::json answers = nlohmann::json::object();
+  auto fetch = [&](const std::string& request) {
+    const auto [path, params] = split_request(request);
+    const ApiResponse r = api_.get(path, params);
+    if (r.status != 200) throw std::runtime_error("the snapshot's request " + request + " failed: " + r.body);
+    answers[request] = nlohmann::json::parse(r.body);
+    result.requests.push_back(request);
+  };
+  for (const std::string& request : page_requests(options.jobs)) fetch(request);
+  const auto& jobs = answers["/api/jobs?limit=" + std::to_string(options.jobs)];
+  if (jobs.contains("jobs")) {
+    for (const auto& job : jobs["jobs"]) {
+      // int64 fields are strings in proto's JSON mapping.
+      const long long id = std::stoll(job.at("id").get<std::string>());
+      for (const std::string& request : job_requests(id)) fetch(request);
+      ++result.jobs;
+    }
+  }
+  const fs::path file = fs::path(options.out_dir) / "snapshot.js";
+  std::ofstream out(file, std::ios::trunc);
+  out << "// A snapshot of qgate's dashboard API, written by `qgate dashboard --out`.\n"
+      << "window.QGATE_SNAPSHOT = " << answers.dump() << ";\n";
+  if (!out) throw std::runtime_error("cannot write " + file.string());
+  return result;
+}
+
+}  // namespace qgate::dashboards

@@ -1,0 +1,191 @@
+// The dashboard page: reads the API (or a snapshot's answers), fills the jobs table, draws the
+// trend, and opens one job's A/B, parity and co-tenant views when its row is clicked. When a chart
+// has drawn, its container gets data-rendered="1" and data-points="<data marks>", which the browser
+// test checks against the SVG it finds.
+"use strict";
+
+(() => {
+  const JOBS_LIMIT = 50;
+  const snapshot = window.QGATE_SNAPSHOT || null;
+  const $ = (id) => document.getElementById(id);
+  const embedOptions = { renderer: "svg", actions: false };
+  let trendPoints = [];
+  let changeSeries = [];
+
+  /// One API answer: from the snapshot when the page was opened from disk, else fetched.
+  async function api(request) {
+    if (snapshot) {
+      if (!(request in snapshot)) throw new Error(`the snapshot has no answer for ${request}`);
+      return snapshot[request];
+    }
+    const res = await fetch(request, { headers: { Accept: "application/json" } });
+    const body = await res.json().catch(() => ({}));
+    if (!res.ok) throw new Error(`${request}: ${res.status} ${body.error ? body.error.message : ""}`);
+    return body;
+  }
+
+  function showError(e) {
+    const el = $("error");
+    el.hidden = false;
+    el.textContent = String(e && e.message ? e.message : e);
+  }
+
+  async function draw(id, spec, points) {
+    const el = $(id);
+    el.dataset.rendered = "0";
+    await vegaEmbed(el, spec, embedOptions);
+    el.dataset.points = String(points);
+    el.dataset.rendered = "1";
+  }
+
+  const short = (s) => (s || "").replace(/^[A-Z_]+?_(?=[A-Z]+$)/, "").replace(/^(JOB_STATE|VERDICT|DISPOSITION|JOB_KIND)_/, "");
+  const when = (ms) => (Number(ms) > 0 ? new Date(Number(ms)).toISOString().replace("T", " ").slice(0, 19) : "");
+  const fixed = (v, n) => (v === undefined || v === null ? "" : Number(v).toFixed(n));
+
+  // --- Trend ---
+
+  function profiles() {
+    const counts = new Map();
+    for (const p of trendPoints) counts.set(p.profile, (counts.get(p.profile) || 0) + 1);
+    return [...counts.entries()].sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0])).map((e) => e[0]);
+  }
+
+  async function drawTrend() {
+    const profile = $("trend-profile").value;
+    const along = $("trend-x").value;
+    const points = trendPoints.filter((p) => p.profile === profile);
+    const changes = [];
+    for (const s of changeSeries) if (s.profile === profile) for (const c of s.changes) changes.push(c);
+    const contended = points.filter((p) => p.contended).length;
+    $("trend-summary").textContent = `${points.length} points, ${contended} with contended runs, ${changes.length} change points`;
+    const el = $("trend-chart");
+    el.dataset.profile = profile;
+    el.dataset.changes = String(changes.length);
+    await draw("trend-chart", QgateCharts.trend(points, changes, along), points.length);
+  }
+
+  async function loadTrend() {
+    const [trend, changes] = await Promise.all([api("/api/trend?include_contended=true"), api("/api/changes")]);
+    trendPoints = trend.points || [];
+    changeSeries = changes.series || [];
+    const select = $("trend-profile");
+    select.replaceChildren(...profiles().map((p) => new Option(p, p)));
+    if (!trendPoints.length) {
+      $("trend-summary").textContent = "no finished runs yet";
+      $("trend-chart").dataset.rendered = "1";
+      $("trend-chart").dataset.points = "0";
+      return;
+    }
+    await drawTrend();
+  }
+
+  // --- Jobs ---
+
+  function jobRow(job) {
+    const v = job.verdict || {};
+    const tr = document.createElement("tr");
+    tr.dataset.jobId = job.id;
+    const verdict = short(v.verdict);
+    const cells = [
+      job.id,
+      short(job.spec && job.spec.kind),
+      job.build ? job.build.metadata.name : "",
+      job.baseline && job.baseline.metadata ? job.baseline.metadata.name : (v.arm_b ? v.arm_b.label : ""),
+      short(job.state),
+      verdict,
+      v.pairs ? `${fixed(v.ratio, 4)} [${fixed(v.ci_low, 4)}, ${fixed(v.ci_high, 4)}]` : "",
+      v.pairs ? `${v.pairs}${v.contended_pairs ? ` (${v.contended_pairs} contended)` : ""}` : "",
+      v.parity_passed || v.parity_failed ? `${v.parity_passed} passed, ${v.parity_failed} failed` : "",
+      short(job.disposition) + (job.disposition_detail ? `: ${job.disposition_detail}` : ""),
+      when(job.created_unix_ms),
+    ];
+    cells.forEach((text, i) => {
+      const td = document.createElement("td");
+      td.textContent = text;
+      if (i === 5 && verdict) td.className = `v-${verdict}`;
+      if (i === 9 && job.disposition && job.disposition !== "DISPOSITION_OK" && job.disposition !== "DISPOSITION_UNSPECIFIED")
+        td.className = "d-bad";
+      tr.appendChild(td);
+    });
+    tr.addEventListener("click", () => openJob(job).catch(showError));
+    return tr;
+  }
+
+  async function loadJobs() {
+    const answer = await api(`/api/jobs?limit=${JOBS_LIMIT}`);
+    const jobs = answer.jobs || [];
+    $("jobs").querySelector("tbody").replaceChildren(...jobs.map(jobRow));
+    $("jobs").dataset.rows = String(jobs.length);
+    return jobs;
+  }
+
+  // --- One job ---
+
+  async function openJob(job) {
+    const section = $("job-section");
+    section.dataset.jobId = "";
+    for (const tr of $("jobs").querySelectorAll("tbody tr")) tr.classList.toggle("selected", tr.dataset.jobId === job.id);
+    section.hidden = false;
+    const base = `/api/jobs/${job.id}`;
+    const [ab, parity, cotenant] = await Promise.all([api(`${base}/ab`), api(`${base}/parity`), api(`${base}/cotenant`)]);
+    const v = job.verdict || {};
+    $("job-title").textContent = `Job ${job.id}: ${short(job.spec && job.spec.kind)} of ${job.build ? job.build.metadata.name : "?"}`;
+    $("job-summary").textContent = v.verdict
+      ? `${short(v.verdict)} (${short(v.comparison)}): A = ${ab.arm_a || "A"}, B = ${ab.arm_b || "B"}, ratio ${fixed(v.ratio, 4)} ` +
+        `[${fixed(v.ci_low, 4)}, ${fixed(v.ci_high, 4)}] over ${v.pairs} pairs; ${(v.reasons || [])[0] || ""}`
+      : `${short(job.state)}${job.error ? ": " + job.error : ""}`;
+
+    const reached = ab.looks.filter((l) => l.reached);
+    $("looks-table").querySelector("tbody").replaceChildren(...ab.looks.map((l) => {
+      const tr = document.createElement("tr");
+      const cells = [l.look, l.pairs, l.reached ? fixed(l.ratio, 4) : "not reached",
+        l.reached ? (l.bounded ? `[${fixed(l.ci_low, 4)}, ${fixed(l.ci_high, 4)}]` : "cannot decide yet") : "",
+        l.reached ? short(l.verdict) : "", l.reached ? l.decision : ""];
+      for (const c of cells) {
+        const td = document.createElement("td");
+        td.textContent = String(c);
+        tr.appendChild(td);
+      }
+      return tr;
+    }));
+    const cells = QgateCharts.parityCells(parity.cases);
+    const failed = parity.cases.filter((c) => c.outcome !== "passed").length;
+    $("parity-note").textContent = parity.cases.length
+      ? `${parity.cases.length} cases in ${cells.length} cells (paths and activation rows folded into each cell, worst shown); ${failed} failed.`
+      : "This job ran no parity cases.";
+    const t = cotenant.readings;
+    const unsampled = cotenant.runs.filter((r) => !r.available).length;
+    $("cotenant-note").textContent = t.length
+      ? `${t.length} readings over ${cotenant.runs.length} runs; ${cotenant.runs.filter((r) => r.contended).length} runs contended.`
+      : `No readings: ${unsampled} of ${cotenant.runs.length} runs were not sampled (no NVML, or the CPU backend).`;
+    const reasons = t.reduce((n, r) => n + r.throttle_reasons.length, 0);
+    await Promise.all([
+      draw("pairs-chart", QgateCharts.pairs(ab), ab.pairs.length),
+      draw("looks-chart", QgateCharts.looks(ab), reached.length),
+      draw("parity-chart", QgateCharts.parity(parity.cases), cells.length),
+      draw("cotenant-chart", QgateCharts.cotenant(cotenant), t.length),
+    ]);
+    $("cotenant-chart").dataset.reasons = String(reasons);
+    section.dataset.jobId = job.id;
+    section.scrollIntoView({ block: "start" });
+  }
+
+  async function main() {
+    $("source").textContent = snapshot ? "snapshot opened from disk" : `live from ${location.host}`;
+    $("trend-profile").addEventListener("change", () => drawTrend().catch(showError));
+    $("trend-x").addEventListener("change", () => drawTrend().catch(showError));
+    try {
+      const device = await api("/api/device");
+      $("device").textContent = `${device.host || ""} ${device.backend} ${device.name} (qgate ${device.qgate_version})`;
+    } catch (e) {
+      $("device").textContent = "device unknown";
+    }
+    await Promise.all([loadTrend(), loadJobs()]);
+    document.body.dataset.ready = "1";
+  }
+
+  main().catch((e) => {
+    showError(e);
+    document.body.dataset.ready = "error";
+  });
+})();

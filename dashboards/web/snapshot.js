@@ -1,0 +1,1 @@
+window.QGATE_SNAPSHOT = null;
