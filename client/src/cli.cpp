@@ -24,6 +24,7 @@
 #include "qgate/client/exit_codes.h"
 #include "qgate/client/format.h"
 #include "qgate/client/harness_client.h"
+#include "qgate/client/dashboard_command.h"
 #include "qgate/client/health.h"
 #include "qgate/client/json_report.h"
 #include "qgate/client/options.h"
@@ -215,6 +216,7 @@ class Cli {
   int cmd_export();
   int cmd_import();
   int cmd_health();
+  DashboardCommandOptions dashboard_;
 
   int watch_until_done(HarnessClient& client, std::int64_t job_id);
   v1::QueryTrendRequest trend_request(std::int64_t default_since_ms) const;
@@ -492,6 +494,16 @@ void Cli::define() {
   imp->add_option("--format", import_.format, "auto (default) or one of the formats")
       ->check(CLI::IsMember(interop::import_formats()));
   handlers_[imp] = [this] { return cmd_import(); };
+
+  auto* dashboard = app_.add_subcommand(
+      "dashboard", "write the dashboard (page, chart libraries and the daemon's data) to a folder that opens from disk");
+  dashboard->add_option("--out", dashboard_.out_dir, "the folder to write")->required();
+  dashboard->add_option("--jobs", dashboard_.jobs, "the newest jobs to include, each with its A/B, parity and co-tenant views")
+      ->check(CLI::Range(1, 10000))
+      ->capture_default_str();
+  dashboard->add_option("--assets", dashboard_.assets_dir,
+                        "the dashboard's files (default: <qgate's dir>/../share/qgate/dashboard)");
+  handlers_[dashboard] = [this] { return write_dashboard_snapshot(connection_options(), dashboard_); };
 }
 
 ReportContext Cli::daemon_context(HarnessClient& client) {

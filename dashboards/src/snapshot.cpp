@@ -53,7 +53,7 @@ SnapshotResult DashboardSnapshot::write(const SnapshotOptions& options) const {
   nlohmann::json answers = nlohmann::json::object();
   auto fetch = [&](const std::string& request) {
     const auto [path, params] = split_request(request);
-    const ApiResponse r = api_.get(path, params);
+    const ApiResponse r = api_.get(path, params, authorization_);
     if (r.status != 200) throw std::runtime_error("the snapshot's request " + request + " failed: " + r.body);
     answers[request] = nlohmann::json::parse(r.body);
     result.requests.push_back(request);

@@ -15,6 +15,9 @@ const QgateCharts = (() => {
   /// tok/s trend of one profile: one point per trend point (median, min-max bar), coloured by series
   /// (weight type and path), shaped and filled by load; change points as dashed rules.
   function trend(points, changes, along) {
+    // Imported results (no job) carry the tool's own figure: llama-bench's avg_ts is whole-model tok/s.
+    const imported = points.length > 0 && points.every((p) => !num(p.job_id));
+    const yTitle = imported ? "tok/s (imported: llama-bench avg_ts, whole model)" : "tok/s (prefill of the profile's linear layers)";
     const rows = points.map((p) => ({
       t: num(p.started_unix_ms),
       build: p.build_name,
@@ -51,7 +54,7 @@ const QgateCharts = (() => {
         mark: { type: "point", size: 70, strokeWidth: 1.6 },
         encoding: {
           x,
-          y: { field: "tokps", type: "quantitative", title: "tok/s (prefill of the profile's linear layers)", scale: { zero: false } },
+          y: { field: "tokps", type: "quantitative", title: yTitle, scale: { zero: false } },
           color: { field: "series", type: "nominal", title: "series" },
           shape: { field: "load", type: "nominal", title: "runs", scale: loadScale },
           fill: {
@@ -104,9 +107,10 @@ const QgateCharts = (() => {
       data: { values: rows },
       mark: { type: "point", filled: true, size: 60 },
       encoding: {
-        x: { field: "index", type: "quantitative", title: "pair", axis: { tickMinStep: 1 } },
+        x: { field: "index", type: "quantitative", title: "pair", scale: { domain: [-0.5, Math.max(rows.length, 1) - 0.5], nice: false },
+          axis: { values: rows.map((r) => r.index), format: "d", labelOverlap: true } },
         y: { field: "ratio", type: "quantitative", title: "tok/s A / tok/s B", scale: { zero: false } },
-        shape: { field: "load", type: "nominal", title: "runs", scale: loadScale },
+        shape: { field: "load", type: "nominal", title: "pair's runs", scale: { domain: ["quiet", "contended"], range: ["circle", "triangle-up"] } },
         color: { field: "load", type: "nominal", scale: { domain: ["quiet", "contended"], range: ["#4c78a8", "#e45756"] }, legend: null },
         tooltip: [{ field: "index", title: "pair" }, { field: "ratio", format: ".4f" },
           { field: "a", title: "A tok/s", format: ".1f" }, { field: "b", title: "B tok/s", format: ".1f" }, { field: "load" }],
@@ -191,14 +195,19 @@ const QgateCharts = (() => {
   /// The co-tenant timeline: foreign SM %, SM clock, and throttle reasons per reading, one row each,
   /// on a shared time axis.
   function cotenant(timeline) {
+    const t0 = timeline.readings.length ? Math.min(...timeline.readings.map((r) => num(r.t_unix_ms))) : 0;
     const readings = timeline.readings.map((r) => ({
-      t: num(r.t_unix_ms), sm: num(r.foreign_sm_percent), clock: num(r.sm_clock_mhz), util: num(r.device_util_percent),
+      t: (num(r.t_unix_ms) - t0) / 1000, at: num(r.t_unix_ms), sm: num(r.foreign_sm_percent), clock: num(r.sm_clock_mhz), util: num(r.device_util_percent),
       arm: r.arm, pair: r.pair_index, processes: r.foreign_processes || "",
     }));
     const reasons = [];
-    for (const r of timeline.readings) for (const why of r.throttle_reasons) reasons.push({ t: num(r.t_unix_ms), reason: why });
-    const x = { field: "t", type: "temporal", title: "time" };
-    const tip = [{ field: "t", type: "temporal", format: "%H:%M:%S.%L", title: "time" }, { field: "arm" }, { field: "pair" },
+    for (const r of timeline.readings)
+      for (const why of r.throttle_reasons) reasons.push({ t: (num(r.t_unix_ms) - t0) / 1000, reason: why });
+    const start = t0 ? new Date(t0).toISOString().replace("T", " ").slice(0, 19) + " UTC" : "";
+    const x = { field: "t", type: "quantitative", title: `seconds since the job's first reading (${start})`,
+      scale: { zero: true, nice: false } };
+    const tip = [{ field: "at", type: "temporal", format: "%H:%M:%S.%L", title: "time" }, { field: "t", title: "s", format: ".1f" },
+      { field: "arm" }, { field: "pair" },
       { field: "sm", title: "foreign SM %" }, { field: "clock", title: "SM clock MHz" }, { field: "processes" }];
     return {
       $schema: "https://vega.github.io/schema/vega-lite/v5.json",
@@ -212,7 +221,7 @@ const QgateCharts = (() => {
         { width, height: { step: 18 }, data: { values: reasons },
           mark: { type: "tick", thickness: 2, color: "#9a6700" },
           encoding: { x, y: { field: "reason", type: "nominal", title: "throttle reasons" },
-            tooltip: [{ field: "t", type: "temporal", format: "%H:%M:%S.%L" }, { field: "reason" }] } },
+            tooltip: [{ field: "t", title: "s", format: ".1f" }, { field: "reason" }] } },
       ],
       resolve: { scale: { x: "shared" } },
     };

@@ -28,13 +28,16 @@ std::vector<std::string> job_requests(long long job_id);
 
 class DashboardSnapshot {
  public:
-  explicit DashboardSnapshot(const DashboardApi& api) : api_(api) {}
+  /// `authorization` ("Bearer <token>", or empty) goes with every request, as a browser's would.
+  DashboardSnapshot(const DashboardApi& api, std::string authorization = "")
+      : api_(api), authorization_(std::move(authorization)) {}
   /// Writes the snapshot; throws std::runtime_error naming the request that failed or the file
   /// that could not be written.
   SnapshotResult write(const SnapshotOptions& options) const;
 
  private:
   const DashboardApi& api_;
+  std::string authorization_;
 };
 
 }  // namespace qgate::dashboards
