@@ -1,7 +1,8 @@
 # The `bundle` target: dist/qgate/, a relocatable folder that runs on a GPU host with only a
 # driver. bin/ holds the executables, plugins/ the kernel builds (plugins/faults/ the fault builds
 # of server/tests, when tests are built), lib/ every non-system shared library they need (found
-# through RPATH $ORIGIN/../lib), tests/ the GPU test binaries, and bin/qgate-gpu-check runs the GPU
+# through RPATH $ORIGIN/../lib), tests/ the GPU test binaries, share/qgate/dashboard/ the dashboard
+# (qgated --http), and bin/qgate-gpu-check runs the GPU
 # tests, the kernel benchmark and the fault builds in one call.
 set(QGATE_BUNDLE_DIR ${CMAKE_SOURCE_DIR}/dist/qgate CACHE PATH "Where `bundle` writes the folder")
 set(QGATE_BUNDLE_BINARIES $<TARGET_FILE:qgate-worker> $<TARGET_FILE:qgate-prefill> $<TARGET_FILE:qgated> $<TARGET_FILE:qgate>)
@@ -29,9 +30,12 @@ if(qgate_slow_target)
   list(APPEND QGATE_BUNDLE_PLUGINS $<TARGET_FILE:${qgate_slow_target}>)
   list(APPEND QGATE_BUNDLE_DEPENDS ${qgate_slow_target})
 endif()
+# The dashboard's page and vendored chart libraries, where qgated looks for them: share/qgate/dashboard.
+list(APPEND QGATE_BUNDLE_DEPENDS dashboard_assets)
 add_custom_target(bundle
   COMMAND ${CMAKE_COMMAND} -E env
           "QGATE_BUNDLE_BINARIES=${QGATE_BUNDLE_BINARIES}"
+          "QGATE_BUNDLE_DASHBOARD=${QGATE_DASHBOARD_DIR}"
           "QGATE_BUNDLE_PLUGINS=${QGATE_BUNDLE_PLUGINS}"
           "QGATE_BUNDLE_FAULTS=${QGATE_BUNDLE_FAULTS}"
           "QGATE_BUNDLE_TESTS=${QGATE_BUNDLE_TESTS}"

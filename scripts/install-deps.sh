@@ -7,9 +7,12 @@ packages=(build-essential cmake ninja-build pkg-config git file patchelf
           libfmt-dev libsqlite3-dev libsqlitecpp-dev libspdlog-dev libcli11-dev
           nlohmann-json3-dev libgtest-dev googletest
           clang libclang-rt-14-dev  # clang and libFuzzer: scripts/run-fuzzers.sh, run by run-tests.sh
-          yamllint)                 # scripts/lint-deploy.sh
-# Node.js and npm for scripts/lint-deploy.sh's npm packages; a node already installed (from any
-# source) is kept rather than replaced by Debian's.
+          yamllint                  # scripts/lint-deploy.sh
+          libssl-dev                # the dashboard's HTTPS (qgated --http with --tls-cert)
+          chromium fonts-dejavu-core)  # the dashboard's browser test (headless, driven by puppeteer-core)
+# Node.js and npm for scripts/lint-deploy.sh's npm packages, the dashboard's chart libraries (npm ci
+# at build time) and its browser test; a node already installed (from any source) is kept rather
+# than replaced by Debian's.
 command -v node >/dev/null || packages+=(nodejs)
 command -v npm >/dev/null || packages+=(npm)
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Assembles dist/qgate: copies binaries, kernel builds (fault builds to plugins/faults/) and GPU
-# tests, then every shared library
+# Assembles dist/qgate: copies binaries, kernel builds (fault builds to plugins/faults/), GPU
+# tests and the dashboard (share/qgate/dashboard), then every shared library
 # they load that a bare GPU host may lack (all but glibc and the NVIDIA driver's own), and checks
 # that each file resolves its libraries from the bundle alone.
 # Usage: make-bundle.sh DEST SOURCE_DIR   (lists come from QGATE_BUNDLE_* variables, ';'-separated)
@@ -20,6 +20,12 @@ for f in "${plugins[@]}"; do [ -n "$f" ] && cp "$f" "$dest/plugins/"; done
 for f in "${faults[@]}"; do [ -n "$f" ] && cp "$f" "$dest/plugins/faults/"; done
 for f in "${tests[@]}"; do [ -n "$f" ] && cp "$f" "$dest/tests/"; done
 cp "$src/scripts/qgate-gpu-check" "$src/scripts/qgate-cotenant-experiment" "$dest/bin/"
+# The dashboard (page, script, vendored chart libraries): qgated --http serves it from ../share.
+if [ -n "${QGATE_BUNDLE_DASHBOARD:-}" ]; then
+  [ -f "$QGATE_BUNDLE_DASHBOARD/index.html" ] || { echo "bundle: no dashboard in $QGATE_BUNDLE_DASHBOARD" >&2; exit 1; }
+  mkdir -p "$dest/share/qgate"
+  cp -r "$QGATE_BUNDLE_DASHBOARD" "$dest/share/qgate/dashboard"
+fi
 chmod +x "$dest/bin/qgate-gpu-check" "$dest/bin/qgate-cotenant-experiment"
 
 # glibc and the driver come from the host; everything else travels.

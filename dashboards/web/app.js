@@ -44,10 +44,17 @@
 
   // --- Trend ---
 
+  /// Profiles measured by qgate's own jobs first, then imported ones; most points first within each.
   function profiles() {
     const counts = new Map();
-    for (const p of trendPoints) counts.set(p.profile, (counts.get(p.profile) || 0) + 1);
-    return [...counts.entries()].sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0])).map((e) => e[0]);
+    const own = new Set();
+    for (const p of trendPoints) {
+      counts.set(p.profile, (counts.get(p.profile) || 0) + 1);
+      if (Number(p.job_id) > 0) own.add(p.profile);
+    }
+    return [...counts.entries()]
+      .sort((a, b) => own.has(b[0]) - own.has(a[0]) || b[1] - a[1] || a[0].localeCompare(b[0]))
+      .map((e) => e[0]);
   }
 
   async function drawTrend() {
@@ -57,7 +64,9 @@
     const changes = [];
     for (const s of changeSeries) if (s.profile === profile) for (const c of s.changes) changes.push(c);
     const contended = points.filter((p) => p.contended).length;
-    $("trend-summary").textContent = `${points.length} points, ${contended} with contended runs, ${changes.length} change points`;
+    const plural = (n, word) => `${n} ${word}${n === 1 ? "" : "s"}`;
+    $("trend-summary").textContent =
+      `${plural(points.length, "point")}, ${contended} with contended runs, ${plural(changes.length, "change point")}`;
     const el = $("trend-chart");
     el.dataset.profile = profile;
     el.dataset.changes = String(changes.length);
@@ -163,7 +172,8 @@
       draw("pairs-chart", QgateCharts.pairs(ab), ab.pairs.length),
       draw("looks-chart", QgateCharts.looks(ab), reached.length),
       draw("parity-chart", QgateCharts.parity(parity.cases), cells.length),
-      draw("cotenant-chart", QgateCharts.cotenant(cotenant), t.length),
+      // A fixed width: "container" widths in a vconcat overflow by the axis titles.
+      draw("cotenant-chart", QgateCharts.cotenant(cotenant, Math.max(320, $("cotenant-chart").clientWidth - 240)), t.length),
     ]);
     $("cotenant-chart").dataset.reasons = String(reasons);
     section.dataset.jobId = job.id;
@@ -176,7 +186,8 @@
     $("trend-x").addEventListener("change", () => drawTrend().catch(showError));
     try {
       const device = await api("/api/device");
-      $("device").textContent = `${device.host || ""} ${device.backend} ${device.name} (qgate ${device.qgate_version})`;
+      $("device").textContent =
+        `host ${device.host || "?"} · backend ${device.backend} · device ${device.name} · qgate ${device.qgate_version}`;
     } catch (e) {
       $("device").textContent = "device unknown";
     }

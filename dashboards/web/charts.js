@@ -194,7 +194,7 @@ const QgateCharts = (() => {
 
   /// The co-tenant timeline: foreign SM %, SM clock, and throttle reasons per reading, one row each,
   /// on a shared time axis.
-  function cotenant(timeline) {
+  function cotenant(timeline, panelWidth) {
     const t0 = timeline.readings.length ? Math.min(...timeline.readings.map((r) => num(r.t_unix_ms))) : 0;
     const readings = timeline.readings.map((r) => ({
       t: (num(r.t_unix_ms) - t0) / 1000, at: num(r.t_unix_ms), sm: num(r.foreign_sm_percent), clock: num(r.sm_clock_mhz), util: num(r.device_util_percent),
@@ -212,13 +212,13 @@ const QgateCharts = (() => {
     return {
       $schema: "https://vega.github.io/schema/vega-lite/v5.json",
       vconcat: [
-        { width, height: 110, data: { values: readings.filter((r) => r.sm !== null) },
+        { width: panelWidth, height: 110, data: { values: readings.filter((r) => r.sm !== null) },
           mark: { type: "point", filled: true, size: 22, color: "#e45756" },
           encoding: { x, y: { field: "sm", type: "quantitative", title: "foreign SM %", scale: { domain: [0, 100] } }, tooltip: tip } },
-        { width, height: 110, data: { values: readings.filter((r) => r.clock !== null) },
+        { width: panelWidth, height: 110, data: { values: readings.filter((r) => r.clock !== null) },
           mark: { type: "square", size: 18, color: "#4c78a8" },
           encoding: { x, y: { field: "clock", type: "quantitative", title: "SM clock MHz", scale: { zero: false } }, tooltip: tip } },
-        { width, height: { step: 18 }, data: { values: reasons },
+        { width: panelWidth, height: { step: 18 }, data: { values: reasons },
           mark: { type: "tick", thickness: 2, color: "#9a6700" },
           encoding: { x, y: { field: "reason", type: "nominal", title: "throttle reasons" },
             tooltip: [{ field: "t", title: "s", format: ".1f" }, { field: "reason" }] } },
