@@ -109,7 +109,7 @@ int main(int argc, char** argv) {
                 static_cast<long long>(span.days), queries, mean_points, span.max_points);
     std::printf("  p50 %.2f ms   p99 %.2f ms   max %.2f ms\n", p50, p99, max_ms);
     j[span.name] = {{"days", span.days}, {"mean_points", mean_points}, {"max_points", span.max_points},
-                    {"p50_ms", p50}, {"p99_ms", p99}, {"max_ms", max_ms}};
+                    {"p50_ms", p50}, {"p99_ms", p99}, {"max_ms", max_ms}, {"each_ms", span.ms}};
   }
   if (pid) std::printf("qgated memory: RSS %.1f MiB (peak %.1f MiB)\n", rss / 1024.0, hwm / 1024.0);
   if (!json_out.empty()) std::ofstream(json_out) << j.dump(2) << "\n";
