@@ -121,7 +121,7 @@ TEST_F(ExportRoundTripTest, LlamaBenchSqlExportImportsBackWithItsValues) {
   EXPECT_EQ(sql.rfind("CREATE TABLE IF NOT EXISTS test (\n  build_commit TEXT,\n  build_number INTEGER,", 0), 0u)
       << sql.substr(0, 200);
 
-  // Runs, not per-job points: export's JSON has a point per run.
+  // Runs, not per-build points: export's JSON has a point per run.
   const CliResult before = daemon_.cli("export --format json --profile " + std::string(kProfile));
   ASSERT_EQ(before.code, 0) << before.err;
   // What went out: the quiet and unknown runs of qgate's jobs, keyed by build and start.
