@@ -447,7 +447,7 @@ void Cli::define() {
                   "also runs measured under co-tenant load");
   trend->add_option("--limit", trend_.limit, "at most this many points")
       ->check(whole_number(true));
-  trend->add_option("--job", trend_.job, "that job's runs, one row each, instead of per-job points")
+  trend->add_option("--job", trend_.job, "that job's runs, one row each, instead of per-build points")
       ->check(whole_number(false));
   trend->add_flag("--changes", trend_.changes,
                   "also where each series' speed moved (change points over its builds' quiet runs)");
@@ -1034,7 +1034,7 @@ int Cli::cmd_import() {
 }
 
 int Cli::cmd_export() {
-  trend_.raw_runs = true;  // export writes runs, not per-job points
+  trend_.raw_runs = true;  // export writes runs, not per-build points
   const auto request = trend_request(0);  // export defaults to all of history
   HarnessClient client = connect();
   const auto response = client.query_trend(request);
