@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "qgate/server/artifact_store.h"
+#include "qgate/server/grpc_status.h"
 #include "qgate/server/job_records.h"
 
 #ifndef QGATE_VERSION
@@ -20,32 +21,6 @@ namespace qgate::server {
 namespace {
 
 grpc::Status invalid(const std::string& message) { return {grpc::StatusCode::INVALID_ARGUMENT, message}; }
-
-/// Runs `fn`, turning store and other exceptions into a status (the only place that happens).
-template <typename Fn>
-grpc::Status guarded(Fn&& fn) {
-  try {
-    return fn();
-  } catch (const ApplicationError& e) {
-    switch (e.kind()) {
-      case ApplicationErrorKind::InvalidArgument: return {grpc::StatusCode::INVALID_ARGUMENT, e.what()};
-      case ApplicationErrorKind::NotFound: return {grpc::StatusCode::NOT_FOUND, e.what()};
-      case ApplicationErrorKind::FailedPrecondition: return {grpc::StatusCode::FAILED_PRECONDITION, e.what()};
-      case ApplicationErrorKind::ResourceExhausted: return {grpc::StatusCode::RESOURCE_EXHAUSTED, e.what()};
-      case ApplicationErrorKind::PermissionDenied: return {grpc::StatusCode::PERMISSION_DENIED, e.what()};
-    }
-    return {grpc::StatusCode::INTERNAL, e.what()};
-  } catch (const db::StoreError& e) {
-    // Only a busy store is worth retrying at once; a full disk or a read-only file is not, and must
-    // not read as "qgated is unreachable" on the client.
-    const auto code = e.kind() == db::StoreErrorKind::Busy   ? grpc::StatusCode::UNAVAILABLE
-                      : e.kind() == db::StoreErrorKind::Full ? grpc::StatusCode::RESOURCE_EXHAUSTED
-                                                             : grpc::StatusCode::INTERNAL;
-    return {code, std::string("qgated's database failed: ") + e.what()};
-  } catch (const std::exception& e) {
-    return {grpc::StatusCode::INTERNAL, e.what()};
-  }
-}
 
 grpc::ServerUnaryReactor* finish(grpc::CallbackServerContext* context, const grpc::Status& status) {
   auto* reactor = context->DefaultReactor();
@@ -315,7 +290,7 @@ HarnessService::HarnessService(db::Store& store, EventHub& events, Scheduler& sc
       changes_(store) {}
 
 grpc::Status HarnessService::validate_header(const v1::SubmitHeader& header) const {
-  return guarded([&]() -> grpc::Status {
+  return guarded_status([&]() -> grpc::Status {
     submission_.validate_header(header);
     return grpc::Status::OK;
   });
@@ -324,7 +299,7 @@ grpc::Status HarnessService::validate_header(const v1::SubmitHeader& header) con
 grpc::Status HarnessService::accept_upload(const v1::SubmitHeader& header, const std::string& artifact_path,
                                            const std::string& sha256, int64_t size,
                                            v1::SubmitBuildResponse* response) {
-  return guarded([&]() -> grpc::Status {
+  return guarded_status([&]() -> grpc::Status {
     const SubmitOutcome outcome = submission_.accept(header, StoredUpload{artifact_path, sha256, size});
     response->set_job_id(outcome.job_id);
     *response->mutable_build() = to_proto(outcome.build);
@@ -354,7 +329,7 @@ grpc::Status HarnessService::authorize_command(const grpc::CallbackServerContext
 }
 
 grpc::Status HarnessService::accept_command(const v1::SubmitHeader& header, v1::SubmitBuildResponse* response) {
-  return guarded([&]() -> grpc::Status {
+  return guarded_status([&]() -> grpc::Status {
     const SubmitOutcome outcome = submission_.accept_command(header);
     response->set_job_id(outcome.job_id);
     *response->mutable_build() = to_proto(outcome.build);
@@ -379,7 +354,7 @@ grpc::Status HarnessService::check_token(const grpc::CallbackServerContext* cont
 
 grpc::ServerUnaryReactor* HarnessService::GetJob(grpc::CallbackServerContext* context, const v1::GetJobRequest* request,
                                                  v1::Job* response) {
-  return finish(context, guarded([&]() -> grpc::Status {
+  return finish(context, guarded_status([&]() -> grpc::Status {
     *response = queries_.job(request->job_id());
     return grpc::Status::OK;
   }));
@@ -387,7 +362,7 @@ grpc::ServerUnaryReactor* HarnessService::GetJob(grpc::CallbackServerContext* co
 
 grpc::ServerUnaryReactor* HarnessService::ListJobs(grpc::CallbackServerContext* context,
                                                    const v1::ListJobsRequest* request, v1::ListJobsResponse* response) {
-  return finish(context, guarded([&]() -> grpc::Status {
+  return finish(context, guarded_status([&]() -> grpc::Status {
     for (v1::Job& job : queries_.list(request->state(), request->limit())) *response->add_jobs() = std::move(job);
     return grpc::Status::OK;
   }));
@@ -396,7 +371,7 @@ grpc::ServerUnaryReactor* HarnessService::ListJobs(grpc::CallbackServerContext* 
 grpc::ServerUnaryReactor* HarnessService::CancelJob(grpc::CallbackServerContext* context,
                                                     const v1::CancelJobRequest* request, v1::Job* response) {
   if (grpc::Status auth = authorize(context); !auth.ok()) return finish(context, auth);
-  return finish(context, guarded([&]() -> grpc::Status {
+  return finish(context, guarded_status([&]() -> grpc::Status {
     *response = cancellation_.cancel(request->job_id());
     return grpc::Status::OK;
   }));
@@ -419,7 +394,7 @@ static bool valid_series_path(const std::string& path) {
 grpc::ServerUnaryReactor* HarnessService::QueryTrend(grpc::CallbackServerContext* context,
                                                      const v1::QueryTrendRequest* request,
                                                      v1::QueryTrendResponse* response) {
-  return finish(context, guarded([&]() -> grpc::Status {
+  return finish(context, guarded_status([&]() -> grpc::Status {
     if (request->limit() < 0) return invalid("limit must not be negative");
     if (!valid_series_path(request->path()))
       return invalid("path must be a series' path word: mmq, f16, a command arm (MINFER_MMQ=1) or an imported "
@@ -496,7 +471,7 @@ grpc::ServerUnaryReactor* HarnessService::QueryTrend(grpc::CallbackServerContext
 grpc::ServerUnaryReactor* HarnessService::QueryChanges(grpc::CallbackServerContext* context,
                                                        const v1::QueryChangesRequest* request,
                                                        v1::QueryChangesResponse* response) {
-  return finish(context, guarded([&]() -> grpc::Status {
+  return finish(context, guarded_status([&]() -> grpc::Status {
     if (!valid_series_path(request->path()))
       return invalid("path must be a series' path word: mmq, f16, a command arm (MINFER_MMQ=1) or an imported "
                      "path (pp, tg, a weight type), at most 128 printable characters");
@@ -519,7 +494,7 @@ grpc::ServerUnaryReactor* HarnessService::QueryChanges(grpc::CallbackServerConte
 
 grpc::ServerUnaryReactor* HarnessService::Compare(grpc::CallbackServerContext* context, const v1::CompareRequest* request,
                                                   v1::CompareResponse* response) {
-  return finish(context, guarded([&]() -> grpc::Status {
+  return finish(context, guarded_status([&]() -> grpc::Status {
     *response = comparer_.compare(*request);
     return grpc::Status::OK;
   }));
@@ -528,7 +503,7 @@ grpc::ServerUnaryReactor* HarnessService::Compare(grpc::CallbackServerContext* c
 grpc::ServerUnaryReactor* HarnessService::ListBuilds(grpc::CallbackServerContext* context,
                                                      const v1::ListBuildsRequest* request,
                                                      v1::ListBuildsResponse* response) {
-  return finish(context, guarded([&]() -> grpc::Status {
+  return finish(context, guarded_status([&]() -> grpc::Status {
     if (request->limit() < 0) return invalid("limit must not be negative");
     const int limit = request->limit() ? request->limit() : 100;
     std::optional<std::string_view> name;
@@ -540,7 +515,7 @@ grpc::ServerUnaryReactor* HarnessService::ListBuilds(grpc::CallbackServerContext
 
 grpc::ServerUnaryReactor* HarnessService::GetDevice(grpc::CallbackServerContext* context, const v1::GetDeviceRequest*,
                                                     v1::DeviceStatus* response) {
-  return finish(context, guarded([&]() -> grpc::Status {
+  return finish(context, guarded_status([&]() -> grpc::Status {
     response->set_backend(options_.backend);
     response->set_device(options_.gpu);
     response->set_name(device_.name);
@@ -605,7 +580,7 @@ grpc::ServerUnaryReactor* HarnessService::Remeasure(grpc::CallbackServerContext*
                                                     const v1::RemeasureRequest* request,
                                                     v1::RemeasureResponse* response) {
   if (grpc::Status auth = authorize(context); !auth.ok()) return finish(context, auth);
-  return finish(context, guarded([&]() -> grpc::Status {
+  return finish(context, guarded_status([&]() -> grpc::Status {
     *response = remeasurement_.remeasure(*request, device_now());
     return grpc::Status::OK;
   }));
@@ -615,7 +590,7 @@ grpc::ServerUnaryReactor* HarnessService::ImportResults(grpc::CallbackServerCont
                                                         const v1::ImportResultsRequest* request,
                                                         v1::ImportResultsResponse* response) {
   if (grpc::Status auth = authorize(context); !auth.ok()) return finish(context, auth);
-  return finish(context, guarded([&]() -> grpc::Status {
+  return finish(context, guarded_status([&]() -> grpc::Status {
     *response = importer_.import(*request);
     return grpc::Status::OK;
   }));
