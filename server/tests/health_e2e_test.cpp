@@ -1,10 +1,14 @@
 // `qgate health` end to end: the real CLI against a real qgated on a unix socket (SERVING as a whole
 // and for qgate.v1.Harness, an unknown service, a stopped daemon that does not answer in time, a
-// daemon that is gone), and against a gRPC server whose standard health service says NOT_SERVING.
+// daemon that is gone, a daemon with a certificate), and against a gRPC server whose standard health
+// service says NOT_SERVING.
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+
+#include <cstdlib>
+#include <fstream>
 
 #include "daemon_under_test.h"
 
@@ -64,6 +68,25 @@ TEST_F(HealthE2eTest, AGoneDaemonIsUnreachable) {
   const CliResult j = daemon_.cli("--timeout 2 --json health");
   EXPECT_EQ(j.code, 3);
   EXPECT_EQ(json::parse(j.out)["health"]["status"], "UNREACHABLE") << j.out;
+}
+
+// As the compose file and the DaemonSet run it: with a certificate (for its dashboard), qgated serves
+// TLS on its socket too, so the probe passes --tls-ca; without it, the probe fails.
+TEST(HealthWithTls, TheProbeVerifiesTheDaemonsCertificate) {
+  DaemonUnderTest d;
+  const std::string cert = d.dir() + "/cert.pem", key = d.dir() + "/key.pem", token = d.dir() + "/token";
+  const std::string openssl = "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost "
+                              "-addext subjectAltName=DNS:localhost -keyout " + key + " -out " + cert +
+                              " >/dev/null 2>&1";
+  ASSERT_EQ(std::system(openssl.c_str()), 0) << "openssl could not make a test certificate";
+  std::ofstream(token) << "health-token-0123456789abcdef";
+  std::string why;
+  ASSERT_TRUE(d.try_start({"--tls-cert", cert, "--tls-key", key, "--auth-token-file", token}, "", &why)) << why;
+  CliResult r = d.cli("--tls-ca " + cert + " --timeout 5 health");
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_TRUE(contains(r.out, "SERVING")) << r.out;
+  r = d.cli("--timeout 5 health");
+  EXPECT_EQ(r.code, 3) << "a plaintext probe cannot talk to a TLS daemon: " << r.out << r.err;
 }
 
 // The NOT_SERVING answer itself, from a server built the way qgated builds its own (grpc++'s default
