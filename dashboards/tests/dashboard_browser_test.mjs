@@ -149,6 +149,19 @@ try {
     check(false, "the job under a co-tenant is listed");
   }
 
+  // The parity job: its matrix, and no A/B (no pair points, no looks listed).
+  const parityJob = jobs.find((j) => j.spec && j.spec.kind === "JOB_KIND_PARITY");
+  if (parityJob) {
+    await page.click(`#jobs tbody tr[data-job-id="${parityJob.id}"]`);
+    await page.waitForSelector(`#job-section[data-job-id="${parityJob.id}"]`, { timeout: 20000 });
+    equal(await symbols("#pairs-chart"), 0, "pair points of the parity job");
+    equal(await page.$$eval("#looks-table tbody tr", (r) => r.length), 0, "looks listed for the parity job");
+    check((await page.$$eval("#parity-chart g.mark-rect.role-mark path", (r) => r.length)) > 0, "the parity job's matrix is drawn");
+    await page.screenshot({ path: path.join(artifacts, "job-parity.png"), fullPage: true });
+  } else {
+    check(false, "the parity job is listed");
+  }
+
   equal(outside.length, 0, `requests outside the dashboard${outside.length ? ": " + outside.join(" ") : ""}`);
   equal(problems.length, 0, `console errors${problems.length ? ": " + problems.join(" | ") : ""}`);
 } finally {

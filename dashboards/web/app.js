@@ -30,9 +30,17 @@
     el.textContent = String(e && e.message ? e.message : e);
   }
 
+  /// Embeds a chart; a chart with no data is left empty (its note says why) rather than drawn as
+  /// bare axes.
   async function draw(id, spec, points) {
     const el = $(id);
     el.dataset.rendered = "0";
+    if (points === 0) {
+      el.replaceChildren();
+      el.dataset.points = "0";
+      el.dataset.rendered = "1";
+      return;
+    }
     await vegaEmbed(el, spec, embedOptions);
     el.dataset.points = String(points);
     el.dataset.rendered = "1";
@@ -145,7 +153,9 @@
       : `${short(job.state)}${job.error ? ": " + job.error : ""}`;
 
     const reached = ab.looks.filter((l) => l.reached);
-    $("looks-table").querySelector("tbody").replaceChildren(...ab.looks.map((l) => {
+    // A job without timed pairs (a parity job, or one that failed before its A/B) has no looks to show.
+    const planned = ab.pairs.length ? ab.looks : [];
+    $("looks-table").querySelector("tbody").replaceChildren(...planned.map((l) => {
       const tr = document.createElement("tr");
       const cells = [l.look, l.pairs, l.reached ? fixed(l.ratio, 4) : "not reached",
         l.reached ? (l.bounded ? `[${fixed(l.ci_low, 4)}, ${fixed(l.ci_high, 4)}]` : "cannot decide yet") : "",
