@@ -147,10 +147,15 @@
     const [ab, parity, cotenant] = await Promise.all([api(`${base}/ab`), api(`${base}/parity`), api(`${base}/cotenant`)]);
     const v = job.verdict || {};
     $("job-title").textContent = `Job ${job.id}: ${short(job.spec && job.spec.kind)} of ${job.build ? job.build.metadata.name : "?"}`;
-    $("job-summary").textContent = v.verdict
-      ? `${short(v.verdict)} (${short(v.comparison)}): A = ${ab.arm_a || "A"}, B = ${ab.arm_b || "B"}, ratio ${fixed(v.ratio, 4)} ` +
-        `[${fixed(v.ci_low, 4)}, ${fixed(v.ci_high, 4)}] over ${v.pairs} pairs; ${(v.reasons || [])[0] || ""}`
-      : `${short(job.state)}${job.error ? ": " + job.error : ""}`;
+    const reason = (v.reasons || [])[0] || "";
+    $("job-summary").textContent = !v.verdict
+      ? `${short(job.state)}${job.error ? ": " + job.error : ""}`
+      : v.pairs
+        ? `${short(v.verdict)} (${short(v.comparison)}): A = ${ab.arm_a || "A"}, B = ${ab.arm_b || "B"}, ratio ${fixed(v.ratio, 4)} ` +
+          `[${fixed(v.ci_low, 4)}, ${fixed(v.ci_high, 4)}] over ${v.pairs} pairs; ${reason}`
+        : `${short(v.verdict)}: ${reason}`;
+    // The A/B views only for a job with pairs.
+    $("ab-views").hidden = ab.pairs.length === 0;
 
     const reached = ab.looks.filter((l) => l.reached);
     // A job without timed pairs (a parity job, or one that failed before its A/B) has no looks to show.
@@ -176,7 +181,9 @@
     const unsampled = cotenant.runs.filter((r) => !r.available).length;
     $("cotenant-note").textContent = t.length
       ? `${t.length} readings over ${cotenant.runs.length} runs; ${cotenant.runs.filter((r) => r.contended).length} runs contended.`
-      : `No readings: ${unsampled} of ${cotenant.runs.length} runs were not sampled (no NVML, or the CPU backend).`;
+      : cotenant.runs.length
+        ? `No readings: ${unsampled} of ${cotenant.runs.length} runs were not sampled (no NVML, or the CPU backend).`
+        : "This job had no timed runs, so no co-tenant readings.";
     const reasons = t.reduce((n, r) => n + r.throttle_reasons.length, 0);
     await Promise.all([
       draw("pairs-chart", QgateCharts.pairs(ab), ab.pairs.length),
