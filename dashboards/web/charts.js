@@ -111,7 +111,8 @@ const QgateCharts = (() => {
           axis: { values: rows.map((r) => r.index), format: "d", labelOverlap: true } },
         y: { field: "ratio", type: "quantitative", title: "tok/s A / tok/s B", scale: { zero: false } },
         shape: { field: "load", type: "nominal", title: "pair's runs", scale: { domain: ["quiet", "contended"], range: ["circle", "triangle-up"] } },
-        color: { field: "load", type: "nominal", scale: { domain: ["quiet", "contended"], range: ["#4c78a8", "#e45756"] }, legend: null },
+        // Same title as the shape's, so the two merge into one legend of coloured shapes.
+        color: { field: "load", type: "nominal", title: "pair's runs", scale: { domain: ["quiet", "contended"], range: ["#4c78a8", "#e45756"] } },
         tooltip: [{ field: "index", title: "pair" }, { field: "ratio", format: ".4f" },
           { field: "a", title: "A tok/s", format: ".1f" }, { field: "b", title: "B tok/s", format: ".1f" }, { field: "load" }],
       },
