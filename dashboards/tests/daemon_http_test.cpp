@@ -146,7 +146,7 @@ TEST(DaemonHttp, ANonLoopbackAddressWithoutTlsAndATokenIsRefused) {
   Qgated d({"--http", "0.0.0.0:0"});
   EXPECT_FALSE(d.ready());
   EXPECT_NE(d.exit_code(), 0);
-  EXPECT_NE(d.log().find("refusing to listen on 0.0.0.0:0 (--http) without TLS and a token"), std::string::npos)
+  EXPECT_NE(d.log().find("refusing to listen on 0.0.0.0:0 without TLS and a token (--http)"), std::string::npos)
       << d.log();
 }
 

@@ -39,8 +39,8 @@ ListenerSecurity listener_security(const DaemonOptions& options, const std::stri
   if (s.tls && (options.tls_cert_file.empty() || options.tls_key_file.empty()))
     throw std::runtime_error("TLS needs both --tls-cert and --tls-key");
   if (s.tcp && !s.loopback && !(s.tls && !s.token.empty()) && !options.insecure)
-    throw std::runtime_error("refusing to listen on " + address + " (" + flag +
-                             ") without TLS and a token: give --tls-cert, --tls-key and --auth-token-file, or --insecure");
+    throw std::runtime_error("refusing to listen on " + address + " without TLS and a token (" + flag +
+                             "): give --tls-cert, --tls-key and --auth-token-file, or --insecure");
   return s;
 }
 
