@@ -5,6 +5,8 @@ add_library(qgate_jobs STATIC
   src/job_records.cpp
   src/compare_builds.cpp
   src/series_changes.cpp
+  src/gpu_choice.cpp
+  src/job_gpu_records.cpp
   src/job_submission.cpp
   src/jobs_application.cpp
   src/result_import.cpp
@@ -30,8 +32,12 @@ add_library(qgate_server STATIC
   src/ab_phase.cpp
   src/output_identity.cpp
   src/job_runner.cpp
+  src/gpu_pool.cpp
+  src/served_gpus.cpp
   src/scheduler.cpp
+  src/device_status.cpp
   src/harness_service.cpp
+  src/harness_devices.cpp
   src/dashboard_service.cpp
   src/listener_security.cpp
   src/daemon.cpp)

@@ -63,6 +63,8 @@ struct GlobalOptions {
 };
 
 struct SubmitOptions {
+  std::string gpu;          // --gpu: the GPU (or, with --split-gpus, the pair); empty = any free one
+  bool split_gpus = false;  // --split-gpus: the arms on two identical GPUs at once
   std::string build_file;
   std::string name;
   std::string commit;
@@ -93,6 +95,8 @@ struct SubmitOptions {
 
 /// `qgate command`: a program run as two arms (docs/command-mode.md).
 struct CommandJobOptions {
+  std::string gpu;
+  bool split_gpus = false;
   std::string name;
   std::string commit;
   std::string branch;
@@ -117,6 +121,7 @@ struct CommandJobOptions {
 };
 
 struct RemeasureOptions {
+  std::string gpu;  // the GPU the re-runs take; empty = each job's own choice
   std::int64_t job = 0;
   bool contended = false;
   std::string since;            // with --contended: how far back (default 7d)
@@ -266,6 +271,23 @@ CLI::Validator positive_seconds() {
       "SECONDS");
 }
 
+/// The GPU a job runs on (qgated --gpus; docs/two-gpus.md).
+void add_gpu_options(CLI::App* sub, std::string& gpu, bool& split) {
+  sub->add_option("--gpu", gpu,
+                  "run on this GPU (an ordinal qgated serves; default: the first one free); with --split-gpus, "
+                  "the pair, e.g. 0,1");
+  sub->add_flag("--split-gpus", split,
+                "run the two arms at once on two identical GPUs, swapping GPUs every pair; judged on blocks "
+                "that cancel the GPUs' own speed, against the pair's A/A calibration");
+}
+
+/// Sets a spec's GPU choice from --gpu and --split-gpus.
+void set_gpu_choice(v1::JobSpec* spec, const std::string& gpu, bool split) {
+  spec->set_split_gpus(split);
+  if (!gpu.empty())
+    for (int ordinal : parse_gpu_choice(gpu, split)) spec->add_gpus(ordinal);
+}
+
 void add_submit_options(CLI::App* sub, SubmitOptions& o, bool ab_command) {
   sub->add_option("--build", o.build_file, "kernel build (.so) to upload")->required();
   sub->add_option("--name", o.name, "build name: letters, digits, '.', '_', '-'")->required();
@@ -305,6 +327,7 @@ void add_submit_options(CLI::App* sub, SubmitOptions& o, bool ab_command) {
   sub->add_option("--job-timeout", o.job_timeout_s,
                   "seconds the whole job may take before it ends TIMEOUT (default: the daemon's --job-timeout)")
       ->check(whole_number(false));
+  add_gpu_options(sub, o.gpu, o.split_gpus);
   if (ab_command) {
     sub->add_flag("--no-wait", o.no_wait, "print the job id and return at once");
     return;
@@ -320,6 +343,7 @@ void add_submit_options(CLI::App* sub, SubmitOptions& o, bool ab_command) {
 }
 
 void add_command_options(CLI::App* sub, CommandJobOptions& o) {
+  add_gpu_options(sub, o.gpu, o.split_gpus);
   sub->add_option("--name", o.name, "name of what is measured (a build name: letters, digits, '.', '_', '-')")
       ->required();
   sub->add_option("--commit", o.commit, "source commit of what is measured");
@@ -418,6 +442,7 @@ void Cli::define() {
   remeasure->add_flag("--run-contended", remeasure_.run_contended,
                       "at the deadline run anyway, marked contended, instead of expiring");
   remeasure->add_flag("--wait", remeasure_.wait, "follow the re-measure jobs; exit with the worst verdict");
+  remeasure->add_option("--gpu", remeasure_.gpu, "re-run on this GPU (default: as each job was submitted)");
   handlers_[remeasure] = [this] { return cmd_remeasure(); };
 
   auto* builds = app_.add_subcommand("builds", "list uploaded builds");
@@ -425,7 +450,7 @@ void Cli::define() {
   builds->add_option("--limit", list_.limit, "at most this many")->check(whole_number(true));
   handlers_[builds] = [this] { return cmd_builds(); };
 
-  auto* device = app_.add_subcommand("device", "the daemon's device, version and queue");
+  auto* device = app_.add_subcommand("device", "every GPU the daemon serves: version, queue and co-tenant state");
   handlers_[device] = [this] { return cmd_device(); };
 
   auto* health = app_.add_subcommand(
@@ -611,6 +636,7 @@ int Cli::cmd_submit(bool ab_command) {
     spec->set_numerics(o.numerics == "ggml" ? v1::NUMERICS_PROFILE_GGML : v1::NUMERICS_PROFILE_QGATE);
   if (!o.order.empty()) spec->set_order(words::run_order_from_word(o.order).value());
   if (!o.timing.empty()) spec->set_timing(words::timing_mode_from_word(o.timing).value());
+  set_gpu_choice(spec, o.gpu, o.split_gpus);
 
   HarnessClient client = connect();
   const v1::SubmitBuildResponse response = client.submit_build(std::move(header), o.build_file);
@@ -645,6 +671,7 @@ int Cli::cmd_command() {
   if (o.min_pairs > 0) spec->mutable_policy()->set_min_pairs(o.min_pairs);
   if (o.threshold > 0) spec->mutable_policy()->set_slowdown_threshold(o.threshold);
   if (!o.order.empty()) spec->set_order(words::run_order_from_word(o.order).value());
+  set_gpu_choice(spec, o.gpu, o.split_gpus);
   v1::CommandSpec* command = spec->mutable_command();
   for (const auto& w : absolute_program(split_command_line(o.run))) command->add_argv(w);
   const int toggles = int(!o.toggle.empty()) + int(!o.run_b.empty()) + int(!o.build_file.empty());
@@ -833,6 +860,8 @@ int Cli::cmd_remeasure() {
   if (deadline_ms < 1000) throw UsageError("remeasure: --deadline must be at least 1s");
   request.set_deadline_s(deadline_ms / 1000);
   request.set_run_contended_on_expiry(remeasure_.run_contended);
+  if (!remeasure_.gpu.empty())
+    for (int ordinal : parse_gpu_choice(remeasure_.gpu, false)) request.add_gpus(ordinal);
 
   HarnessClient client = connect();
   const v1::RemeasureResponse response = client.remeasure(request);
@@ -881,11 +910,17 @@ int Cli::cmd_builds() {
 }
 
 int Cli::cmd_device() {
-  const auto device = connect().get_device();
-  if (global_.json)
-    print_json(json_report(report_context(device, QGATE_VERSION), "device", to_json(device)));
-  else
-    std::cout << format_device(device);
+  const std::vector<v1::DeviceStatus> devices = connect().list_devices();
+  if (devices.empty()) throw CommandError("the daemon serves no device");
+  if (global_.json) {
+    // "device" is the first GPU (as before); "devices" every one.
+    nlohmann::json report = json_report(report_context(devices.front(), QGATE_VERSION), "device", to_json(devices.front()));
+    report["devices"] = nlohmann::json::array();
+    for (const auto& d : devices) report["devices"].push_back(to_json(d));
+    print_json(report);
+  } else {
+    std::cout << format_devices(devices);
+  }
   return kExitOk;
 }
 

@@ -414,6 +414,28 @@ std::string format_verdict_report(const v1::VerdictReport& report, v1::JobKind k
   if (report.tokens() > 0) profile += fmt::format(", {} tokens", report.tokens());
   if (!report.backend().empty()) profile += ", backend " + report.backend();
   fields.emplace_back("profile", profile);
+  if (report.gpus_size() > 0) {
+    std::string gpus;
+    for (const auto& g : report.gpus()) gpus += (gpus.empty() ? "" : " and ") + format_gpu(g);
+    fields.emplace_back(report.gpus_size() > 1 ? "gpus" : "gpu", gpus);
+  }
+  if (report.has_split()) {
+    const v1::SplitGpus& s = report.split();
+    fields.emplace_back("split", fmt::format("{} blocks of two pairs, arms swapping GPUs; GPU {} / GPU {} speed {}  95% "
+                                             "interval {}",
+                                             s.blocks(), s.first().ordinal(), s.second().ordinal(),
+                                             format_ratio(s.gpu_ratio()), format_interval(s.gpu_ci_low(), s.gpu_ci_high())));
+    if (s.is_calibration())
+      fields.emplace_back("calibration", "this job: an A/A of the pair");
+    else if (s.calibration_job_id() == 0)
+      fields.emplace_back("calibration", "none: the pair has no A/A yet");
+    else
+      fields.emplace_back("calibration",
+                          fmt::format("job {}: A/A {} ratio {} {}; GPU speed then {}", s.calibration_job_id(),
+                                      comparison_name(s.calibration_comparison()), format_ratio(s.calibration_ratio()),
+                                      format_interval(s.calibration_ci_low(), s.calibration_ci_high()),
+                                      format_ratio(s.calibration_gpu_ratio())));
+  }
   std::string out = format_fields(fields);
 
   if (report.per_type_size() > 0) {
@@ -585,6 +607,30 @@ std::string format_device(const v1::DeviceStatus& d) {
       {"cotenant", or_dash(d.cotenant())},
       {"uptime", format_duration(d.uptime_s())},
   }) + format_cotenant_now(d.now());
+}
+
+std::string format_devices(const std::vector<v1::DeviceStatus>& devices) {
+  if (devices.size() == 1) return format_device(devices.front());
+  Table table{{"GPU", "NAME", "UUID", "QUEUED", "ANY-GPU QUEUE", "RUNNING", "SPLIT JOB", "GPU NOW"},
+              {true, false, false, true, true, true, true, false},
+              {}};
+  for (const auto& d : devices)
+    table.rows.push_back({std::to_string(d.device()), d.name().empty() ? "-" : d.name(),
+                          d.uuid().empty() ? "-" : d.uuid(), std::to_string(d.queued_jobs()),
+                          std::to_string(d.queued_any_gpu()),
+                          d.running_job_id() == 0 ? "-" : std::to_string(d.running_job_id()),
+                          d.split_job_id() == 0 ? "-" : std::to_string(d.split_job_id()),
+                          d.now().state().empty() ? "unavailable" : d.now().state()});
+  std::string out = format_table(table);
+  for (const auto& d : devices) out += fmt::format("\nGPU {}:\n", d.device()) + format_device(d);
+  return out;
+}
+
+std::string format_gpu(const v1::GpuRef& gpu) {
+  std::string out = fmt::format("GPU {}", gpu.ordinal());
+  if (!gpu.name().empty() || !gpu.uuid().empty())
+    out += " (" + gpu.name() + (gpu.uuid().empty() ? "" : (gpu.name().empty() ? "" : ", ") + gpu.uuid()) + ")";
+  return out;
 }
 
 std::string format_cotenant_now(const v1::CotenantNow& now) {

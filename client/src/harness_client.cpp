@@ -126,6 +126,16 @@ v1::DeviceStatus HarnessClient::get_device() {
   return device;
 }
 
+std::vector<v1::DeviceStatus> HarnessClient::list_devices() {
+  grpc::ClientContext context;
+  set_deadline(context, options_);
+  v1::ListDevicesResponse response;
+  const grpc::Status status = stub_->ListDevices(&context, v1::ListDevicesRequest{}, &response);
+  if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) return {get_device()};
+  if (!status.ok()) fail(status);
+  return {response.devices().begin(), response.devices().end()};
+}
+
 v1::QueryTrendResponse HarnessClient::query_trend(const v1::QueryTrendRequest& request) {
   grpc::ClientContext context;
   set_deadline(context, options_);

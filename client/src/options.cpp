@@ -152,4 +152,23 @@ void parse_env_toggle(const std::string& text, v1::CommandSpec* command) {
   if (command->value_a() == command->value_b()) throw UsageError("--toggle: the two values are the same");
 }
 
+std::vector<int> parse_gpu_choice(const std::string& text, bool split) {
+  std::vector<int> out;
+  size_t at = 0;
+  while (true) {
+    const size_t comma = text.find(',', at);
+    const std::string item = text.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    if (item.empty() || item.size() > 4 || item.find_first_not_of("0123456789") != std::string::npos)
+      throw UsageError("--gpu: '" + text + "' is not a GPU ordinal (or, with --split-gpus, a pair such as 0,1)");
+    out.push_back(std::stoi(item));
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
+  if (out.size() > 2) throw UsageError("--gpu: name one GPU, or a pair with --split-gpus");
+  if (out.size() == 2 && !split) throw UsageError("--gpu: a pair of GPUs is for --split-gpus; a job runs on one");
+  if (out.size() == 1 && split) throw UsageError("--gpu with --split-gpus names the pair: two GPUs such as 0,1");
+  if (out.size() == 2 && out[0] == out[1]) throw UsageError("--gpu: a split pair is two different GPUs");
+  return out;
+}
+
 }  // namespace qgate::client

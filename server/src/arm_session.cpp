@@ -22,7 +22,8 @@ std::string ArmSession::log_path() const {
   if (settings_.log_dir.empty()) return "";
   std::filesystem::create_directories(settings_.log_dir);
   return (std::filesystem::path(settings_.log_dir) /
-          ("job-" + std::to_string(settings_.job_id) + "-arm-" + spec_.name + ".log"))
+          ("job-" + std::to_string(settings_.job_id) + "-arm-" + (spec_.log_name.empty() ? spec_.name : spec_.log_name) +
+           ".log"))
       .string();
 }
 
@@ -32,6 +33,7 @@ void ArmSession::start() {
   if (spec_.command) launch.args = {"command"};
   else launch.args = {"serve", "--build", spec_.build.artifact_path};
   for (const auto& a : settings_.common_args) launch.args.push_back(a);
+  for (const auto& a : spec_.device_args) launch.args.push_back(a);
   launch.env = clean_worker_environment(spec_.env);
   launch.stderr_path = log_path();
   worker_ = launcher_.launch(launch);

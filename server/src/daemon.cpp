@@ -31,6 +31,7 @@
 #include "qgate/server/job_runner.h"
 #include "qgate/server/listener_security.h"
 #include "qgate/server/scheduler.h"
+#include "qgate/server/served_gpus.h"
 #include "qgate/server/worker_process.h"
 
 namespace qgate::server {
@@ -89,11 +90,7 @@ class NoSampler final : public cotenant::Sampler {
 }  // namespace
 
 struct Daemon::Parts {
-  std::unique_ptr<cotenant::Sampler> base_sampler;
-  std::unique_ptr<cotenant::TraceRecorder> recorder;
-  std::unique_ptr<cotenant::Sampler> recording_sampler;
-  cotenant::Sampler* sampler = nullptr;
-  std::unique_ptr<cotenant::DeviceWatch> watch;
+  std::unique_ptr<ServedGpus> gpus;  // each GPU's sampler and watch: outlives the runner and schedulers
   std::unique_ptr<db::Store> store;
   EventHub events;
   std::unique_ptr<JobEventLog> event_log;  // declared after events and before the runner: outlives both publishers
@@ -147,49 +144,46 @@ void Daemon::start() {
   }
   for (auto id : requeued) spdlog::warn("job {} was running when the daemon stopped; re-queued", id);
 
-  DeviceDescription device = describe_device(options_);
-  spdlog::debug("device {}: {}", options_.gpu, device.name);
   std::string sampler_kind = options_.sampler;
   if (sampler_kind == "auto") sampler_kind = !options_.replay_samples_file.empty() ? "replay"
                                              : options_.backend == "cuda"         ? "nvml"
                                                                                   : "none";
-  if (sampler_kind == "nvml") {
-    cotenant::NvmlSamplerOptions nvml;
-    nvml.device_index = unsigned(options_.gpu);
-    parts_->base_sampler = std::make_unique<cotenant::NvmlSampler>(nvml);
-  } else if (sampler_kind == "replay") {
-    if (options_.replay_samples_file.empty()) throw std::runtime_error("--sampler replay needs --replay-samples FILE");
-    parts_->base_sampler = std::make_unique<cotenant::ReplaySampler>(
-        cotenant::load_trace(options_.replay_samples_file), cotenant::system_clock());
-  } else if (sampler_kind == "none") {
-    parts_->base_sampler = std::make_unique<NoSampler>(options_.backend == "cpu" ? "the CPU backend has no GPU to sample"
-                                                                                 : "sampling turned off (--sampler none)");
-  } else {
+  if (sampler_kind != "nvml" && sampler_kind != "replay" && sampler_kind != "none")
     throw std::runtime_error("--sampler must be auto, nvml, replay or none, got '" + options_.sampler + "'");
-  }
-  parts_->sampler = parts_->base_sampler.get();
-  if (!options_.record_samples_file.empty()) {
-    parts_->recorder = std::make_unique<cotenant::TraceRecorder>(std::filesystem::path(options_.record_samples_file));
-    parts_->recording_sampler = std::make_unique<cotenant::RecordingSampler>(*parts_->base_sampler, *parts_->recorder);
-    parts_->sampler = parts_->recording_sampler.get();
-  }
-  device.cotenant = parts_->sampler->available() ? sampler_kind + ": sampled during every run"
-                                                 : "unavailable: " + parts_->sampler->unavailable_reason();
-  // On a GPU an unsampled run cannot be told quiet from contended: worth a warning, not so on the CPU.
-  if (!parts_->sampler->available() && options_.backend == "cuda")
-    spdlog::warn("co-tenant sampler: {}; every run's load is recorded as unknown", device.cotenant);
-  else
-    spdlog::debug("co-tenant sampler: {}", device.cotenant);
-  cotenant::DeviceWatchOptions watch_options;
-  watch_options.window.policy.max_foreign_sm_percent = options_.quiet_max_foreign_sm_percent;
-  watch_options.window.hold_ms = static_cast<int64_t>(options_.quiet_hold_s * 1000);
-  parts_->watch = std::make_unique<cotenant::DeviceWatch>(*parts_->sampler, cotenant::system_clock(), watch_options);
+  if (sampler_kind == "replay" && options_.replay_samples_file.empty())
+    throw std::runtime_error("--sampler replay needs --replay-samples FILE");
+  auto make_sampler = [&](int ordinal) -> std::unique_ptr<cotenant::Sampler> {
+    if (sampler_kind == "nvml") {
+      cotenant::NvmlSamplerOptions nvml;
+      nvml.device_index = unsigned(ordinal);
+      return std::make_unique<cotenant::NvmlSampler>(nvml);
+    }
+    if (sampler_kind == "replay")
+      return std::make_unique<cotenant::ReplaySampler>(cotenant::load_trace(options_.replay_samples_file),
+                                                       cotenant::system_clock());
+    return std::make_unique<NoSampler>(options_.backend == "cpu" ? "the CPU backend has no GPU to sample"
+                                                                 : "sampling turned off (--sampler none)");
+  };
+  auto describe = [&](int ordinal) {
+    DaemonOptions one = options_;
+    one.gpu = ordinal;
+    DeviceDescription d = describe_device(one);
+    spdlog::debug("device {}: {}", ordinal, d.name);
+    return d;
+  };
+  // One queue and one co-tenant sampler per served GPU (docs/two-gpus.md).
+  parts_->gpus = std::make_unique<ServedGpus>(options_, describe, make_sampler, sampler_kind);
+  options_.served = parts_->gpus->facts();
+  options_.gpu = parts_->gpus->first().ordinal;
+  const ServedGpu& first = parts_->gpus->first();
   parts_->event_log = std::make_unique<JobEventLog>(parts_->events);
-  parts_->runner = std::make_unique<JobRunner>(*parts_->store, parts_->events, options_, *parts_->sampler);
-  parts_->scheduler = std::make_unique<Scheduler>(*parts_->store, *parts_->runner, options_.gpu);
-  parts_->scheduler->set_quiet_source(parts_->watch.get(), &parts_->events);
-  parts_->service = std::make_unique<HarnessService>(*parts_->store, parts_->events, *parts_->scheduler, options_, device);
-  parts_->service->set_device_watch(parts_->watch.get());
+  parts_->runner = std::make_unique<JobRunner>(*parts_->store, parts_->events, options_, *first.sampler);
+  parts_->scheduler = std::make_unique<Scheduler>(*parts_->store, *parts_->runner, parts_->gpus->pool());
+  parts_->scheduler->set_quiet_source(first.watch, &parts_->events);
+  parts_->service = std::make_unique<HarnessService>(*parts_->store, parts_->events, *parts_->scheduler, options_,
+                                                     parts_->gpus->description(first.ordinal));
+  parts_->service->set_device_watch(first.watch);
+  parts_->service->set_gpus(parts_->gpus.get());
 
   std::string socket_path;
   if (options_.listen.rfind("unix://", 0) == 0) {
@@ -255,7 +249,7 @@ void Daemon::start() {
         http, [&handler](const dashboards::HttpRequest& request) { return handler.handle(request); });
     parts_->http_address = parts_->http->start();
   }
-  parts_->watch->start();
+  parts_->gpus->start();
   parts_->scheduler->start();
 }
 
@@ -270,13 +264,13 @@ void Daemon::shutdown() {
   std::lock_guard<std::mutex> lock(parts_->shutdown_mu);
   if (parts_->shut_down) return;
   parts_->shut_down = true;
+  if (parts_->http) parts_->http->stop();
   // Health watchers see NOT_SERVING before the server stops answering.
   if (parts_->server)
     if (auto* health = parts_->server->GetHealthCheckService()) health->Shutdown();
-  if (parts_->http) parts_->http->stop();
   if (parts_->server) parts_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   if (parts_->scheduler) parts_->scheduler->stop();
-  if (parts_->watch) parts_->watch->stop();
+  if (parts_->gpus) parts_->gpus->stop();
 }
 
 std::string Daemon::listening_address() const { return parts_->address; }

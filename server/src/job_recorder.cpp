@@ -92,7 +92,8 @@ db::RowId JobRecorder::start_run(const RunPlacement& where, const v1::RunContext
   const nlohmann::json options = {{"repetitions", where.repetitions},
                                   {"fresh_process", where.fresh_process},
                                   {"cold_l2", true},
-                                  {"worker_pid", where.worker_pid}};
+                                  {"worker_pid", where.worker_pid},
+                                  {"device", context.device_ordinal()}};
   run.options_json = options.dump();
   return store_.add_run(run);
 }

@@ -4,11 +4,13 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cstdio>
 #include <filesystem>
 
 #include "qgate/db/store_error.h"
 #include "qgate/profiles/model_profile.h"
 #include "qgate/server/ab_phase.h"
+#include "qgate/server/job_gpu_records.h"
 #include "qgate/server/job_records.h"
 #include "qgate/server/job_recorder.h"
 #include "qgate/server/parity_phase.h"
@@ -42,7 +44,7 @@ profiles::ModelProfile job_profile(const v1::JobSpec& spec, const std::string& b
 class JobPlan {
  public:
   JobPlan(db::Store& store, const DaemonOptions& options, cotenant::Sampler& sampler, WorkerLauncher& launcher,
-          JobRecorder& recorder, const JobControl& control, const db::Job& job)
+          JobRecorder& recorder, const JobControl& control, const db::Job& job, const JobPlacement& placement)
       : store_(store),
         options_(options),
         sampler_(sampler),
@@ -50,7 +52,8 @@ class JobPlan {
         recorder_(recorder),
         control_(control),
         job_(job),
-        spec_(spec_from_json(job.spec_json)) {}
+        spec_(spec_from_json(job.spec_json)),
+        placement_(placement) {}
 
   void run() {
     auto build = store_.find_build(job_.build_id);
@@ -62,6 +65,7 @@ class JobPlan {
     if (has_file && !std::filesystem::exists(candidate_.artifact_path))
       throw JobFailure("the build's file is missing: " + candidate_.artifact_path);
     report_.set_backend(options_.backend);
+    check_split();
     const bool gate = spec_.kind() == v1::JOB_KIND_GATE;
     const bool parity_only = spec_.kind() == v1::JOB_KIND_PARITY;
     // A gate with parity_shapes none and no model file skips parity (the service refuses a parity
@@ -89,8 +93,48 @@ class JobPlan {
 
  private:
   std::vector<std::string> common_args() const {
-    return {"--backend", options_.backend, "--device", std::to_string(options_.gpu), "--threads",
-            std::to_string(options_.cpu_threads), "--seed", std::to_string(seed())};
+    return {"--backend", options_.backend, "--threads", std::to_string(options_.cpu_threads), "--seed",
+            std::to_string(seed())};
+  }
+  /// How a worker opens the placement's i-th GPU; the options' GPU when the placement has none.
+  std::vector<std::string> device_args(size_t i) const {
+    if (i < placement_.gpus.size() && !placement_.gpus[i]->worker_args.empty()) return placement_.gpus[i]->worker_args;
+    const int ordinal = i < placement_.gpus.size() ? placement_.gpus[i]->ordinal : options_.gpu;
+    return {"--device", std::to_string(ordinal)};
+  }
+  cotenant::Sampler& sampler(size_t i) const {
+    if (i < placement_.gpus.size() && placement_.gpus[i]->sampler) return *placement_.gpus[i]->sampler;
+    return sampler_;
+  }
+  static v1::GpuRef gpu_ref(const ServedGpu& g) {
+    v1::GpuRef ref;
+    ref.set_ordinal(g.ordinal);
+    ref.set_name(g.name);
+    ref.set_uuid(g.uuid);
+    return ref;
+  }
+  /// A split job runs on two GPUs of one model, or not at all.
+  void check_split() const {
+    if (!spec_.split_gpus()) return;
+    if (placement_.gpus.size() != 2)
+      throw JobFailure("a split job needs two GPUs of one model and the daemon has no second one for it (serve "
+                       "them with qgated --gpus, or submit without --split-gpus)");
+    if (placement_.gpus[0]->name != placement_.gpus[1]->name)
+      throw JobFailure("a split job needs two identical GPUs: GPU " + std::to_string(placement_.gpus[0]->ordinal) +
+                       " is " + placement_.gpus[0]->name + ", GPU " + std::to_string(placement_.gpus[1]->ordinal) +
+                       " is " + placement_.gpus[1]->name);
+  }
+  /// The split part of an A/B setup: the pair, how workers open each GPU, and each GPU's sampler.
+  void add_split(AbSetup& setup) const {
+    if (!spec_.split_gpus()) return;
+    SplitSetup split;
+    split.first = gpu_ref(*placement_.gpus[0]);
+    split.second = gpu_ref(*placement_.gpus[1]);
+    split.first_args = device_args(0);
+    split.second_args = device_args(1);
+    split.first_sampler = &sampler(0);
+    split.second_sampler = &sampler(1);
+    setup.split = split;
   }
   uint64_t seed() const { return spec_.seed() ? spec_.seed() : kDefaultSeed; }
   std::string log_dir() const { return (std::filesystem::path(options_.data_dir) / "logs").string(); }
@@ -100,6 +144,7 @@ class JobPlan {
     setup.worker_binary = options_.worker_binary;
     setup.common_args = {"--build", candidate_.artifact_path};
     for (const auto& a : common_args()) setup.common_args.push_back(a);
+    for (const auto& a : device_args(0)) setup.common_args.push_back(a);
     std::filesystem::create_directories(log_dir());
     setup.log_path = (std::filesystem::path(log_dir()) / ("job-" + std::to_string(job_.id) + "-parity.log")).string();
     setup.build_id = candidate_.id;
@@ -155,7 +200,8 @@ class JobPlan {
       setup.a.env["MINFER_MMQ"] = mmq;
       setup.b.env["MINFER_MMQ"] = mmq;
     }
-    AbOutcome ab = AbPhase(std::move(setup), launcher_, recorder_, control_, sampler_).run(progress_);
+    add_split(setup);
+    AbOutcome ab = AbPhase(std::move(setup), launcher_, recorder_, control_, sampler(0)).run(progress_);
     // The A/B's part of the report, beside what parity already put there.
     const int passed = report_.parity_passed(), failed = report_.parity_failed();
     const auto parity_leaks = report_.leaks();
@@ -167,6 +213,49 @@ class JobPlan {
     *report_.mutable_leaks() = parity_leaks;
     for (const auto& leak : ab.leaks) *report_.add_leaks() = leak;
     recovered_ = std::move(ab.recovered);
+    judge_with_calibration();
+  }
+
+  static const char* comparison_word(v1::Comparison c) {
+    return c == v1::COMPARISON_SAME ? "SAME" : c == v1::COMPARISON_DIFFERENT ? "DIFFERENT" : "UNKNOWN";
+  }
+  /// A split job's verdict against the pair's stored A/A calibration (docs/two-gpus.md): an A/A that
+  /// read DIFFERENT on this pair means split runs on it are not fair, and the verdict cannot stand.
+  void judge_with_calibration() {
+    if (!report_.has_split()) return;
+    v1::SplitGpus& s = *report_.mutable_split();
+    s.set_is_calibration(JobGpuRecords::is_calibration(job_, spec_));
+    const std::string pair = "GPUs " + std::to_string(s.first().ordinal()) + " and " + std::to_string(s.second().ordinal());
+    if (s.is_calibration()) {
+      report_.add_reasons("this A/A calibrates the pair " + pair + ": split verdicts on it are judged against it");
+      return;
+    }
+    const int64_t started = job_.started_ms.value_or(job_.created_ms);
+    const auto cal = JobGpuRecords(store_).calibration(s.first(), s.second(), started, job_.id);
+    JobGpuRecords::describe_calibration(s, cal);
+    if (!cal) {
+      report_.add_reasons("the pair " + pair + " has no A/A calibration yet: the blocks cancel the GPUs' speed, but " +
+                          "only an A/A shows the split is fair (qgate gate --split-gpus B --baseline B)");
+      return;
+    }
+    char text[200];
+    std::snprintf(text, sizeof text, "calibrated by job %lld: the pair's A/A read %s, ratio %.4f [%.4f, %.4f]",
+                  static_cast<long long>(cal->job_id), comparison_word(cal->comparison), cal->ratio,
+                  cal->ci_low, cal->ci_high);
+    if (cal->comparison == v1::COMPARISON_DIFFERENT) {
+      report_.set_verdict(v1::VERDICT_INCONCLUSIVE);
+      report_.set_comparison(v1::COMPARISON_UNKNOWN);
+      report_.add_reasons(std::string(text) + ": split runs on this pair are not fair, so the verdict is " +
+                          "INCONCLUSIVE; calibrate again or run on one GPU");
+      return;
+    }
+    report_.add_reasons(text);
+    if (s.gpu_ci_low() > 0 && (s.calibration_gpu_ratio() < s.gpu_ci_low() || s.calibration_gpu_ratio() > s.gpu_ci_high())) {
+      std::snprintf(text, sizeof text, "the GPUs' speed ratio moved since the calibration (%.4f then, %.4f [%.4f, %.4f] "
+                    "now); it cancels in the blocks either way", s.calibration_gpu_ratio(), s.gpu_ratio(),
+                    s.gpu_ci_low(), s.gpu_ci_high());
+      report_.add_reasons(text);
+    }
   }
 
   /// The job's own working directory, where its commands run: <data dir>/jobs/job-<id>.
@@ -191,6 +280,7 @@ class JobPlan {
     setup.arms.run_timeout_s = options_.run_timeout_s;
     setup.a.name = "A";
     setup.b.name = "B";
+    setup.a.device_args = setup.b.device_args = device_args(0);
     return setup;
   }
 
@@ -246,11 +336,13 @@ class JobPlan {
     setup.throughput_note = "tok/s as the command printed it (" + std::string(words::word(arm.tokens_per_s().format())) +
                             (arm.tokens_per_s().expression().empty() ? "" : " " + arm.tokens_per_s().expression()) +
                             "), one process per run, in " + arm.workdir();
-    AbOutcome ab = AbPhase(std::move(setup), launcher_, recorder_, control_, sampler_).run(progress_);
+    add_split(setup);
+    AbOutcome ab = AbPhase(std::move(setup), launcher_, recorder_, control_, sampler(0)).run(progress_);
     const std::string backend = report_.backend();
     report_ = std::move(ab.report);
     report_.set_backend(backend);
     recovered_ = std::move(ab.recovered);
+    judge_with_calibration();
   }
 
   static void substitute_build(std::string& word, const std::string& path) {
@@ -279,6 +371,8 @@ class JobPlan {
       }
     }
     for (const auto& r : recovered_) disposition.detail += (disposition.detail.empty() ? "" : "; ") + r;
+    if (report_.gpus().empty())
+      for (const ServedGpu* g : placement_.gpus) *report_.add_gpus() = gpu_ref(*g);
     recorder_.finish(report_, progress_, disposition);
   }
 
@@ -290,6 +384,7 @@ class JobPlan {
   const JobControl& control_;
   db::Job job_;
   v1::JobSpec spec_;
+  const JobPlacement& placement_;
   db::Build candidate_;
   v1::JobProgress progress_;
   v1::VerdictReport report_;
@@ -308,13 +403,23 @@ JobRunner::JobRunner(db::Store& store, EventHub& events, const DaemonOptions& op
       launcher_(launcher ? std::move(launcher) : std::make_shared<ProcessLauncher>()) {}
 
 void JobRunner::run(const db::Job& job, const std::atomic<int>& stop) {
+  // The options' GPU, opened as the options say.
+  ServedGpu gpu;
+  gpu.ordinal = options_.gpu;
+  gpu.sampler = &sampler_;
+  JobPlacement placement;
+  placement.gpus.push_back(&gpu);
+  run(job, stop, placement);
+}
+
+void JobRunner::run(const db::Job& job, const std::atomic<int>& stop, const JobPlacement& placement) {
   JobRecorder recorder(store_, events_, job, options_.backend);
   try {
     const v1::JobSpec spec = spec_from_json(job.spec_json);
     const int64_t limit_s = spec.timeout_s() > 0 ? spec.timeout_s() : options_.job_timeout_s;
     const JobControl control(stop, std::chrono::seconds(limit_s));
     spdlog::info("job {} started: {} of build {}", job.id, words::spec_word(spec.kind()), job.build_id);
-    JobPlan(store_, options_, sampler_, *launcher_, recorder, control, job).run();
+    JobPlan(store_, options_, sampler_, *launcher_, recorder, control, job, placement).run();
   } catch (const DaemonStopping&) {
     // Left in state running on purpose: the next start requeues it and runs it again.
     spdlog::info("job {} interrupted by the daemon stopping; it runs again at the next start", job.id);

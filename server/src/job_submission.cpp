@@ -12,6 +12,7 @@
 #include "qgate/profiles/model_profile.h"
 #include "qgate/v1/spec_words.h"
 #include "qgate/common/weight_types.h"
+#include "qgate/server/gpu_choice.h"
 #include "qgate/server/job_records.h"
 #include "qgate/server/jobs_application.h"
 
@@ -191,6 +192,7 @@ std::optional<db::Build> JobSubmission::validate_header(const v1::SubmitHeader& 
     refuse("path must be mmq or f16, got '" + job.path() + "'");
   check_enums(job);
   check_parity_source(job);
+  check_gpu_choice(job, options_);
   const auto& policy = job.policy();
   if (policy.slowdown_threshold() < 0 || policy.slowdown_threshold() >= 1 || !std::isfinite(policy.slowdown_threshold()))
     refuse("slowdown_threshold must be in [0, 1)");
@@ -257,7 +259,7 @@ SubmitOutcome JobSubmission::store_job(const v1::SubmitHeader& header, const std
   job.build_id = inserted.id;
   if (baseline) job.baseline_build_id = baseline->id;
   job.backend = options_.backend;
-  job.device = options_.gpu;
+  job.device = queued_device(header.job());
   SubmitOutcome outcome;
   outcome.job_id = store_.create_job(job);  // committed before the client hears of it
   outcome.build = store_.find_build(inserted.id).value_or(build);

@@ -7,6 +7,8 @@
 #include <chrono>
 
 #include "qgate/server/compare_builds.h"
+#include "qgate/server/gpu_choice.h"
+#include "qgate/server/job_gpu_records.h"
 #include "qgate/server/job_records.h"
 
 namespace qgate::server {
@@ -44,7 +46,18 @@ std::optional<db::Build> resolve_build(db::Store& store, const std::string& name
 v1::Job JobQueries::job(db::RowId id) const {
   auto listing = store_.find_job_listing(id);
   if (!listing) no_job(id);
-  return to_proto(*listing);
+  v1::Job job = to_proto(*listing);
+  // The GPUs it ran on and, for a split job, the GPU as a factor: read back from its runs.
+  if (auto row = store_.find_job(id); row && row->state != db::JobState::Queued) {
+    const JobGpuRecords records(store_);
+    const auto runs = records.runs(*row);
+    for (const v1::GpuRef& gpu : JobGpuRecords::gpus(runs)) *job.add_gpus() = gpu;
+    if (job.has_verdict()) {
+      *job.mutable_verdict()->mutable_gpus() = job.gpus();
+      if (auto split = records.split(*row, job.spec(), runs)) *job.mutable_verdict()->mutable_split() = *split;
+    }
+  }
+  return job;
 }
 
 std::vector<v1::Job> JobQueries::list(v1::JobState state, int limit) const {
@@ -109,6 +122,12 @@ v1::RemeasureResponse Remeasurement::remeasure(const v1::RemeasureRequest& reque
   if (request.deadline_s() < 0 || request.deadline_s() > kMaxDeadlineS)
     refuse("deadline_s must be in [0, " + std::to_string(kMaxDeadlineS) + "], got " +
            std::to_string(request.deadline_s()));
+  if (!request.gpus().empty()) {
+    v1::JobSpec choice;
+    choice.set_kind(v1::JOB_KIND_AB);
+    *choice.mutable_gpus() = request.gpus();
+    check_gpu_choice(choice, options_);
+  }
   if (!device.available)
     throw ApplicationError(ApplicationErrorKind::FailedPrecondition,
                            "this daemon cannot see co-tenant load (" + device.unavailable_reason +
@@ -166,13 +185,14 @@ db::RowId Remeasurement::queue_remeasure(const db::Job& original, const v1::Reme
   spec.set_wait_for_quiet(true);
   spec.set_quiet_deadline_unix_ms(deadline_ms);
   spec.set_run_contended_on_expiry(request.run_contended_on_expiry());
+  if (!request.gpus().empty()) *spec.mutable_gpus() = request.gpus();
   db::Job job = job_row(spec);
   job.kind = original.kind;
   job.build_id = original.build_id;
   job.baseline_build_id = original.baseline_build_id;
   job.profile = original.profile;
   job.backend = options_.backend;
-  job.device = options_.gpu;
+  job.device = queued_device(spec);
   return store_.create_job(job);
 }
 

@@ -9,6 +9,7 @@
 
 #include "qgate/server/daemon.h"
 #include "qgate/server/daemon_log.h"
+#include "qgate/server/gpu_choice.h"
 
 int main(int argc, char** argv) {
   qgate::server::DaemonOptions o;
@@ -18,6 +19,16 @@ int main(int argc, char** argv) {
   app.add_option("--db", o.db_path, "SQLite database (default: <data dir>/qgate.db)");
   app.add_option("--backend", o.backend, "cuda or cpu")->check(CLI::IsMember({"cuda", "cpu"}))->capture_default_str();
   app.add_option("--gpu", o.gpu, "CUDA device ordinal")->check(CLI::NonNegativeNumber)->capture_default_str();
+  std::string gpus;
+  app.add_option("--gpus", gpus, "serve several GPUs, one queue and sampler each: 0,1 or all (docs/two-gpus.md)")
+      ->excludes("--gpu");
+  app.add_option("--cpu-device-names", o.cpu_device_names,
+                 "CPU backend with --gpus: the fake devices' names, one each (default cpu)")
+      ->delimiter(',');
+  app.add_option("--cpu-slowdowns", o.cpu_slowdowns,
+                 "CPU backend with --gpus: each fake device's simulated slowdown, one each (tests; default 1)")
+      ->delimiter(',')
+      ->check(CLI::Range(1.0, 100.0));
   app.add_option("--worker", o.worker_binary, "qgate-worker binary (default: beside qgated)");
   app.add_option("--threads", o.cpu_threads, "CPU backend threads per worker, 0 = all")->capture_default_str();
   app.add_option("--max-upload-bytes", o.max_upload_bytes, "largest build accepted")->capture_default_str();
@@ -67,6 +78,15 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--log-file", o.log_file, "also append the log to this file");
   CLI11_PARSE(app, argc, argv);
+  if (!gpus.empty()) {
+    try {
+      o.all_gpus = gpus == "all";
+      if (!o.all_gpus) o.gpus = qgate::server::parse_gpu_list(gpus);
+    } catch (const std::invalid_argument& e) {
+      std::cerr << "qgated: --gpus: " << e.what() << "\n";
+      return 2;
+    }
+  }
 
   // Signals are taken by one thread with sigwait, so shutdown runs outside a signal handler.
   sigset_t set;
@@ -88,6 +108,8 @@ int main(int argc, char** argv) {
                               ", device " + std::to_string(daemon.options().gpu) + ", db " + daemon.options().db_path +
                               ")");
     if (!daemon.dashboard_url().empty()) qgate::server::log_always("dashboard on " + daemon.dashboard_url());
+    for (const auto& gpu : daemon.options().served)
+      spdlog::info("serving GPU {}: {}{}", gpu.ordinal, gpu.name, gpu.uuid.empty() ? "" : " (" + gpu.uuid + ")");
     qgate::server::log_always("ready");
     std::thread signals([&] {
       int sig = 0;

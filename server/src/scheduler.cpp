@@ -1,5 +1,5 @@
-// Claims queued jobs one at a time (one GPU, one job) and runs them; quiet-window jobs wait for
-// a quiet GPU or their deadline.
+// Claims queued jobs one at a time per GPU (one GPU, one job; a split job, two GPUs) and runs them;
+// quiet-window jobs wait for a quiet GPU or their deadline.
 #include "qgate/server/scheduler.h"
 
 #include <chrono>
@@ -9,72 +9,159 @@
 #include "qgate/server/job_records.h"
 
 namespace qgate::server {
+namespace {
+
+std::unique_ptr<GpuPool> one_gpu_pool(int device) {
+  ServedGpu gpu;
+  gpu.ordinal = device;
+  return std::make_unique<GpuPool>(std::vector<ServedGpu>{gpu});
+}
+
+}  // namespace
 
 Scheduler::Scheduler(db::Store& store, JobRunner& runner, int device)
-    : store_(store), runner_(runner), device_(device) {}
+    : store_(store), runner_(runner), own_pool_(one_gpu_pool(device)), pool_(*own_pool_), use_placement_(false) {
+  for (const ServedGpu& g : pool_.gpus()) {
+    lanes_.push_back(std::make_unique<Lane>());
+    lanes_.back()->gpu = &g;
+  }
+}
+
+Scheduler::Scheduler(db::Store& store, JobRunner& runner, GpuPool& pool) : store_(store), runner_(runner), pool_(pool) {
+  for (const ServedGpu& g : pool_.gpus()) {
+    lanes_.push_back(std::make_unique<Lane>());
+    lanes_.back()->gpu = &g;
+  }
+}
 
 Scheduler::~Scheduler() { stop(); }
 
-void Scheduler::start() { thread_ = std::thread([this] { loop(); }); }
+void Scheduler::start() {
+  for (auto& lane : lanes_) lane->thread = std::thread([this, l = lane.get()] { loop(*l); });
+}
 
 void Scheduler::stop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
+    for (auto& lane : lanes_) lane->stop_flag = JobRunner::kShutdown;
   }
-  stop_flag_ = JobRunner::kShutdown;
   cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  pool_.wake();
+  for (auto& lane : lanes_)
+    if (lane->thread.joinable()) lane->thread.join();
 }
 
 void Scheduler::notify() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    woken_ = true;
+    ++wakeups_;
   }
   cv_.notify_all();
 }
 
 bool Scheduler::cancel_running(int64_t job_id) {
-  // Under the lock that also sets running_, so a cancel can never land on the next job.
+  // Under the lock that also sets running, so a cancel can never land on the next job.
   std::lock_guard<std::mutex> lock(mu_);
-  if (running_.load() != job_id) return false;
-  stop_flag_ = JobRunner::kCancel;
-  return true;
+  for (auto& lane : lanes_) {
+    if (lane->running.load() != job_id) continue;
+    lane->stop_flag = JobRunner::kCancel;
+    return true;
+  }
+  return false;
 }
 
-void Scheduler::loop() {
+int64_t Scheduler::running_job() const {
+  for (const auto& lane : lanes_)
+    if (int64_t id = lane->running.load()) return id;
+  return 0;
+}
+
+int64_t Scheduler::running_job_on(int ordinal) const {
+  for (const auto& lane : lanes_)
+    if (lane->gpu->ordinal == ordinal) return lane->running.load();
+  return 0;
+}
+
+void Scheduler::loop(Lane& lane) {
+  const int device = lane.gpu->ordinal;
+  const cotenant::DeviceWatch* watch = lane.gpu->watch ? lane.gpu->watch : watch_;
   while (true) {
+    uint64_t seen = 0;
     {
-      std::unique_lock<std::mutex> lock(mu_);
+      std::lock_guard<std::mutex> lock(mu_);
       if (stopping_) return;
+      seen = wakeups_;
     }
     std::optional<db::Job> job;
-    try {
-      const bool quiet = watch_ && watch_->quiet_now();
-      if (!quiet) settle_quiet_deadlines();
-      job = store_.claim_next_job(device_, quiet);
-    } catch (const std::exception& e) {
-      spdlog::error("cannot claim a job: {}", e.what());
+    if (pool_.begin_claim(device)) {
+      try {
+        const bool quiet = watch && watch->quiet_now();
+        if (!quiet) settle_quiet_deadlines();
+        // Its own queue first (jobs pinned to this GPU), then the jobs any GPU may take.
+        job = store_.claim_next_job(device, quiet);
+        if (!job) job = store_.claim_next_job(kAnyGpu, quiet);
+      } catch (const std::exception& e) {
+        spdlog::error("GPU {}: cannot claim a job: {}", device, e.what());
+      }
+      if (!job) pool_.release(device);
     }
     if (job) {
       {
         std::lock_guard<std::mutex> lock(mu_);
-        if (stopping_) return;  // claimed during shutdown: requeued at the next start
-        stop_flag_ = JobRunner::kKeepRunning;
-        running_ = job->id;
+        if (stopping_) {  // claimed during shutdown: requeued at the next start
+          pool_.release(device);
+          return;
+        }
+        lane.stop_flag = JobRunner::kKeepRunning;
+        lane.running = job->id;
       }
-      runner_.run(*job, stop_flag_);
+      run_claimed(lane, *job);
       {
         std::lock_guard<std::mutex> lock(mu_);
-        running_ = 0;
+        lane.running = 0;
       }
       continue;
     }
     std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait_for(lock, std::chrono::seconds(1), [this] { return stopping_ || woken_; });
-    woken_ = false;
+    cv_.wait_for(lock, std::chrono::seconds(1), [&] { return stopping_ || wakeups_ != seen; });
   }
+}
+
+void Scheduler::run_claimed(Lane& lane, const db::Job& job) {
+  const int device = lane.gpu->ordinal;
+  JobPlacement placement;
+  placement.gpus.push_back(lane.gpu);
+  v1::JobSpec spec;
+  try {
+    spec = spec_from_json(job.spec_json);
+  } catch (const std::exception&) {
+    // The runner reports an unreadable spec; the job runs nowhere else.
+  }
+  if (!spec.split_gpus()) {
+    pool_.mark_running(device, job.id);
+    if (use_placement_) runner_.run(job, lane.stop_flag, placement);
+    else runner_.run(job, lane.stop_flag);
+    pool_.release(device);
+    return;
+  }
+  std::optional<int> wanted;
+  if (spec.gpus_size() == 2) wanted = spec.gpus(0) == device ? spec.gpus(1) : spec.gpus(0);
+  const std::optional<int> partner = pool_.split_partner(device, wanted);
+  if (!partner) {
+    // The runner refuses a split job with one GPU, saying why.
+    pool_.mark_running(device, job.id);
+    runner_.run(job, lane.stop_flag, placement);
+    pool_.release(device);
+    return;
+  }
+  spdlog::info("job {}: split across GPUs {} and {}; waiting for both", job.id, device, *partner);
+  if (!pool_.acquire_pair(device, *partner, job.id, lane.stop_flag)) return;  // the daemon stops: requeued
+  placement.gpus.push_back(pool_.find(*partner));
+  // The pair in ordinal order: arm A starts on the lower one, wherever the job was claimed.
+  if (placement.gpus[1]->ordinal < placement.gpus[0]->ordinal) std::swap(placement.gpus[0], placement.gpus[1]);
+  runner_.run(job, lane.stop_flag, placement);
+  pool_.release_pair(device, *partner);
 }
 
 void Scheduler::settle_quiet_deadlines() {

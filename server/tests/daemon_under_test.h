@@ -60,7 +60,7 @@ class DaemonUnderTest {
     const std::string log = dir_ + "/qgated.log";
     std::ofstream(log, std::ios::app) << "--- start\n";
     log_offset_ = std::filesystem::file_size(log);
-    std::vector<std::string> args = {QGATED_BINARY, "--backend", "cpu", "--threads", "2", "--data-dir", dir_,
+    std::vector<std::string> args = {QGATED_BINARY, "--backend", "cpu", "--threads", threads, "--data-dir", dir_,
                                      "--listen", listen.empty() ? "unix://" + socket_ : listen};
     args.insert(args.end(), extra.begin(), extra.end());
     pid_ = fork();
@@ -168,6 +168,8 @@ class DaemonUnderTest {
 
   const std::string& dir() const { return dir_; }
   pid_t pid() const { return pid_; }
+  /// CPU backend threads per worker, for try_start (tests that run two workers at once give 1).
+  std::string threads = "2";
   /// Run in the forked child just before qgated is exec'd (resource limits, dropped privileges).
   std::function<void()> in_child;
   std::string log() const { return slurp(dir_ + "/qgated.log"); }

@@ -61,6 +61,10 @@ struct CommonOptions {
   std::string backend = "cpu";
   int device = 0;
   int threads = 0;
+  // The CPU backend's fake device (qgated --backend cpu --gpus ...): its name, uuid and slowdown.
+  std::string cpu_device_name = "cpu";
+  std::string cpu_device_uuid;
+  double cpu_slowdown = 1.0;
   std::string format;  // empty: table on a terminal, proto otherwise
   bool json = false;
   uint64_t seed = 20260831;
@@ -71,6 +75,12 @@ void add_common(CLI::App* cmd, CommonOptions& o) {
   cmd->add_option("--backend", o.backend, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
   cmd->add_option("--device", o.device, "CUDA device ordinal")->check(CLI::NonNegativeNumber)->capture_default_str();
   cmd->add_option("--threads", o.threads, "CPU backend threads, 0 = all")->check(CLI::NonNegativeNumber)->capture_default_str();
+  cmd->add_option("--cpu-device-name", o.cpu_device_name, "CPU backend: the name this fake device reports")
+      ->capture_default_str();
+  cmd->add_option("--cpu-device-uuid", o.cpu_device_uuid, "CPU backend: the uuid this fake device reports");
+  cmd->add_option("--cpu-slowdown", o.cpu_slowdown, "CPU backend: every timed call takes this many times as long")
+      ->check(CLI::Range(1.0, 100.0))
+      ->capture_default_str();
   cmd->add_option("--format", o.format, "proto (length-delimited), json (lines) or table; default table on a terminal, else proto")
       ->check(CLI::IsMember({"proto", "json", "table"}));
   cmd->add_flag("--json", o.json, "same as --format json");
@@ -101,7 +111,9 @@ int open_session(const CommonOptions& o, const std::map<std::string, std::string
     return kExitBuild;
   }
   try {
-    s->device = o.backend == "cuda" ? make_cuda_device_api(o.device) : make_cpu_device_api(o.threads);
+    s->device = o.backend == "cuda" ? make_cuda_device_api(o.device)
+                                    : make_cpu_device_api(o.threads, {o.device, o.cpu_device_name,
+                                                                      o.cpu_device_uuid, o.cpu_slowdown});
   } catch (const std::exception& e) {
     writer.write(error_record(v1::WORKER_ERROR_KIND_DEVICE, e.what()));
     std::cerr << "qgate-worker: " << e.what() << "\n";
@@ -561,6 +573,10 @@ int cmd_command(const CommonOptions& o) {
   context.set_host(host);
   context.set_backend(o.backend == "cuda" ? v1::BACKEND_CUDA : v1::BACKEND_CPU);
   context.set_device_ordinal(o.device);
+  if (o.backend == "cpu" && !o.cpu_device_uuid.empty()) {  // a fake device of a several-device daemon
+    context.set_device_name(o.cpu_device_name);
+    context.set_device_uuid(o.cpu_device_uuid);
+  }
   context.set_qgate_version(QGATE_VERSION);
   context.set_qgate_commit(QGATE_COMMIT);
   context.set_schema_version(kSchemaVersion);

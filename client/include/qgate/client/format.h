@@ -111,6 +111,11 @@ std::string format_builds_table(const std::vector<v1::Build>& builds);
 
 /// `qgate device`.
 std::string format_device(const v1::DeviceStatus& device);
+/// `qgate device` on a daemon serving several GPUs: a table of them (GPU, name, uuid, queue, the job
+/// running, the split job holding it, co-tenant state), then each one's details.
+std::string format_devices(const std::vector<v1::DeviceStatus>& devices);
+/// "GPU 1 (NVIDIA H200, GPU-1111...)" for a verdict or a job.
+std::string format_gpu(const v1::GpuRef& gpu);
 /// The live co-tenant part of `qgate device`: state, foreign processes, clocks, last quiet window.
 std::string format_cotenant_now(const v1::CotenantNow& now);
 

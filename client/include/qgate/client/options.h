@@ -54,6 +54,10 @@ std::vector<std::string> split_command_line(const std::string& text);
 /// ":FIELD"), "json-pointer:/a/0/b", "regex:EXPR". Throws UsageError on anything else.
 v1::OutputReader parse_output_reader(const std::string& text);
 
+/// --gpu's value: one GPU ordinal ("1"), or with --split-gpus a pair ("0,1"). Throws UsageError on
+/// anything but comma-separated non-negative integers, on more than two, or on a pair without a split.
+std::vector<int> parse_gpu_choice(const std::string& text, bool split);
+
 /// "VAR=a|b" -> the env toggle's variable and values. Throws UsageError when malformed.
 void parse_env_toggle(const std::string& text, v1::CommandSpec* command);
 

@@ -7,6 +7,8 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <span>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -16,9 +18,20 @@
 #include "qgate/server/job_recorder.h"
 #include "qgate/server/output_identity.h"
 #include "qgate/stats/ab_statistics.h"
+#include "qgate/stats/sequential.h"
 #include "qgate/v1/harness.pb.h"
 
 namespace qgate::server {
+
+/// A split A/B (docs/two-gpus.md): the arms run at once, one per GPU, and swap GPUs every pair.
+struct SplitSetup {
+  v1::GpuRef first;                       // arm A's GPU in even pairs
+  v1::GpuRef second;
+  std::vector<std::string> first_args;    // how a worker opens each
+  std::vector<std::string> second_args;
+  cotenant::Sampler* first_sampler = nullptr;
+  cotenant::Sampler* second_sampler = nullptr;
+};
 
 struct AbSetup {
   ArmSpec a;
@@ -31,6 +44,7 @@ struct AbSetup {
   bool fresh_process = false;   // a new worker per run
   double quiet_max_foreign_sm_percent = 5.0;
   std::string throughput_note;  // what tok/s means, for the report ("" = the profile's linear layers)
+  std::optional<SplitSetup> split;
 };
 
 struct AbOutcome {
@@ -51,6 +65,21 @@ class AbPhase {
   v1::ProfileRun timed_run(ArmSession& arm, int pair_index);
   std::optional<v1::ProfileRun> sampled_run(ArmSession& arm, int64_t run_id, RunFailure* failure,
                                             std::vector<cotenant::Sample>* samples);
+  std::optional<v1::ProfileRun> sampled_run_on(cotenant::Sampler& sampler, ArmSession& arm, int64_t run_id,
+                                               RunFailure* failure, std::vector<cotenant::Sample>* samples);
+  /// A split pair: arm x on one GPU and arm y on the other, timed at the same moment, each stored
+  /// with its own GPU's co-tenant load; a failed run is retried once, alone.
+  struct TimedRun {
+    v1::ProfileRun run;
+    std::optional<bool> contended;
+  };
+  std::pair<TimedRun, TimedRun> timed_runs_at_once(ArmSession& x, cotenant::Sampler& sx, ArmSession& y,
+                                                   cotenant::Sampler& sy, int pair_index);
+  /// The split A/B: pairs on swapped GPUs, judged on blocks of two (split_gpus.h).
+  AbOutcome run_split(v1::JobProgress& progress);
+  /// The report's parts both forms share, from the judged look and the figures behind it.
+  void fill_report(AbOutcome& out, const stats::LookResult& decision, std::span<const stats::AbPair> judged,
+                   int pairs, int contended, const std::vector<double>& tokens_a, const std::vector<double>& tokens_b);
 
   AbSetup setup_;
   WorkerLauncher& launcher_;

@@ -27,6 +27,8 @@ struct ArmSpec {
   db::Build build;
   std::map<std::string, std::string> env;  // e.g. MINFER_MMQ=1
   std::optional<v1::CommandArm> command;
+  std::vector<std::string> device_args;  // how its worker opens its GPU (--device N, ...)
+  std::string log_name;                  // its worker log's name; "" = name (a split arm has two workers)
 };
 
 /// What every arm of a job shares: how to start its worker and what to ask of it.

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace qgate::server {
 
@@ -12,6 +13,20 @@ struct DaemonOptions {
   std::string db_path;                // empty = <data dir>/qgate.db
   std::string backend = "cuda";       // "cuda" or "cpu"
   int gpu = 0;                        // CUDA device ordinal
+  // Several GPUs (docs/two-gpus.md): --gpus 0,1 or all serves each with its own queue and sampler;
+  // empty = just `gpu`. On the CPU backend each is a fake device: cpu_device_names gives their names
+  // (one per entry, default "cpu") and cpu_slowdowns a simulated slowdown each (tests, default 1).
+  std::vector<int> gpus;
+  bool all_gpus = false;              // --gpus all: every GPU the workers can open
+  std::vector<std::string> cpu_device_names;
+  std::vector<double> cpu_slowdowns;
+  // Filled by the daemon at start, not a flag: the GPUs it serves as their workers described them.
+  struct ServedDevice {
+    int ordinal = 0;
+    std::string name;
+    std::string uuid;
+  };
+  std::vector<ServedDevice> served;
   std::string worker_binary;          // empty = qgate-worker beside qgated
   int cpu_threads = 0;                // CPU backend threads per worker, 0 = all
   int64_t max_upload_bytes = int64_t(512) << 20;

@@ -10,23 +10,16 @@
 #include "qgate/db/store.h"
 #include "qgate/server/daemon_options.h"
 #include "qgate/server/daemon_hooks.h"
+#include "qgate/server/device_description.h"
 #include "qgate/server/event_hub.h"
 #include "qgate/server/jobs_application.h"
 #include "qgate/server/result_import.h"
 #include "qgate/server/scheduler.h"
 #include "qgate/server/series_changes.h"
+#include "qgate/server/served_gpus.h"
 #include "qgate/v1/harness.grpc.pb.h"
 
 namespace qgate::server {
-
-struct DeviceDescription {
-  std::string name;
-  std::string uuid;
-  int64_t memory_bytes = 0;
-  std::string cotenant;  // how co-tenant load is sampled, or why it is unavailable
-  std::string host;            // the host qgated runs on
-  std::string driver_version;  // the NVIDIA driver the worker saw; "" on the CPU backend
-};
 
 class HarnessService final : public v1::Harness::CallbackService {
  public:
@@ -53,6 +46,9 @@ class HarnessService final : public v1::Harness::CallbackService {
                                        v1::ListBuildsResponse* response) override;
   grpc::ServerUnaryReactor* GetDevice(grpc::CallbackServerContext* context, const v1::GetDeviceRequest* request,
                                       v1::DeviceStatus* response) override;
+  /// Every served GPU (harness_devices.cpp); without set_gpus, the one GetDevice describes.
+  grpc::ServerUnaryReactor* ListDevices(grpc::CallbackServerContext* context, const v1::ListDevicesRequest* request,
+                                        v1::ListDevicesResponse* response) override;
   grpc::ServerUnaryReactor* Remeasure(grpc::CallbackServerContext* context, const v1::RemeasureRequest* request,
                                       v1::RemeasureResponse* response) override;
   grpc::ServerUnaryReactor* ImportResults(grpc::CallbackServerContext* context,
@@ -61,6 +57,8 @@ class HarnessService final : public v1::Harness::CallbackService {
 
   /// The daemon's always-on device reading (quiet windows, `qgate device`); none = unavailable.
   void set_device_watch(const cotenant::DeviceWatch* watch) { watch_ = watch; }
+  /// The GPUs the daemon serves (qgated --gpus), for ListDevices.
+  void set_gpus(const ServedGpus* gpus) { gpus_ = gpus; }
 
   /// Mutating calls on TCP need `authorization: Bearer <token>`; OK when allowed.
   grpc::Status authorize(const grpc::CallbackServerContext* context) const;
@@ -94,6 +92,7 @@ class HarnessService final : public v1::Harness::CallbackService {
   DeviceDescription device_;
   ResultImporter importer_{store_};
   const cotenant::DeviceWatch* watch_ = nullptr;
+  const ServedGpus* gpus_ = nullptr;
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   std::unique_ptr<DaemonHooks> hooks_;  // the scheduler and the event hub, for the application
   JobSubmission submission_;

@@ -6,15 +6,23 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "qgate/cotenant/sampler.h"
 #include "qgate/db/store.h"
 #include "qgate/server/daemon_options.h"
 #include "qgate/server/event_hub.h"
+#include "qgate/server/gpu_pool.h"
 #include "qgate/server/job_control.h"
 #include "qgate/server/worker_channel.h"
 
 namespace qgate::server {
+
+/// Where a claimed job runs: its GPU, or the two GPUs of a split job (in ordinal order). Each opens
+/// its workers with its own arguments and samples its own co-tenants.
+struct JobPlacement {
+  std::vector<const ServedGpu*> gpus;
+};
 
 class JobRunner {
  public:
@@ -30,6 +38,9 @@ class JobRunner {
   /// Runs a job the scheduler has claimed (state running) to a terminal state. Never throws: any
   /// failure ends the job FAILED with its reason.
   void run(const db::Job& job, const std::atomic<int>& stop);
+  /// The same, on the placement's GPU(s). A split job needs two; a GPU without worker arguments is
+  /// opened as the daemon's options say (--device of options.gpu).
+  void run(const db::Job& job, const std::atomic<int>& stop, const JobPlacement& placement);
 
  private:
   db::Store& store_;

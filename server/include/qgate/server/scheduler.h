@@ -1,52 +1,78 @@
-// The job queue's consumer: one thread per device that claims the oldest queued job from the store
-// and runs it, so the queue lives in the database and survives restarts.
+// The job queue's consumer: one thread per served GPU that claims the oldest queued job it may run
+// from the store (first one pinned to its GPU, then one any GPU may take) and runs it, so the queue
+// lives in the database and survives restarts. A split job also takes a second GPU from the pool.
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "qgate/cotenant/device_watch.h"
 #include "qgate/server/event_hub.h"
+#include "qgate/server/gpu_choice.h"
+#include "qgate/server/gpu_pool.h"
 #include "qgate/server/job_runner.h"
 
 namespace qgate::server {
 
 class Scheduler {
  public:
+  /// One GPU, `device`, opened with the daemon's options (tests, and the one-GPU daemon of old).
   Scheduler(db::Store& store, JobRunner& runner, int device);
+  /// Every GPU of `pool`, one queue each.
+  Scheduler(db::Store& store, JobRunner& runner, GpuPool& pool);
   ~Scheduler();
   void start();
   void stop();
-  /// Wakes the loop (a job was submitted).
+  /// Wakes every GPU's loop (a job was submitted).
   void notify();
-  /// Cancels the job if it is the one running; returns whether it was.
+  /// Cancels the job if it is running on any GPU; returns whether it was.
   bool cancel_running(int64_t job_id);
-  int64_t running_job() const { return running_.load(); }
+  /// A running job's id (the first GPU's that has one), 0 when none.
+  int64_t running_job() const;
+  /// The job running on one GPU, 0 when none.
+  int64_t running_job_on(int ordinal) const;
   /// Quiet-window jobs: started only while `watch` says the GPU is quiet; at their deadline they
   /// expire (or run contended, as their spec says), and watchers hear of it on `events`. Without a
-  /// watch they wait until their deadline. Call before start().
+  /// watch they wait until their deadline. With a pool, each GPU's own watch is used. Call before
+  /// start().
   void set_quiet_source(const cotenant::DeviceWatch* watch, EventHub* events) {
     watch_ = watch;
     events_ = events;
   }
 
  private:
-  void loop();
+  /// One GPU's loop and what it is doing.
+  struct Lane {
+    const ServedGpu* gpu = nullptr;
+    std::thread thread;
+    std::atomic<int64_t> running{0};
+    std::atomic<int> stop_flag{JobRunner::kKeepRunning};
+  };
+  void loop(Lane& lane);
+  /// Runs a claimed job on the lane's GPU, and on a second one when it is a split job.
+  void run_claimed(Lane& lane, const db::Job& job);
   /// Expires (or releases to run contended) the quiet-window jobs whose deadline has passed.
   void settle_quiet_deadlines();
+  bool stopping() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stopping_;
+  }
+
   db::Store& store_;
   JobRunner& runner_;
-  int device_;
-  std::thread thread_;
-  std::mutex mu_;
+  std::unique_ptr<GpuPool> own_pool_;  // the one-GPU form's pool
+  GpuPool& pool_;
+  bool use_placement_ = true;          // false: the one-GPU form, whose runner opens the options' GPU
+  std::vector<std::unique_ptr<Lane>> lanes_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
   bool stopping_ = false;
-  bool woken_ = false;
-  std::atomic<int64_t> running_{0};
-  std::atomic<int> stop_flag_{JobRunner::kKeepRunning};
+  uint64_t wakeups_ = 0;
   const cotenant::DeviceWatch* watch_ = nullptr;
   EventHub* events_ = nullptr;
 };

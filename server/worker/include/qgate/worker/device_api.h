@@ -97,7 +97,17 @@ class DeviceBuffer {
   size_t bytes_ = 0;
 };
 
-std::unique_ptr<DeviceApi> make_cpu_device_api(int threads);
+/// How the CPU backend presents itself: a daemon serving several fake devices (qgated --backend cpu
+/// --gpus 0,1) gives each its own ordinal, name and uuid; `slowdown` > 1 makes every timed call take
+/// that many times its real time (the call runs, then the thread sleeps the rest), which simulates
+/// a slower device of the same model in tests.
+struct CpuDeviceIdentity {
+  int ordinal = 0;
+  std::string name = "cpu";
+  std::string uuid;
+  double slowdown = 1.0;
+};
+std::unique_ptr<DeviceApi> make_cpu_device_api(int threads, CpuDeviceIdentity identity = {});
 /// Throws DeviceError when CUDA is not compiled in or the device cannot be opened.
 std::unique_ptr<DeviceApi> make_cuda_device_api(int device);
 bool cuda_device_api_compiled();

@@ -1,0 +1,36 @@
+// `qgate device`'s facts about each GPU the daemon serves: what its worker said it is, its queue (jobs
+// pinned to it, jobs any GPU may take, the job running, a split job holding it) and its co-tenant
+// state now, from that GPU's own sampler.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "qgate/cotenant/device_watch.h"
+#include "qgate/db/store.h"
+#include "qgate/server/daemon_options.h"
+#include "qgate/server/scheduler.h"
+#include "qgate/server/served_gpus.h"
+#include "qgate/v1/harness.pb.h"
+
+namespace qgate::server {
+
+class DeviceStatusReport {
+ public:
+  DeviceStatusReport(db::Store& store, const DaemonOptions& options, const ServedGpus& gpus, const Scheduler& scheduler)
+      : store_(store), options_(options), gpus_(gpus), scheduler_(scheduler) {}
+
+  /// Every served GPU, in the order --gpus gave them; `uptime_s` is the daemon's.
+  std::vector<v1::DeviceStatus> all(int64_t uptime_s, const std::string& version) const;
+  /// The live co-tenant state of one GPU's watch (none: unavailable), with the jobs waiting for a
+  /// quiet window.
+  static void fill_cotenant_now(const cotenant::DeviceWatch* watch, int64_t waiting_jobs, v1::CotenantNow* out);
+
+ private:
+  db::Store& store_;
+  const DaemonOptions& options_;
+  const ServedGpus& gpus_;
+  const Scheduler& scheduler_;
+};
+
+}  // namespace qgate::server

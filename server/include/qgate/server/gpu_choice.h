@@ -1,0 +1,31 @@
+// Which GPU a job may run on (JobSpec.gpus, split_gpus; docs/two-gpus.md): the checks a submit or a
+// re-measure must pass against the GPUs the daemon serves, and the jobs.device value the job is queued
+// under, which each GPU's scheduler claims by.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "qgate/server/daemon_options.h"
+#include "qgate/v1/harness.pb.h"
+
+namespace qgate::server {
+
+/// jobs.device of a job that any served GPU may take (a pinned job holds its GPU's ordinal).
+inline constexpr int kAnyGpu = -1;
+
+/// The jobs.device a spec is queued under: its one pinned GPU, the first GPU of a named split pair, or
+/// kAnyGpu.
+int queued_device(const v1::JobSpec& spec);
+
+/// Refuses (ApplicationError InvalidArgument) a GPU choice the daemon cannot honour: an ordinal it does
+/// not serve, more than one GPU for a job that is not split, a split of a parity job, a split on a
+/// daemon with fewer than two GPUs, a pair of one GPU twice, or a pair of two different models. An
+/// empty `served` (a daemon that has not described its GPUs) serves options.gpu alone.
+void check_gpu_choice(const v1::JobSpec& spec, const DaemonOptions& options);
+
+/// "0,1" as ordinals (qgated --gpus, qgate --gpu). Throws std::invalid_argument on anything but
+/// comma-separated non-negative integers.
+std::vector<int> parse_gpu_list(const std::string& text);
+
+}  // namespace qgate::server

@@ -1,0 +1,39 @@
+// HarnessService's ListDevices: every GPU the daemon serves, each with its queue and sampler state.
+#include <chrono>
+
+#include "qgate/server/device_status.h"
+#include "qgate/server/grpc_status.h"
+#include "qgate/server/harness_service.h"
+
+namespace qgate::server {
+
+grpc::ServerUnaryReactor* HarnessService::ListDevices(grpc::CallbackServerContext* context,
+                                                      const v1::ListDevicesRequest*,
+                                                      v1::ListDevicesResponse* response) {
+  const grpc::Status status = guarded_status([&]() -> grpc::Status {
+    const int64_t uptime_s =
+        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started_).count();
+    if (gpus_) {
+      for (v1::DeviceStatus& d : DeviceStatusReport(store_, options_, *gpus_, scheduler_).all(uptime_s, QGATE_VERSION))
+        *response->add_devices() = std::move(d);
+      return grpc::Status::OK;
+    }
+    // A service without the daemon's GPUs (tests): the one device GetDevice describes.
+    v1::DeviceStatus* d = response->add_devices();
+    d->set_backend(options_.backend);
+    d->set_device(options_.gpu);
+    d->set_name(device_.name);
+    d->set_uuid(device_.uuid);
+    d->set_qgate_version(QGATE_VERSION);
+    d->set_running_job_id(scheduler_.running_job());
+    d->set_cotenant(device_.cotenant);
+    d->set_uptime_s(uptime_s);
+    DeviceStatusReport::fill_cotenant_now(watch_, 0, d->mutable_now());
+    return grpc::Status::OK;
+  });
+  auto* reactor = context->DefaultReactor();
+  reactor->Finish(status);
+  return reactor;
+}
+
+}  // namespace qgate::server
