@@ -19,7 +19,8 @@ inline constexpr std::string_view kForbiddenHeaderPrefixes[] = {
 /// Directories (relative to the source root) whose code must include none of those headers.
 inline constexpr std::string_view kHostOnlyDirs[] = {
     "client",       "server/src",      "server/include", "server/profiles/src", "server/profiles/include",
-    "server/stats", "server/cotenant", "db",             "common"};
+    "server/stats", "server/cotenant", "db",             "common",
+    "dashboards"};
 
 struct IncludeViolation {
   std::string file;  ///< relative to the scanned root
