@@ -19,14 +19,14 @@ for f in "${binaries[@]}"; do [ -n "$f" ] && cp "$f" "$dest/bin/"; done
 for f in "${plugins[@]}"; do [ -n "$f" ] && cp "$f" "$dest/plugins/"; done
 for f in "${faults[@]}"; do [ -n "$f" ] && cp "$f" "$dest/plugins/faults/"; done
 for f in "${tests[@]}"; do [ -n "$f" ] && cp "$f" "$dest/tests/"; done
-cp "$src/scripts/qgate-gpu-check" "$src/scripts/qgate-cotenant-experiment" "$dest/bin/"
+cp "$src/scripts/qgate-gpu-check" "$src/scripts/qgate-two-gpu-check" "$src/scripts/qgate-cotenant-experiment" "$dest/bin/"
 # The dashboard (page, script, vendored chart libraries): qgated --http serves it from ../share.
 if [ -n "${QGATE_BUNDLE_DASHBOARD:-}" ]; then
   [ -f "$QGATE_BUNDLE_DASHBOARD/index.html" ] || { echo "bundle: no dashboard in $QGATE_BUNDLE_DASHBOARD" >&2; exit 1; }
   mkdir -p "$dest/share/qgate"
   cp -r "$QGATE_BUNDLE_DASHBOARD" "$dest/share/qgate/dashboard"
 fi
-chmod +x "$dest/bin/qgate-gpu-check" "$dest/bin/qgate-cotenant-experiment"
+chmod +x "$dest/bin/qgate-gpu-check" "$dest/bin/qgate-two-gpu-check" "$dest/bin/qgate-cotenant-experiment"
 
 # glibc and the driver come from the host; everything else travels.
 is_system() {
