@@ -33,9 +33,13 @@ const QgateCharts = (() => {
       gpu: p.gpu_name,
     }));
     const order = [...new Set(rows.slice().sort((a, b) => a.t - b.t).map((r) => r.build))];
+    // Vega-Lite's own time labels read ".500" over a span of seconds; name the format by the span.
+    const times = rows.map((r) => r.t);
+    const span = times.length ? Math.max(...times) - Math.min(...times) : 0;
+    const timeFormat = span < 3600e3 ? "%H:%M:%S" : span < 3 * 86400e3 ? "%b %d %H:%M" : "%Y-%m-%d";
     const x = along === "build"
       ? { field: "build", type: "ordinal", sort: order, title: "build (oldest first)", axis: { labelAngle: -40, labelLimit: 120 } }
-      : { field: "t", type: "temporal", title: "time" };
+      : { field: "t", type: "temporal", title: "time (local)", axis: { format: timeFormat, labelOverlap: true } };
     const rules = changes.map((c) => ({
       t: num(c.started_unix_ms),
       build: c.build_name,
