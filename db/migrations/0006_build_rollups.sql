@@ -14,7 +14,8 @@
 --   open_*   runs not known contended (contended = 0 or NULL: no sampler);
 --   all_*    every run, contended ones too.
 -- For each: the run count, the median tok/s and its interval (the minimum and maximum of the same
--- runs). NULL median when the count is 0.
+-- runs), and the newest job among them (a point's job, so its runs are one query away). NULL
+-- median when the count is 0.
 
 DROP TABLE trend_rollups;
 
@@ -39,8 +40,7 @@ CREATE TABLE build_rollups (
   first_ms        INTEGER NOT NULL,             -- the first run's start: where the point sits in time
   last_ms         INTEGER NOT NULL,             -- the last run's start: a trend window keeps the
                                                 -- builds measured in it (last_ms >= since)
-  jobs            INTEGER NOT NULL,             -- distinct jobs among the runs (0: imported only)
-  last_job_id     INTEGER NOT NULL,             -- the newest of them, 0 when none
+  jobs            INTEGER NOT NULL,             -- distinct jobs among all the runs (0: imported only)
   runs            INTEGER NOT NULL,             -- every finished run with a tok/s
   contended_runs  INTEGER NOT NULL,             -- of which contended = 1
   unknown_runs    INTEGER NOT NULL,             -- of which contended is NULL
@@ -48,13 +48,16 @@ CREATE TABLE build_rollups (
   quiet_median    REAL,
   quiet_low       REAL,
   quiet_high      REAL,
+  quiet_last_job  INTEGER NOT NULL,             -- the newest job among the quiet runs, 0 when none
   open_runs       INTEGER NOT NULL,
   open_median     REAL,
   open_low        REAL,
   open_high       REAL,
+  open_last_job   INTEGER NOT NULL,
   all_median      REAL NOT NULL,
   all_low         REAL NOT NULL,
-  all_high        REAL NOT NULL
+  all_high        REAL NOT NULL,
+  all_last_job    INTEGER NOT NULL
 );
 -- A trend's filters lead (profile, then weight type), the window follows; path and build name ride
 -- in the index so rows they reject are never read from the table.

@@ -291,9 +291,9 @@ constexpr const char* kCotenantColumns =
 /// runs it over every run ("1") right after 0006 creates the table. {} is a condition on runs r.
 constexpr const char* kRollupRecompute = R"sql(INSERT INTO build_rollups (build_id, series_key, tokens, profile, weight_type, path, backend,
                            gpu_name, build_name, build_sha256, commit_sha, first_ms, last_ms, jobs,
-                           last_job_id, runs, contended_runs, unknown_runs, quiet_runs, quiet_median,
-                           quiet_low, quiet_high, open_runs, open_median, open_low, open_high,
-                           all_median, all_low, all_high)
+                           runs, contended_runs, unknown_runs, quiet_runs, quiet_median, quiet_low,
+                           quiet_high, quiet_last_job, open_runs, open_median, open_low, open_high,
+                           open_last_job, all_median, all_low, all_high, all_last_job)
 WITH ranked AS (
   SELECT r.build_id, r.series_key, r.tokens, r.profile, r.weight_type, r.path, r.backend, r.gpu_name,
          r.job_id, r.started_ms, r.tokens_per_s AS v, r.contended AS c,
@@ -318,24 +318,27 @@ counted AS (
   WINDOW g AS (PARTITION BY build_id, series_key, tokens, profile, weight_type, path, backend, gpu_name)
 )
 SELECT x.build_id, x.series_key, x.tokens, x.profile, x.weight_type, x.path, x.backend, x.gpu_name,
-       b.name, b.sha256, b.commit_sha, x.first_ms, x.last_ms, x.jobs, x.last_job_id, x.runs,
-       x.contended_runs, x.unknown_runs, x.quiet_runs, x.quiet_median, x.quiet_low, x.quiet_high,
-       x.open_runs, x.open_median, x.open_low, x.open_high, x.all_median, x.all_low, x.all_high
+       b.name, b.sha256, b.commit_sha, x.first_ms, x.last_ms, x.jobs, x.runs, x.contended_runs,
+       x.unknown_runs, x.quiet_runs, x.quiet_median, x.quiet_low, x.quiet_high, x.quiet_last_job,
+       x.open_runs, x.open_median, x.open_low, x.open_high, x.open_last_job, x.all_median, x.all_low,
+       x.all_high, x.all_last_job
 FROM (
   SELECT build_id, series_key, tokens, profile, weight_type, path, backend, gpu_name,
          min(started_ms) AS first_ms, max(started_ms) AS last_ms,
-         count(DISTINCT job_id) AS jobs, COALESCE(max(job_id), 0) AS last_job_id, count(*) AS runs,
+         count(DISTINCT job_id) AS jobs, count(*) AS runs,
          sum(c IS 1) AS contended_runs, sum(c IS NULL) AS unknown_runs,
          sum(c IS 0) AS quiet_runs,
          avg(CASE WHEN c IS 0 AND quiet_rank IN ((quiet_n + 1) / 2, (quiet_n + 2) / 2) THEN v END) AS quiet_median,
          min(CASE WHEN c IS 0 THEN v END) AS quiet_low,
          max(CASE WHEN c IS 0 THEN v END) AS quiet_high,
+         COALESCE(max(CASE WHEN c IS 0 THEN job_id END), 0) AS quiet_last_job,
          sum(c IS NOT 1) AS open_runs,
          avg(CASE WHEN c IS NOT 1 AND open_rank IN ((open_n + 1) / 2, (open_n + 2) / 2) THEN v END) AS open_median,
          min(CASE WHEN c IS NOT 1 THEN v END) AS open_low,
          max(CASE WHEN c IS NOT 1 THEN v END) AS open_high,
+         COALESCE(max(CASE WHEN c IS NOT 1 THEN job_id END), 0) AS open_last_job,
          avg(CASE WHEN all_rank IN ((all_n + 1) / 2, (all_n + 2) / 2) THEN v END) AS all_median,
-         min(v) AS all_low, max(v) AS all_high
+         min(v) AS all_low, max(v) AS all_high, COALESCE(max(job_id), 0) AS all_last_job
   FROM counted
   GROUP BY build_id, series_key, tokens, profile, weight_type, path, backend, gpu_name
 ) x JOIN builds b ON b.id = x.build_id)sql";
@@ -1025,7 +1028,7 @@ class SqliteStore final : public Store {
       // a range scan of build_rollups_by_profile_type (or _by_profile_time, _by_time).
       const char* set = query.include_contended ? "all" : query.include_unknown ? "open" : "quiet";
       std::string sql = fmt::format(
-          "SELECT id, last_job_id, jobs, build_id, build_name, build_sha256, commit_sha, profile, "
+          "SELECT id, {1}_last_job, jobs, build_id, build_name, build_sha256, commit_sha, profile, "
           "weight_type, path, series_key, tokens, backend, gpu_name, first_ms, last_ms, runs, "
           "contended_runs, unknown_runs, {0}, {1}_median, {1}_low, {1}_high "
           "FROM build_rollups WHERE last_ms >= ?",

@@ -36,7 +36,7 @@ struct Summary {
   std::optional<double> open_median, open_low, open_high;
   double all_median = 0, all_low = 0, all_high = 0;
   std::int64_t first_ms = 0, last_ms = 0;
-  std::int64_t jobs = 0, last_job_id = 0;
+  std::int64_t jobs = 0, quiet_last_job = 0, open_last_job = 0, all_last_job = 0;
   std::string build_name;
   bool operator==(const Summary&) const = default;
 };
@@ -68,7 +68,7 @@ Rollups stored_rollups(const std::filesystem::path& path) {
                            "SELECT build_id, series_key, profile, weight_type, path, tokens, backend, gpu_name, "
                            "runs, contended_runs, unknown_runs, quiet_runs, quiet_median, quiet_low, quiet_high, "
                            "open_runs, open_median, open_low, open_high, all_median, all_low, all_high, first_ms, "
-                           "last_ms, build_name, jobs, last_job_id FROM build_rollups");
+                           "last_ms, build_name, jobs, quiet_last_job, open_last_job, all_last_job FROM build_rollups");
   Rollups rollups;
   while (select.executeStep()) {
     Key key{select.getColumn(0).getInt64(), select.getColumn(1).getString(), select.getColumn(2).getString(),
@@ -93,7 +93,9 @@ Rollups stored_rollups(const std::filesystem::path& path) {
     s.last_ms = select.getColumn(23).getInt64();
     s.build_name = select.getColumn(24).getString();
     s.jobs = select.getColumn(25).getInt64();
-    s.last_job_id = select.getColumn(26).getInt64();
+    s.quiet_last_job = select.getColumn(26).getInt64();
+    s.open_last_job = select.getColumn(27).getInt64();
+    s.all_last_job = select.getColumn(28).getInt64();
     EXPECT_TRUE(rollups.emplace(key, s).second) << "two rollup rows for one build and series";
   }
   return rollups;
@@ -108,7 +110,8 @@ Rollups recomputed_rollups(const std::filesystem::path& path) {
                            "FROM runs r JOIN builds b ON b.id = r.build_id");
   struct Runs {
     std::vector<double> all, quiet, open;
-    std::set<std::int64_t> jobs;
+    std::set<std::int64_t> jobs;  // every job among the runs (imported runs have none)
+    std::int64_t quiet_job = 0, open_job = 0;
     Summary summary;
   };
   std::map<Key, Runs> groups;
@@ -131,7 +134,10 @@ Rollups recomputed_rollups(const std::filesystem::path& path) {
     if (added || started < g.summary.first_ms) g.summary.first_ms = started;
     if (added || started > g.summary.last_ms) g.summary.last_ms = started;
     g.summary.build_name = select.getColumn(13).getString();
-    if (!select.getColumn(0).isNull()) g.jobs.insert(select.getColumn(0).getInt64());
+    const std::int64_t job = select.getColumn(0).isNull() ? 0 : select.getColumn(0).getInt64();
+    if (job != 0) g.jobs.insert(job);
+    if (contended == 0) g.quiet_job = std::max(g.quiet_job, job);
+    if (contended != 1) g.open_job = std::max(g.open_job, job);
     g.all.push_back(value);
     if (contended == 0) g.quiet.push_back(value);
     if (contended != 1) g.open.push_back(value);
@@ -142,7 +148,9 @@ Rollups recomputed_rollups(const std::filesystem::path& path) {
   for (auto& [key, g] : groups) {
     Summary s = g.summary;
     s.jobs = static_cast<std::int64_t>(g.jobs.size());
-    s.last_job_id = g.jobs.empty() ? 0 : *g.jobs.rbegin();
+    s.all_last_job = g.jobs.empty() ? 0 : *g.jobs.rbegin();
+    s.quiet_last_job = g.quiet_job;
+    s.open_last_job = g.open_job;
     s.runs = static_cast<std::int64_t>(g.all.size());
     s.quiet = static_cast<std::int64_t>(g.quiet.size());
     s.open = static_cast<std::int64_t>(g.open.size());
@@ -275,6 +283,30 @@ TEST_F(TrendRollupsTest, ABuildsJobsMakeOnePointPerSeries) {
   EXPECT_THROW(store_->query_trend_summaries(one_job), StoreError);
 }
 
+TEST_F(TrendRollupsTest, APointNamesTheNewestJobAmongTheRunsItKeeps) {
+  // A quiet job, then a re-run of the same build that was contended throughout.
+  const RowId quiet = start_job(mmq_a_);
+  const RowId contended = start_job(mmq_a_);
+  std::vector<RunBundle> bundles;
+  for (int i = 0; i < 3; ++i) {
+    bundles.push_back({make_job_run(quiet, mmq_a_, "q4_K", 1000 + i, 400 + i, false), {}, {}, {}});
+    bundles.push_back({make_job_run(contended, mmq_a_, "q4_K", 2000 + i, 200 + i, true), {}, {}, {}});
+  }
+  store_->record_runs(bundles);
+  expect_consistent("a quiet and a contended job");
+  TrendQuery query;
+  auto points = store_->query_trend_summaries(query);
+  ASSERT_EQ(points.size(), 1u);
+  EXPECT_EQ(points[0].last_job_id, quiet);
+  EXPECT_EQ(points[0].runs, 3);
+  EXPECT_EQ(points[0].jobs, 2);
+  query.include_contended = true;
+  points = store_->query_trend_summaries(query);
+  ASSERT_EQ(points.size(), 1u);
+  EXPECT_EQ(points[0].last_job_id, contended);
+  EXPECT_EQ(points[0].runs, 6);
+}
+
 TEST_F(TrendRollupsTest, AFinishThatSetsTheTokenCountMovesTheRunToItsSeries) {
   const RowId job = start_job(mmq_a_);
   db::Run running = make_job_run(job, mmq_a_, "q4_K", 1000, 0, false);
@@ -336,12 +368,12 @@ TEST_F(TrendRollupsTest, FailedCancelledAndInterruptedJobsStayConsistent) {
     if (std::get<0>(key) == mmq_a_) {
       EXPECT_EQ(summary.runs, 3);
       EXPECT_EQ(summary.all_median, 401.0);
-      EXPECT_EQ(summary.last_job_id, failed);
+      EXPECT_EQ(summary.all_last_job, failed);
     } else {
       EXPECT_EQ(std::get<0>(key), mmq_b_);
       EXPECT_EQ(summary.contended, 1);
       EXPECT_EQ(summary.quiet_median, 301.5);
-      EXPECT_EQ(summary.last_job_id, cancelled);
+      EXPECT_EQ(summary.all_last_job, cancelled);
     }
   }
 }

@@ -362,8 +362,8 @@ struct TrendRow {
 /// filter keeps: quiet only, quiet or unknown (include_unknown), or all (include_contended).
 struct TrendSummary {
   RowId id = 0;
-  std::optional<RowId> last_job_id;  // the newest job among the runs; none for imported results
-  std::int64_t jobs = 0;             // how many jobs the runs come from
+  std::optional<RowId> last_job_id;  // the newest job among the runs kept; none for imported results
+  std::int64_t jobs = 0;             // how many jobs all its runs (whatever the filter) come from
   RowId build_id = 0;
   std::string build_name;
   std::string build_sha256;
