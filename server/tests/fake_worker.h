@@ -8,6 +8,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <memory>
 #include <random>
 #include <string>
@@ -31,6 +32,9 @@ struct WorkerScript {
   int64_t device_growth_per_run = 0;  // bytes the build keeps per run
   std::function<void(int run)> on_run;  // called as each run is asked for (e.g. to cancel)
   std::vector<v1::WorkerRecord> parity;  // what a `parity` worker writes, in order
+  // The speed of each device (by the worker's --device), multiplying every run's tok/s: a split A/B
+  // across two GPUs of different speed. A device not listed runs at 1.
+  std::map<std::string, double> device_speed;
 };
 
 struct Journal {
@@ -40,6 +44,8 @@ struct Journal {
   int runs = 0;
   int kills = 0;
   int releases = 0;
+  std::vector<std::string> run_devices;  // the --device of each run's worker, in order
+  std::mutex mutex;                      // a split A/B runs two workers at once
 };
 
 class FakeWorker final : public WorkerChannel {
@@ -47,8 +53,10 @@ class FakeWorker final : public WorkerChannel {
   FakeWorker(const WorkerLaunch& launch, WorkerScript& script, Journal& journal, int pid, std::mt19937_64& rng)
       : script_(script), journal_(journal), pid_(pid), rng_(rng) {
     mode_ = launch.args.empty() ? "" : launch.args[0];
-    for (size_t i = 0; i + 1 < launch.args.size(); ++i)
+    for (size_t i = 0; i + 1 < launch.args.size(); ++i) {
       if (launch.args[i] == "--build") build_ = launch.args[i + 1];
+      if (launch.args[i] == "--device") device_ = launch.args[i + 1];
+    }
     auto it = launch.env.find("MINFER_MMQ");
     mmq_ = it != launch.env.end() ? it->second : "";
     key_ = script_.build_tokens_per_s.count(build_) ? build_ : "MINFER_MMQ=" + mmq_;
@@ -57,6 +65,10 @@ class FakeWorker final : public WorkerChannel {
     v1::WorkerRecord context;
     context.mutable_context()->set_host("fake-host");
     context.mutable_context()->set_device_name("Fake GPU");
+    if (!device_.empty()) {
+      context.mutable_context()->set_device_ordinal(std::stoi(device_));
+      context.mutable_context()->set_device_uuid("GPU-fake-" + device_);
+    }
     outbox_.push_back(context);
     if (mode_ == "parity")
       for (const auto& r : script_.parity) outbox_.push_back(r);
@@ -65,6 +77,7 @@ class FakeWorker final : public WorkerChannel {
   int pid() const override { return pid_; }
 
   bool send(const v1::WorkerRequest& request) override {
+    std::lock_guard lock(journal_.mutex);
     if (dead_) return false;
     v1::WorkerRecord out;
     if (request.has_prepare()) {
@@ -82,6 +95,7 @@ class FakeWorker final : public WorkerChannel {
       const int run = journal_.runs++;
       journal_.events.push_back("run " + key_);
       journal_.run_arms.push_back(key_);
+      journal_.run_devices.push_back(device_);
       if (script_.on_run) script_.on_run(run);
       if (run == script_.die_run) {
         dead_ = true;
@@ -111,6 +125,7 @@ class FakeWorker final : public WorkerChannel {
                      : mmq_ == "0"                            ? script_.f16_tokens_per_s
                                                               : script_.mmq_tokens_per_s;
         if (script_.noise > 0) tps *= std::exp(std::normal_distribution<double>(0, script_.noise)(rng_));
+        if (auto speed = script_.device_speed.find(device_); speed != script_.device_speed.end()) tps *= speed->second;
         r->set_tokens_per_s(tps);
         r->set_gemm_ms(1000.0 / tps);
         auto* g = r->add_gemms();
@@ -157,7 +172,7 @@ class FakeWorker final : public WorkerChannel {
   Journal& journal_;
   int pid_;
   std::mt19937_64& rng_;
-  std::string mode_, build_, mmq_, key_;
+  std::string mode_, build_, mmq_, key_, device_;
   std::deque<v1::WorkerRecord> outbox_;
   int64_t device_bytes_ = 300 << 20;  // the CUDA context
   bool dead_ = false, hung_ = false, exited_ = false;
@@ -168,7 +183,12 @@ class FakeLauncher final : public WorkerLauncher {
  public:
   explicit FakeLauncher(WorkerScript script = {}, uint64_t seed = 1) : script(std::move(script)), rng_(seed) {}
   std::unique_ptr<WorkerChannel> launch(const WorkerLaunch& launch) override {
-    return std::make_unique<FakeWorker>(launch, script, journal, 1000 + journal.launches, rng_);
+    int pid = 0;
+    {
+      std::lock_guard lock(journal.mutex);
+      pid = 1000 + journal.launches;
+    }
+    return std::make_unique<FakeWorker>(launch, script, journal, pid, rng_);
   }
   WorkerScript script;
   Journal journal;
