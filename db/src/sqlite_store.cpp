@@ -284,30 +284,27 @@ constexpr const char* kCotenantColumns =
     "temperature_max_c, power_max_w, contended, policy";
 
 
+/// A trend point's key: one build's runs of one series (columns of runs).
+constexpr const char* kRollupGroup = "build_id, series_key, tokens, profile, weight_type, path, backend, gpu_name";
+
 /// The trend points (build_rollups, migration 0006) of the runs in a scope, recomputed from those
 /// runs: one row per build and series (series key, profile, weight type, path, tokens, backend,
 /// GPU). The one statement that defines a point: the write path runs it with the scope of one
 /// (build, series key, tokens) group after deleting that group's rows, and the migration runner
-/// runs it over every run ("1") right after 0006 creates the table. {} is a condition on runs r.
+/// runs it over every run ("1") right after 0006 creates the table. {scope} is a condition on runs
+/// r; {group} is a point's key (kRollupGroup), spelled once.
 constexpr const char* kRollupRecompute = R"sql(INSERT INTO build_rollups (build_id, series_key, tokens, profile, weight_type, path, backend,
                            gpu_name, build_name, build_sha256, commit_sha, first_ms, last_ms, jobs,
                            runs, contended_runs, unknown_runs, quiet_runs, quiet_median, quiet_low,
                            quiet_high, quiet_last_job, open_runs, open_median, open_low, open_high,
                            open_last_job, all_median, all_low, all_high, all_last_job)
 WITH ranked AS (
-  SELECT r.build_id, r.series_key, r.tokens, r.profile, r.weight_type, r.path, r.backend, r.gpu_name,
-         r.job_id, r.started_ms, r.tokens_per_s AS v, r.contended AS c,
-         row_number() OVER (PARTITION BY r.build_id, r.series_key, r.tokens, r.profile, r.weight_type,
-                            r.path, r.backend, r.gpu_name
-                            ORDER BY r.tokens_per_s) AS all_rank,
-         row_number() OVER (PARTITION BY r.build_id, r.series_key, r.tokens, r.profile, r.weight_type,
-                            r.path, r.backend, r.gpu_name, r.contended IS 0
-                            ORDER BY r.tokens_per_s) AS quiet_rank,
-         row_number() OVER (PARTITION BY r.build_id, r.series_key, r.tokens, r.profile, r.weight_type,
-                            r.path, r.backend, r.gpu_name, r.contended IS NOT 1
-                            ORDER BY r.tokens_per_s) AS open_rank
+  SELECT {group}, r.job_id, r.started_ms, r.tokens_per_s AS v, r.contended AS c,
+         row_number() OVER (PARTITION BY {group} ORDER BY r.tokens_per_s) AS all_rank,
+         row_number() OVER (PARTITION BY {group}, r.contended IS 0 ORDER BY r.tokens_per_s) AS quiet_rank,
+         row_number() OVER (PARTITION BY {group}, r.contended IS NOT 1 ORDER BY r.tokens_per_s) AS open_rank
   FROM runs r
-  WHERE r.state = 'done' AND r.tokens_per_s IS NOT NULL AND {}
+  WHERE r.state = 'done' AND r.tokens_per_s IS NOT NULL AND {scope}
 ),
 counted AS (
   SELECT ranked.*,
@@ -315,7 +312,7 @@ counted AS (
          sum(c IS 0) OVER g AS quiet_n,
          sum(c IS NOT 1) OVER g AS open_n
   FROM ranked
-  WINDOW g AS (PARTITION BY build_id, series_key, tokens, profile, weight_type, path, backend, gpu_name)
+  WINDOW g AS (PARTITION BY {group})
 )
 SELECT x.build_id, x.series_key, x.tokens, x.profile, x.weight_type, x.path, x.backend, x.gpu_name,
        b.name, b.sha256, b.commit_sha, x.first_ms, x.last_ms, x.jobs, x.runs, x.contended_runs,
@@ -323,7 +320,7 @@ SELECT x.build_id, x.series_key, x.tokens, x.profile, x.weight_type, x.path, x.b
        x.open_runs, x.open_median, x.open_low, x.open_high, x.open_last_job, x.all_median, x.all_low,
        x.all_high, x.all_last_job
 FROM (
-  SELECT build_id, series_key, tokens, profile, weight_type, path, backend, gpu_name,
+  SELECT {group},
          min(started_ms) AS first_ms, max(started_ms) AS last_ms,
          count(DISTINCT job_id) AS jobs, count(*) AS runs,
          sum(c IS 1) AS contended_runs, sum(c IS NULL) AS unknown_runs,
@@ -340,8 +337,13 @@ FROM (
          avg(CASE WHEN all_rank IN ((all_n + 1) / 2, (all_n + 2) / 2) THEN v END) AS all_median,
          min(v) AS all_low, max(v) AS all_high, COALESCE(max(job_id), 0) AS all_last_job
   FROM counted
-  GROUP BY build_id, series_key, tokens, profile, weight_type, path, backend, gpu_name
+  GROUP BY {group}
 ) x JOIN builds b ON b.id = x.build_id)sql";
+
+/// kRollupRecompute over the runs that `scope` (a condition on runs r) selects.
+std::string rollup_recompute(std::string_view scope) {
+  return fmt::format(kRollupRecompute, fmt::arg("scope", scope), fmt::arg("group", kRollupGroup));
+}
 
 /// The schema version whose migration creates build_rollups, after which the runner fills it.
 constexpr int kBuildRollupsVersion = 6;
@@ -1236,7 +1238,7 @@ class SqliteStore final : public Store {
   /// statements compute, so a migration file never repeats them.
   void after_migration(int version) {
     // Every existing run's trend point, by the statement the write path uses (kRollupRecompute).
-    if (version == kBuildRollupsVersion) database_.exec(fmt::format(kRollupRecompute, "1"));
+    if (version == kBuildRollupsVersion) database_.exec(rollup_recompute("1"));
   }
 
   int read_user_version() { return database_.execAndGet("PRAGMA user_version").getInt(); }
@@ -1455,8 +1457,7 @@ class SqliteStore final : public Store {
           "DELETE FROM build_rollups WHERE build_id = ? AND series_key = ? AND tokens = ?"));
       bind_all(*clear, build_id, series_key, tokens);
       clear->exec();
-      ScopedStatement insert(prepared(
-          fmt::format(kRollupRecompute, "r.build_id = ? AND r.series_key = ? AND r.tokens = ?")));
+      ScopedStatement insert(prepared(rollup_recompute("r.build_id = ? AND r.series_key = ? AND r.tokens = ?")));
       bind_all(*insert, build_id, series_key, tokens);
       insert->exec();
     }
