@@ -232,5 +232,20 @@ TEST(ParseEnvToggle, MalformedTogglesAreUsageErrors) {
   EXPECT_EQ(toggle_error("X=|"), "--toggle: the two values are the same");
 }
 
+TEST(ParseGpuChoice, OneGpuOrASplitPair) {
+  EXPECT_EQ(parse_gpu_choice("1", false), (std::vector<int>{1}));
+  EXPECT_EQ(parse_gpu_choice("0,1", true), (std::vector<int>{0, 1}));
+  EXPECT_EQ(parse_gpu_choice("3,2", true), (std::vector<int>{3, 2}));
+}
+
+TEST(ParseGpuChoice, AnythingElseIsAUsageError) {
+  for (const char* bad : {"", "a", "-1", "0,", ",1", "1.5", "0;1", "99999"})
+    EXPECT_THROW(parse_gpu_choice(bad, false), UsageError) << bad;
+  EXPECT_THROW(parse_gpu_choice("0,1", false), UsageError);  // a pair is for --split-gpus
+  EXPECT_THROW(parse_gpu_choice("0", true), UsageError);     // a split names two
+  EXPECT_THROW(parse_gpu_choice("1,1", true), UsageError);
+  EXPECT_THROW(parse_gpu_choice("0,1,2", true), UsageError);
+}
+
 }  // namespace
 }  // namespace qgate::client

@@ -4,6 +4,7 @@
 
 #include <fstream>
 #include <set>
+#include <thread>
 #include <nlohmann/json.hpp>
 
 #include "qgate/profiles/gguf_test_model.h"
@@ -45,6 +46,33 @@ TEST(WorkerCli, ParityWritesContextCasesAndSummary) {
   EXPECT_EQ(f16, 4);
   ASSERT_TRUE(records.back().has_summary());
   EXPECT_EQ(records.back().summary().passed(), 8);
+}
+
+TEST(WorkerCli, ACpuFakeDeviceReportsItsOrdinalNameAndUuid) {
+  auto plain = run_worker("describe --backend cpu --format proto" + kBuild);
+  ASSERT_EQ(plain.exit_code, kExitOk) << plain.err;
+  const auto before = parse_records(plain.out).front().context();
+  EXPECT_EQ(before.device_ordinal(), 0);
+  EXPECT_EQ(before.device_name(), "cpu");
+  EXPECT_EQ(before.device_uuid(), "");
+  auto fake = run_worker("describe --backend cpu --device 1 --cpu-device-name cpu-b --cpu-device-uuid CPU-fake-1 "
+                         "--format proto" + kBuild);
+  ASSERT_EQ(fake.exit_code, kExitOk) << fake.err;
+  const auto context = parse_records(fake.out).front().context();
+  EXPECT_EQ(context.device_ordinal(), 1);
+  EXPECT_EQ(context.device_name(), "cpu-b");
+  EXPECT_EQ(context.device_uuid(), "CPU-fake-1");
+  EXPECT_NE(run_worker("describe --backend cpu --cpu-slowdown 0.5 --format proto" + kBuild).exit_code, kExitOk);
+}
+
+TEST(CpuDevice, ASlowdownMakesEveryTimedCallTakeThatManyTimesAsLong) {
+  auto normal = make_cpu_device_api(1);
+  auto slow = make_cpu_device_api(1, {0, "cpu", "", 3.0});
+  auto work = [] { std::this_thread::sleep_for(std::chrono::milliseconds(5)); };
+  const double t1 = normal->time_us(work), t3 = slow->time_us(work);
+  EXPECT_GE(t1, 5000);
+  EXPECT_GE(t3, 15000);
+  EXPECT_GT(t3, 2.5 * t1 - 2000);
 }
 
 TEST(WorkerCli, EdgeRowsRunPerTypeAndScaleTheirBound) {
