@@ -26,8 +26,7 @@ int write_dashboard_snapshot(const ConnectionOptions& connection, const Dashboar
     snapshot.out_dir = options.out_dir;
     snapshot.jobs = options.jobs;
     const std::string authorization = connection.token.empty() ? "" : "Bearer " + connection.token;
-    const dashboards::SnapshotResult result =
-        dashboards::DashboardSnapshot(api, authorization).write(snapshot);
+    const dashboards::SnapshotResult result = dashboards::DashboardSnapshot(api, authorization).write(snapshot);
     std::cout << "wrote the dashboard to " << options.out_dir << ": " << result.requests.size() << " API answers, "
               << result.jobs << " jobs; open " << (std::filesystem::path(options.out_dir) / "index.html").string()
               << "\n";

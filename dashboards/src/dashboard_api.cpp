@@ -26,29 +26,47 @@ ApiResponse error_response(int status, const std::string& code, const std::strin
 
 int http_status(grpc::StatusCode code) {
   switch (code) {
-    case grpc::StatusCode::INVALID_ARGUMENT: return 400;
-    case grpc::StatusCode::UNAUTHENTICATED: return 401;
-    case grpc::StatusCode::PERMISSION_DENIED: return 403;
-    case grpc::StatusCode::NOT_FOUND: return 404;
-    case grpc::StatusCode::FAILED_PRECONDITION: return 409;
-    case grpc::StatusCode::RESOURCE_EXHAUSTED: return 429;
-    case grpc::StatusCode::UNAVAILABLE: return 503;
-    case grpc::StatusCode::DEADLINE_EXCEEDED: return 504;
-    default: return 500;
+    case grpc::StatusCode::INVALID_ARGUMENT:
+      return 400;
+    case grpc::StatusCode::UNAUTHENTICATED:
+      return 401;
+    case grpc::StatusCode::PERMISSION_DENIED:
+      return 403;
+    case grpc::StatusCode::NOT_FOUND:
+      return 404;
+    case grpc::StatusCode::FAILED_PRECONDITION:
+      return 409;
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+      return 429;
+    case grpc::StatusCode::UNAVAILABLE:
+      return 503;
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      return 504;
+    default:
+      return 500;
   }
 }
 
 const char* code_name(grpc::StatusCode code) {
   switch (code) {
-    case grpc::StatusCode::INVALID_ARGUMENT: return "INVALID_ARGUMENT";
-    case grpc::StatusCode::UNAUTHENTICATED: return "UNAUTHENTICATED";
-    case grpc::StatusCode::PERMISSION_DENIED: return "PERMISSION_DENIED";
-    case grpc::StatusCode::NOT_FOUND: return "NOT_FOUND";
-    case grpc::StatusCode::FAILED_PRECONDITION: return "FAILED_PRECONDITION";
-    case grpc::StatusCode::RESOURCE_EXHAUSTED: return "RESOURCE_EXHAUSTED";
-    case grpc::StatusCode::UNAVAILABLE: return "UNAVAILABLE";
-    case grpc::StatusCode::DEADLINE_EXCEEDED: return "DEADLINE_EXCEEDED";
-    default: return "INTERNAL";
+    case grpc::StatusCode::INVALID_ARGUMENT:
+      return "INVALID_ARGUMENT";
+    case grpc::StatusCode::UNAUTHENTICATED:
+      return "UNAUTHENTICATED";
+    case grpc::StatusCode::PERMISSION_DENIED:
+      return "PERMISSION_DENIED";
+    case grpc::StatusCode::NOT_FOUND:
+      return "NOT_FOUND";
+    case grpc::StatusCode::FAILED_PRECONDITION:
+      return "FAILED_PRECONDITION";
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+      return "RESOURCE_EXHAUSTED";
+    case grpc::StatusCode::UNAVAILABLE:
+      return "UNAVAILABLE";
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      return "DEADLINE_EXCEEDED";
+    default:
+      return "INTERNAL";
   }
 }
 
@@ -138,14 +156,16 @@ std::string DashboardApi::to_json(const google::protobuf::Message& message) {
   return out;
 }
 
-ApiResponse DashboardApi::get(const std::string& path, const QueryParams& query, const std::string& authorization) const {
+ApiResponse DashboardApi::get(const std::string& path, const QueryParams& query,
+                              const std::string& authorization) const {
   // One call: its request built from the parameters, its answer written as JSON.
   auto call = [&](auto&& invoke, google::protobuf::Message& response) -> ApiResponse {
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
     if (!authorization.empty()) context.AddMetadata("authorization", authorization);
     const grpc::Status status = invoke(&context);
-    if (!status.ok()) return error_response(http_status(status.error_code()), code_name(status.error_code()), status.error_message());
+    if (!status.ok())
+      return error_response(http_status(status.error_code()), code_name(status.error_code()), status.error_message());
     return {200, to_json(response)};
   };
   try {
@@ -161,7 +181,8 @@ ApiResponse DashboardApi::get(const std::string& path, const QueryParams& query,
       request.set_limit(p.small_integer("limit"));
       if (const std::string state = p.text("state"); !state.empty()) {
         v1::JobState parsed;
-        if (!v1::JobState_Parse(state, &parsed)) throw BadRequest("unknown job state '" + state + "' (JOB_STATE_DONE, ...)");
+        if (!v1::JobState_Parse(state, &parsed))
+          throw BadRequest("unknown job state '" + state + "' (JOB_STATE_DONE, ...)");
         request.set_state(parsed);
       }
       p.done();

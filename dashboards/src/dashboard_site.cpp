@@ -59,8 +59,10 @@ bool is_loopback_host_header(const std::string& host_header) {
   if (host.rfind("127.", 0) != 0) return false;
   int dots = 0;
   for (char c : host) {
-    if (c == '.') ++dots;
-    else if (c < '0' || c > '9') return false;
+    if (c == '.')
+      ++dots;
+    else if (c < '0' || c > '9')
+      return false;
   }
   return dots == 3;
 }
@@ -75,7 +77,8 @@ DashboardSite::DashboardSite(const DashboardApi& api, SiteOptions options) : api
 
 HttpResponse DashboardSite::handle(const HttpRequest& request) const {
   if (request.method != "GET" && request.method != "HEAD") {
-    HttpResponse r = error(405, "METHOD_NOT_ALLOWED", "the dashboard is read-only: GET and HEAD, not " + request.method);
+    HttpResponse r =
+        error(405, "METHOD_NOT_ALLOWED", "the dashboard is read-only: GET and HEAD, not " + request.method);
     r.headers.emplace_back("Allow", "GET, HEAD");
     return with_security_headers(std::move(r));
   }

@@ -140,24 +140,42 @@ bool percent_decode(const std::string& in, std::string* out, bool plus_is_space)
 
 const char* HttpServer::reason(int status) {
   switch (status) {
-    case 200: return "OK";
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 408: return "Request Timeout";
-    case 409: return "Conflict";
-    case 413: return "Content Too Large";
-    case 414: return "URI Too Long";
-    case 429: return "Too Many Requests";
-    case 431: return "Request Header Fields Too Large";
-    case 500: return "Internal Server Error";
-    case 501: return "Not Implemented";
-    case 503: return "Service Unavailable";
-    case 504: return "Gateway Timeout";
-    case 505: return "HTTP Version Not Supported";
-    default: return "Status";
+    case 200:
+      return "OK";
+    case 400:
+      return "Bad Request";
+    case 401:
+      return "Unauthorized";
+    case 403:
+      return "Forbidden";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 408:
+      return "Request Timeout";
+    case 409:
+      return "Conflict";
+    case 413:
+      return "Content Too Large";
+    case 414:
+      return "URI Too Long";
+    case 429:
+      return "Too Many Requests";
+    case 431:
+      return "Request Header Fields Too Large";
+    case 500:
+      return "Internal Server Error";
+    case 501:
+      return "Not Implemented";
+    case 503:
+      return "Service Unavailable";
+    case 504:
+      return "Gateway Timeout";
+    case 505:
+      return "HTTP Version Not Supported";
+    default:
+      return "Status";
   }
 }
 
@@ -170,7 +188,8 @@ int HttpServer::parse_head(const std::string& head, HttpRequest* out) const {
   out->method = line.substr(0, sp1);
   const std::string target = line.substr(sp1 + 1, sp2 - sp1 - 1);
   const std::string version = line.substr(sp2 + 1);
-  if (out->method.empty() || !std::all_of(out->method.begin(), out->method.end(), [](char c) { return c >= 'A' && c <= 'Z'; }))
+  if (out->method.empty() ||
+      !std::all_of(out->method.begin(), out->method.end(), [](char c) { return c >= 'A' && c <= 'Z'; }))
     return 400;
   if (version != "HTTP/1.1" && version != "HTTP/1.0") return version.rfind("HTTP/", 0) == 0 ? 505 : 400;
   if (target.size() > options_.max_target_bytes) return 414;

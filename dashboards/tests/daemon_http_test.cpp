@@ -33,7 +33,7 @@ class Qgated {
     if (!mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
     dir_ = tmpl;
     log_ = dir_ + "/qgated.log";
-    std::vector<std::string> argv = {QGATED_BINARY, "--backend", "cpu", "--data-dir", dir_ + "/data",
+    std::vector<std::string> argv = {QGATED_BINARY, "--backend",        "cpu", "--data-dir", dir_ + "/data",
                                      "--http-root", QGATE_DASHBOARD_DIR};
     argv.insert(argv.end(), args.begin(), args.end());
     pid_ = fork();
@@ -160,9 +160,10 @@ TEST(DaemonHttp, WithTlsAndATokenItServesHttpsOnly) {
   const std::string dir = (fs::temp_directory_path() / ("qgate-http-cert-" + std::to_string(getpid()))).string();
   fs::create_directories(dir);
   const std::string cert = dir + "/cert.pem", key = dir + "/key.pem", token = dir + "/token";
-  const std::string openssl = "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost "
-                              "-addext subjectAltName=DNS:localhost,IP:127.0.0.1 -keyout " + key + " -out " + cert +
-                              " 2>/dev/null";
+  const std::string openssl =
+      "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost "
+      "-addext subjectAltName=DNS:localhost,IP:127.0.0.1 -keyout " +
+      key + " -out " + cert + " 2>/dev/null";
   ASSERT_EQ(std::system(openssl.c_str()), 0) << "openssl could not make a test certificate";
   std::ofstream(token) << "http-token-0123456789abcdef\n";
   Qgated d({"--http", "0.0.0.0:0", "--tls-cert", cert, "--tls-key", key, "--auth-token-file", token});

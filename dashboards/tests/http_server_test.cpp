@@ -105,8 +105,8 @@ class RecordingHarness final : public v1::Harness::CallbackService {
 };
 
 struct RawAnswer {
-  int status = 0;        // 0: the server closed without answering; -1: no connection
-  std::string head;      // status line and headers
+  int status = 0;    // 0: the server closed without answering; -1: no connection
+  std::string head;  // status line and headers
   std::string body;
   std::string header(const std::string& name) const {
     const auto at = head.find("\r\n" + name + ": ");
@@ -241,9 +241,10 @@ TEST_F(DashboardHttpTest, OversizedRequestsAreRefused) {
   std::string many;
   for (int i = 0; i < 5000; ++i) many += "X-H" + std::to_string(i) + ": v\r\n";
   EXPECT_EQ(raw_get(port_, "/", "Host: 127.0.0.1\r\n" + many).status, 431);
-  EXPECT_EQ(raw(port_, "GET /api/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 4096\r\n\r\n" +
-                           std::string(4096, 'c')).status,
-            413);
+  EXPECT_EQ(
+      raw(port_, "GET /api/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 4096\r\n\r\n" + std::string(4096, 'c'))
+          .status,
+      413);
   EXPECT_EQ(raw(port_, "GET /api/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n").status, 413);
   // Just under the bounds is served.
   EXPECT_EQ(raw_get(port_, "/?" + std::string(8000, 'a')).status, 200);

@@ -110,8 +110,7 @@ v1::AbDetail JobDetails::ab(db::RowId job_id) const {
     look->set_pairs(design.looks[i]);
     const size_t needed = static_cast<size_t>(design.looks[i]);
     if (pairs.size() < needed) continue;
-    const stats::LookResult r =
-        stats::judge_look(std::span<const stats::AbPair>(pairs.data(), needed), design, i);
+    const stats::LookResult r = stats::judge_look(std::span<const stats::AbPair>(pairs.data(), needed), design, i);
     look->set_reached(true);
     look->set_ratio(r.ratio);
     const bool bounded = r.lower > 0 && std::isfinite(r.upper);
@@ -123,7 +122,7 @@ v1::AbDetail JobDetails::ab(db::RowId job_id) const {
                                                           : v1::VERDICT_INCONCLUSIVE);
     look->set_comparison(r.comparison == stats::Comparison::same        ? v1::COMPARISON_SAME
                          : r.comparison == stats::Comparison::different ? v1::COMPARISON_DIFFERENT
-                                                                         : v1::COMPARISON_UNKNOWN);
+                                                                        : v1::COMPARISON_UNKNOWN);
     look->set_decision(std::string(stats::to_string(r.decision)));
   }
   return out;
@@ -185,8 +184,9 @@ v1::CotenantTimeline JobDetails::cotenant(db::RowId job_id) const {
       readings.push_back(std::move(r));
     }
   }
-  std::stable_sort(readings.begin(), readings.end(),
-                   [](const v1::CotenantReading& a, const v1::CotenantReading& b) { return a.t_unix_ms() < b.t_unix_ms(); });
+  std::stable_sort(readings.begin(), readings.end(), [](const v1::CotenantReading& a, const v1::CotenantReading& b) {
+    return a.t_unix_ms() < b.t_unix_ms();
+  });
   for (v1::CotenantReading& r : readings) *out.add_readings() = std::move(r);
   return out;
 }

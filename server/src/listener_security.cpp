@@ -10,8 +10,10 @@ namespace qgate::server {
 bool is_loopback_target(std::string target) {
   if (target.rfind("dns:///", 0) == 0) target = target.substr(7);
   std::string host = target;
-  if (!host.empty() && host[0] == '[') host = host.substr(1, host.find(']') - 1);
-  else if (auto colon = host.rfind(':'); colon != std::string::npos) host = host.substr(0, colon);
+  if (!host.empty() && host[0] == '[')
+    host = host.substr(1, host.find(']') - 1);
+  else if (auto colon = host.rfind(':'); colon != std::string::npos)
+    host = host.substr(0, colon);
   return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
 }
 

@@ -17,8 +17,8 @@ struct SeededAbJob {
   db::RowId build_id = 0;
   int pairs = 10;
   int parity_cases = 0;
-  int readings = 0;           // co-tenant readings over all runs
-  int contended_pair = 3;     // both runs of this pair index are contended
+  int readings = 0;        // co-tenant readings over all runs
+  int contended_pair = 3;  // both runs of this pair index are contended
   std::int64_t start_ms = 1'780'000'000'000;
 };
 

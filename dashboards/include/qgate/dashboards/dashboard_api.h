@@ -19,8 +19,8 @@ namespace qgate::dashboards {
 using QueryParams = std::multimap<std::string, std::string>;
 
 struct ApiResponse {
-  int status = 200;      // HTTP status
-  std::string body;      // JSON: the RPC's response, or {"error": {"code": ..., "message": ...}}
+  int status = 200;  // HTTP status
+  std::string body;  // JSON: the RPC's response, or {"error": {"code": ..., "message": ...}}
 };
 
 /// The routes, for docs and for the HTTP server's method check:

@@ -40,8 +40,8 @@ struct HttpResponse {
 };
 
 struct HttpServerOptions {
-  std::string address;                  // host:port ("127.0.0.1:8080", "[::1]:0"); port 0 picks one
-  std::string tls_cert_file;            // both set: HTTPS
+  std::string address;        // host:port ("127.0.0.1:8080", "[::1]:0"); port 0 picks one
+  std::string tls_cert_file;  // both set: HTTPS
   std::string tls_key_file;
   std::size_t max_head_bytes = 16384;   // request line and headers; more is 431
   std::size_t max_target_bytes = 8192;  // the request target; more is 414

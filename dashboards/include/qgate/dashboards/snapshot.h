@@ -11,9 +11,9 @@
 namespace qgate::dashboards {
 
 struct SnapshotOptions {
-  std::string assets_dir;   // the dashboard's files (index.html, app.js, vendor/...)
-  std::string out_dir;      // created; files already there are replaced
-  int jobs = 50;            // the jobs the page lists, each with its A/B, parity and co-tenant answers
+  std::string assets_dir;  // the dashboard's files (index.html, app.js, vendor/...)
+  std::string out_dir;     // created; files already there are replaced
+  int jobs = 50;           // the jobs the page lists, each with its A/B, parity and co-tenant answers
 };
 
 struct SnapshotResult {

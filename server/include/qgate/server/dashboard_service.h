@@ -13,8 +13,7 @@ class DashboardService final : public v1::Dashboard::CallbackService {
 
   grpc::ServerUnaryReactor* GetAbDetail(grpc::CallbackServerContext* context, const v1::JobDetailRequest* request,
                                         v1::AbDetail* response) override;
-  grpc::ServerUnaryReactor* GetParityResults(grpc::CallbackServerContext* context,
-                                             const v1::JobDetailRequest* request,
+  grpc::ServerUnaryReactor* GetParityResults(grpc::CallbackServerContext* context, const v1::JobDetailRequest* request,
                                              v1::ParityResults* response) override;
   grpc::ServerUnaryReactor* GetCotenantTimeline(grpc::CallbackServerContext* context,
                                                 const v1::JobDetailRequest* request,

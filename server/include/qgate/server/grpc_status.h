@@ -20,11 +20,16 @@ grpc::Status guarded_status(Fn&& fn) {
     return fn();
   } catch (const ApplicationError& e) {
     switch (e.kind()) {
-      case ApplicationErrorKind::InvalidArgument: return {grpc::StatusCode::INVALID_ARGUMENT, e.what()};
-      case ApplicationErrorKind::NotFound: return {grpc::StatusCode::NOT_FOUND, e.what()};
-      case ApplicationErrorKind::FailedPrecondition: return {grpc::StatusCode::FAILED_PRECONDITION, e.what()};
-      case ApplicationErrorKind::ResourceExhausted: return {grpc::StatusCode::RESOURCE_EXHAUSTED, e.what()};
-      case ApplicationErrorKind::PermissionDenied: return {grpc::StatusCode::PERMISSION_DENIED, e.what()};
+      case ApplicationErrorKind::InvalidArgument:
+        return {grpc::StatusCode::INVALID_ARGUMENT, e.what()};
+      case ApplicationErrorKind::NotFound:
+        return {grpc::StatusCode::NOT_FOUND, e.what()};
+      case ApplicationErrorKind::FailedPrecondition:
+        return {grpc::StatusCode::FAILED_PRECONDITION, e.what()};
+      case ApplicationErrorKind::ResourceExhausted:
+        return {grpc::StatusCode::RESOURCE_EXHAUSTED, e.what()};
+      case ApplicationErrorKind::PermissionDenied:
+        return {grpc::StatusCode::PERMISSION_DENIED, e.what()};
     }
     return {grpc::StatusCode::INTERNAL, e.what()};
   } catch (const db::StoreError& e) {

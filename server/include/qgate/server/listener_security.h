@@ -10,10 +10,10 @@
 namespace qgate::server {
 
 struct ListenerSecurity {
-  bool tcp = false;        // false: a unix socket (mode 0600, its user is trusted)
-  bool loopback = false;   // a TCP address on 127.0.0.0/8, ::1 or localhost
-  bool tls = false;        // tls_cert_file and tls_key_file are both given
-  std::string token;       // empty: no --auth-token-file
+  bool tcp = false;       // false: a unix socket (mode 0600, its user is trusted)
+  bool loopback = false;  // a TCP address on 127.0.0.0/8, ::1 or localhost
+  bool tls = false;       // tls_cert_file and tls_key_file are both given
+  std::string token;      // empty: no --auth-token-file
 };
 
 /// True for 127.0.0.0/8, ::1 and localhost targets ("host:port", "[::1]:port", "dns:///host:port").
