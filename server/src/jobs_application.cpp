@@ -122,12 +122,6 @@ v1::RemeasureResponse Remeasurement::remeasure(const v1::RemeasureRequest& reque
   if (request.deadline_s() < 0 || request.deadline_s() > kMaxDeadlineS)
     refuse("deadline_s must be in [0, " + std::to_string(kMaxDeadlineS) + "], got " +
            std::to_string(request.deadline_s()));
-  if (!request.gpus().empty()) {
-    v1::JobSpec choice;
-    choice.set_kind(v1::JOB_KIND_AB);
-    *choice.mutable_gpus() = request.gpus();
-    check_gpu_choice(choice, options_);
-  }
   if (!device.available)
     throw ApplicationError(ApplicationErrorKind::FailedPrecondition,
                            "this daemon cannot see co-tenant load (" + device.unavailable_reason +
@@ -147,6 +141,16 @@ v1::RemeasureResponse Remeasurement::remeasure(const v1::RemeasureRequest& reque
       if (auto job = store_.find_job(id)) targets.push_back(*job);
   }
 
+  // Each re-run's GPU choice (its own, or the request's) must still be one this daemon can honour.
+  for (const db::Job& original : targets) {
+    v1::JobSpec spec = spec_from_json(original.spec_json);
+    if (!request.gpus().empty()) *spec.mutable_gpus() = request.gpus();
+    try {
+      check_gpu_choice(spec, options_);
+    } catch (const ApplicationError& e) {
+      refuse("job " + std::to_string(original.id) + " cannot be re-measured here: " + e.what());
+    }
+  }
   const std::int64_t deadline_s = request.deadline_s() > 0 ? request.deadline_s() : 12 * 3600;
   const std::int64_t deadline_ms = now_unix_ms() + deadline_s * 1000;
   v1::RemeasureResponse response;

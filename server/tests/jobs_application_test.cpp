@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "qgate/db/sqlite_store.h"
+#include "qgate/server/gpu_choice.h"
 #include "qgate/server/job_records.h"
 #include "store_test_support.h"
 
@@ -331,6 +332,33 @@ TEST_F(JobsApplicationTest, RemeasureRefusesWhatItCannotDo) {
   request.set_contended(false);
   EXPECT_EQ(refusal([&] { remeasurement_.remeasure(request, device_that_sees_load()); }, "no job 999"),
             ApplicationErrorKind::NotFound);
+}
+
+TEST_F(JobsApplicationTest, AJobIsQueuedForItsGpuOrAnyAndReMeasuredOnTheGpuAsked) {
+  options_.served = {{0, "H200", "GPU-0"}, {1, "H200", "GPU-1"}};
+  v1::SubmitHeader pinned = ab_header("pinned");
+  pinned.mutable_job()->add_gpus(1);
+  EXPECT_EQ(store_->find_job(submit(pinned, std::string(64, 'p')).job_id)->device, 1);
+  EXPECT_EQ(store_->find_job(submit(ab_header("any"), std::string(64, 'q')).job_id)->device, kAnyGpu);
+  v1::SubmitHeader unserved = ab_header("unserved");
+  unserved.mutable_job()->add_gpus(5);
+  EXPECT_EQ(refusal([&] { submit(unserved, std::string(64, 'r')); }, "GPU 5 is not served by this daemon"),
+            ApplicationErrorKind::InvalidArgument);
+
+  store_->claim_next_job(1);  // the pinned job
+  store_->claim_next_job(kAnyGpu);
+  const db::RowId original = finished_job(v1::VerdictReport{}, v1::DISPOSITION_OK);
+  v1::RemeasureRequest request;
+  request.set_job_id(original);
+  request.add_gpus(5);
+  EXPECT_EQ(refusal([&] { remeasurement_.remeasure(request, device_that_sees_load()); },
+                    "cannot be re-measured here: GPU 5 is not served"),
+            ApplicationErrorKind::InvalidArgument);
+  request.set_gpus(0, 1);
+  const v1::RemeasureResponse rerun = remeasurement_.remeasure(request, device_that_sees_load());
+  ASSERT_EQ(rerun.jobs_size(), 1);
+  EXPECT_EQ(store_->find_job(rerun.jobs(0).id())->device, 1);
+  EXPECT_EQ(rerun.jobs(0).spec().gpus_size(), 1);
 }
 
 // --- Compare ---
