@@ -154,6 +154,7 @@
         ? `${short(v.verdict)} (${short(v.comparison)}): A = ${ab.arm_a || "A"}, B = ${ab.arm_b || "B"}, ratio ${fixed(v.ratio, 4)} ` +
           `[${fixed(v.ci_low, 4)}, ${fixed(v.ci_high, 4)}] over ${v.pairs} pairs; ${reason}`
         : `${short(v.verdict)}: ${reason}`;
+    if (ab.split_gpus) $("job-summary").textContent += " The arms ran at once on two GPUs, swapping them every pair; its looks judge blocks of two pairs.";
     // The A/B views only for a job with pairs.
     $("ab-views").hidden = ab.pairs.length === 0;
 

@@ -10,6 +10,7 @@
 #include "qgate/cotenant/sample.h"
 #include "qgate/server/job_records.h"
 #include "qgate/stats/sequential.h"
+#include "qgate/stats/split_gpus.h"
 
 namespace qgate::server {
 namespace {
@@ -100,17 +101,25 @@ v1::AbDetail JobDetails::ab(db::RowId job_id) const {
     pairs.push_back({*h.a, *h.b, mismatch});
   }
 
-  const stats::GatePolicy policy = gate_policy(spec_from_json(job.spec_json).policy());
+  const v1::JobSpec spec = spec_from_json(job.spec_json);
+  const stats::GatePolicy policy = gate_policy(spec.policy());
   out.set_slowdown_threshold(policy.slowdown_threshold);
   out.set_max_pairs(policy.max_pairs);
-  const stats::SequentialDesign design = stats::SequentialDesign::from_policy(policy);
+  // A split job's looks judge blocks of two pairs, as its A/B phase did (split_gpus.h).
+  const bool split = spec.split_gpus();
+  out.set_split_gpus(split);
+  const stats::SequentialDesign design =
+      stats::SequentialDesign::from_policy(split ? stats::split_block_policy(policy) : policy);
+  const size_t pairs_per_unit = split ? 2 : 1;
   for (size_t i = 0; i < design.looks.size(); ++i) {
     v1::AbLook* look = out.add_looks();
     look->set_look(static_cast<std::int32_t>(i + 1));
-    look->set_pairs(design.looks[i]);
-    const size_t needed = static_cast<size_t>(design.looks[i]);
+    const size_t needed = pairs_per_unit * static_cast<size_t>(design.looks[i]);
+    look->set_pairs(static_cast<std::int32_t>(needed));
     if (pairs.size() < needed) continue;
-    const stats::LookResult r = stats::judge_look(std::span<const stats::AbPair>(pairs.data(), needed), design, i);
+    const std::span<const stats::AbPair> judged(pairs.data(), needed);
+    const stats::LookResult r = split ? stats::judge_look(stats::split_blocks(judged), design, i)
+                                      : stats::judge_look(judged, design, i);
     look->set_reached(true);
     look->set_ratio(r.ratio);
     const bool bounded = r.lower > 0 && std::isfinite(r.upper);

@@ -94,6 +94,45 @@ TEST_F(JobDetailsTest, ALookBeyondThePairsIsNotReached) {
   EXPECT_LT(ab.looks(0).ratio(), 0.95);
 }
 
+TEST_F(JobDetailsTest, ASplitJobsLooksJudgeBlocksOfTwoPairs) {
+  // Arms on swapped GPUs, the first 1.2x faster: pair ratios alternate 1.1 * 1.2 and 1.1 / 1.2. Each
+  // block of two is exactly 1.1, so the looks (in blocks, as the split A/B phase judges them) pass;
+  // judged pair by pair the GPU's swing would leave them undecided.
+  db::Job job;
+  job.kind = "ab";
+  job.build_id = seeded_.build_id;
+  job.backend = "cpu";
+  job.spec_json = R"({"split_gpus":true,"policy":{"min_pairs":4,"max_pairs":8}})";
+  const db::RowId id = store_->create_job(job);
+  std::vector<db::RunBundle> bundles;
+  for (int i = 0; i < 8; ++i)
+    for (const char* arm : {"A", "B"}) {
+      db::RunBundle b;
+      b.run.job_id = id;
+      b.run.build_id = seeded_.build_id;
+      b.run.arm = arm;
+      b.run.pair_index = i;
+      b.run.path = "mmq";
+      b.run.state = db::RunState::Done;
+      b.run.started_ms = 1'795'000'000'000 + 10 * static_cast<std::int64_t>(bundles.size());
+      const double gpu = i % 2 == 0 ? 1.2 : 1 / 1.2;
+      b.run.tokens_per_s = std::string(arm) == "A" ? 1100.0 * gpu : 1000.0;
+      bundles.push_back(b);
+    }
+  store_->record_runs(bundles);
+  const v1::AbDetail ab = JobDetails(*store_).ab(id);
+  EXPECT_TRUE(ab.split_gpus());
+  ASSERT_EQ(ab.pairs_size(), 8);
+  ASSERT_EQ(ab.looks_size(), 2);
+  EXPECT_EQ(ab.looks(0).pairs(), 4);
+  EXPECT_EQ(ab.looks(1).pairs(), 8);
+  for (const v1::AbLook& look : ab.looks()) {
+    EXPECT_TRUE(look.reached());
+    EXPECT_NEAR(look.ratio(), 1.10, 1e-9);
+  }
+  EXPECT_EQ(ab.looks(1).verdict(), v1::VERDICT_PASS);
+}
+
 TEST_F(JobDetailsTest, ParityCasesCarryDiffAndTolerance) {
   const v1::ParityResults parity = JobDetails(*store_).parity(seeded_.job_id);
   ASSERT_EQ(parity.cases_size(), seeded_.parity_cases);
