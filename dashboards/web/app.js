@@ -114,6 +114,7 @@
       v.pairs ? `${v.pairs}${v.contended_pairs ? ` (${v.contended_pairs} contended)` : ""}` : "",
       v.parity_passed || v.parity_failed ? `${v.parity_passed} passed, ${v.parity_failed} failed` : "",
       short(job.disposition) + (job.disposition_detail ? `: ${job.disposition_detail}` : ""),
+      (job.gpus || []).map((g) => `${g.ordinal}: ${g.name}`).join(", "),
       when(job.created_unix_ms),
     ];
     cells.forEach((text, i) => {
