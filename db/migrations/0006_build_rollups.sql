@@ -1,12 +1,14 @@
 -- 0006_build_rollups: a trend point becomes one build's summary per series (profile, path, weight
--- type, tokens, backend, GPU), whatever the number of jobs that measured it. 0005 kept one row per
--- job and series; a year of history then held tens of thousands of points per profile, too many for
--- a dashboard to read at every refresh. A build's jobs stay one query away (QueryTrend job_id), and
--- every raw run two.
+-- type, tokens, backend, GPU) and week, whatever the number of jobs that measured it. 0005 kept one
+-- row per job and series; a year of history then held tens of thousands of points per profile, too
+-- many for a dashboard to read at every refresh. The week (Monday 00:00 UTC to the next) bounds what
+-- one write recomputes: a baseline measured in every gate for a year is 52 points per series, each
+-- of one week's runs, not one point that every new run re-sorts. A point's jobs stay one query away
+-- (QueryTrend job_id), and every raw run two.
 --
 -- This file holds the schema only. The rows are computed by the store's own statement
 -- (kRollupRecompute in db/src/sqlite_store.cpp): the write path runs it for the (build, series,
--- tokens) groups a write touched, and the migration runner runs it over every run right after this
+-- tokens, week) groups a write touched, and the migration runner runs it over every run right after this
 -- file, in the same transaction. 0005's table and its back-fill are superseded and dropped here.
 --
 -- Each row carries three summaries, one per co-tenant filter a trend can ask for:
@@ -19,16 +21,17 @@
 
 DROP TABLE trend_rollups;
 
--- The write path recomputes one (build, series, tokens) group: this index finds its runs. It
--- replaces runs_by_build (build_id), which it serves as a prefix.
+-- The write path recomputes one (build, series, tokens, week) group: this index finds its runs by a
+-- range of started_ms. It replaces runs_by_build (build_id), which it serves as a prefix.
 DROP INDEX runs_by_build;
-CREATE INDEX runs_by_build_series ON runs (build_id, series_key, tokens);
+CREATE INDEX runs_by_build_series ON runs (build_id, series_key, tokens, started_ms);
 
 CREATE TABLE build_rollups (
   id              INTEGER PRIMARY KEY,
   build_id        INTEGER NOT NULL REFERENCES builds (id),
   series_key      TEXT NOT NULL,
   tokens          INTEGER NOT NULL,
+  week_ms         INTEGER NOT NULL,             -- the week of the runs: its Monday 00:00 UTC
   profile         TEXT NOT NULL,
   weight_type     TEXT,
   path            TEXT NOT NULL,
@@ -65,4 +68,4 @@ CREATE INDEX build_rollups_by_profile_type ON build_rollups (profile, weight_typ
 CREATE INDEX build_rollups_by_profile_time ON build_rollups (profile, last_ms, path, build_name);
 CREATE INDEX build_rollups_by_time ON build_rollups (last_ms, path, build_name);
 -- The write path rewrites one group's rows.
-CREATE INDEX build_rollups_by_group ON build_rollups (build_id, series_key, tokens);
+CREATE INDEX build_rollups_by_group ON build_rollups (build_id, series_key, tokens, week_ms);

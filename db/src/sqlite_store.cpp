@@ -284,27 +284,42 @@ constexpr const char* kCotenantColumns =
     "temperature_max_c, power_max_w, contended, policy";
 
 
-/// A trend point's key: one build's runs of one series (columns of runs).
-constexpr const char* kRollupGroup = "build_id, series_key, tokens, profile, weight_type, path, backend, gpu_name";
+/// A trend point's week: 7 days from a Monday 00:00 UTC. The Unix epoch was a Thursday, so weeks
+/// are counted from Monday 1969-12-29, 3 days before it (and integer division, which truncates, is
+/// the floor for every time since the epoch).
+constexpr std::int64_t kWeekMs = 7LL * 24 * 3600 * 1000;
+constexpr std::int64_t kEpochAfterMondayMs = 3LL * 24 * 3600 * 1000;
+/// The week of runs.started_ms, in SQL: the one place it is computed.
+const std::string kWeekOfRun =
+    fmt::format("((started_ms + {0}) / {1}) * {1} - {0}", kEpochAfterMondayMs, kWeekMs);
+
+/// A trend point's key: one build's runs of one series in one week (week_ms: kWeekOfRun).
+constexpr const char* kRollupGroup =
+    "build_id, series_key, tokens, week_ms, profile, weight_type, path, backend, gpu_name";
 
 /// The trend points (build_rollups, migration 0006) of the runs in a scope, recomputed from those
-/// runs: one row per build and series (series key, profile, weight type, path, tokens, backend,
-/// GPU). The one statement that defines a point: the write path runs it with the scope of one
-/// (build, series key, tokens) group after deleting that group's rows, and the migration runner
-/// runs it over every run ("1") right after 0006 creates the table. {scope} is a condition on runs
-/// r; {group} is a point's key (kRollupGroup), spelled once.
-constexpr const char* kRollupRecompute = R"sql(INSERT INTO build_rollups (build_id, series_key, tokens, profile, weight_type, path, backend,
+/// runs: one row per build, series (series key, profile, weight type, path, tokens, backend, GPU)
+/// and week. The one statement that defines a point: the write path runs it with the scope of one
+/// (build, series key, tokens, week) group after deleting that group's rows, and the migration
+/// runner runs it over every run ("1") right after 0006 creates the table. {scope} is a condition
+/// on runs r; {group} is a point's key (kRollupGroup), spelled once; {week} is kWeekOfRun.
+constexpr const char* kRollupRecompute = R"sql(INSERT INTO build_rollups (build_id, series_key, tokens, week_ms, profile, weight_type, path, backend,
                            gpu_name, build_name, build_sha256, commit_sha, first_ms, last_ms, jobs,
                            runs, contended_runs, unknown_runs, quiet_runs, quiet_median, quiet_low,
                            quiet_high, quiet_last_job, open_runs, open_median, open_low, open_high,
                            open_last_job, all_median, all_low, all_high, all_last_job)
-WITH ranked AS (
-  SELECT {group}, r.job_id, r.started_ms, r.tokens_per_s AS v, r.contended AS c,
-         row_number() OVER (PARTITION BY {group} ORDER BY r.tokens_per_s) AS all_rank,
-         row_number() OVER (PARTITION BY {group}, r.contended IS 0 ORDER BY r.tokens_per_s) AS quiet_rank,
-         row_number() OVER (PARTITION BY {group}, r.contended IS NOT 1 ORDER BY r.tokens_per_s) AS open_rank
+WITH scoped AS (
+  SELECT build_id, series_key, tokens, {week} AS week_ms, profile, weight_type, path, backend, gpu_name,
+         job_id, started_ms, tokens_per_s AS v, contended AS c
   FROM runs r
   WHERE r.state = 'done' AND r.tokens_per_s IS NOT NULL AND {scope}
+),
+ranked AS (
+  SELECT scoped.*,
+         row_number() OVER (PARTITION BY {group} ORDER BY v) AS all_rank,
+         row_number() OVER (PARTITION BY {group}, c IS 0 ORDER BY v) AS quiet_rank,
+         row_number() OVER (PARTITION BY {group}, c IS NOT 1 ORDER BY v) AS open_rank
+  FROM scoped
 ),
 counted AS (
   SELECT ranked.*,
@@ -314,7 +329,7 @@ counted AS (
   FROM ranked
   WINDOW g AS (PARTITION BY {group})
 )
-SELECT x.build_id, x.series_key, x.tokens, x.profile, x.weight_type, x.path, x.backend, x.gpu_name,
+SELECT x.build_id, x.series_key, x.tokens, x.week_ms, x.profile, x.weight_type, x.path, x.backend, x.gpu_name,
        b.name, b.sha256, b.commit_sha, x.first_ms, x.last_ms, x.jobs, x.runs, x.contended_runs,
        x.unknown_runs, x.quiet_runs, x.quiet_median, x.quiet_low, x.quiet_high, x.quiet_last_job,
        x.open_runs, x.open_median, x.open_low, x.open_high, x.open_last_job, x.all_median, x.all_low,
@@ -342,7 +357,8 @@ FROM (
 
 /// kRollupRecompute over the runs that `scope` (a condition on runs r) selects.
 std::string rollup_recompute(std::string_view scope) {
-  return fmt::format(kRollupRecompute, fmt::arg("scope", scope), fmt::arg("group", kRollupGroup));
+  return fmt::format(kRollupRecompute, fmt::arg("scope", scope), fmt::arg("group", kRollupGroup),
+                     fmt::arg("week", kWeekOfRun));
 }
 
 /// The schema version whose migration creates build_rollups, after which the runner fills it.
@@ -1441,35 +1457,36 @@ class SqliteStore final : public Store {
     return build_names_.emplace(build_id, select->getColumn(0).getString()).first->second;
   }
 
-  /// Which trend points a write touched: (build, series key, tokens) groups of runs.
+  /// Which trend points a write touched: (build, series key, tokens, week) groups of runs.
   struct RollupScopes {
-    std::set<std::tuple<RowId, std::string, std::int64_t>> groups;
-    void add(RowId build_id, std::string series_key, std::int64_t tokens) {
-      groups.emplace(build_id, std::move(series_key), tokens);
-    }
+    std::set<std::tuple<RowId, std::string, std::int64_t, std::int64_t>> groups;
   };
 
   /// Rewrites the trend points of every group in `scopes` from their runs. Called inside the
   /// transaction of the write that changed those runs, so points and runs commit together.
   void refresh_rollups(const RollupScopes& scopes) {
-    for (const auto& [build_id, series_key, tokens] : scopes.groups) {
+    for (const auto& [build_id, series_key, tokens, week_ms] : scopes.groups) {
       ScopedStatement clear(prepared(
-          "DELETE FROM build_rollups WHERE build_id = ? AND series_key = ? AND tokens = ?"));
-      bind_all(*clear, build_id, series_key, tokens);
+          "DELETE FROM build_rollups WHERE build_id = ? AND series_key = ? AND tokens = ? AND week_ms = ?"));
+      bind_all(*clear, build_id, series_key, tokens, week_ms);
       clear->exec();
-      ScopedStatement insert(prepared(rollup_recompute("r.build_id = ? AND r.series_key = ? AND r.tokens = ?")));
-      bind_all(*insert, build_id, series_key, tokens);
+      // The week as a range of started_ms, so runs_by_build_series finds exactly the group's runs.
+      ScopedStatement insert(prepared(rollup_recompute(fmt::format(
+          "r.build_id = ?1 AND r.series_key = ?2 AND r.tokens = ?3 AND r.started_ms >= ?4 AND r.started_ms < ?4 + {}",
+          kWeekMs))));
+      bind_all(*insert, build_id, series_key, tokens, week_ms);
       insert->exec();
     }
   }
 
   /// Adds the group run `run_id` belongs to now (none when there is no such run).
   void add_group_of_run(RowId run_id, RollupScopes& scopes) {
-    ScopedStatement select(prepared("SELECT build_id, series_key, tokens FROM runs WHERE id = ?"));
+    ScopedStatement select(prepared(
+        fmt::format("SELECT build_id, series_key, tokens, {} FROM runs WHERE id = ?", kWeekOfRun)));
     bind_all(*select, run_id);
     if (!select->executeStep()) return;
-    scopes.add(select->getColumn(0).getInt64(), select->getColumn(1).getString(),
-               select->getColumn(2).getInt64());
+    scopes.groups.emplace(select->getColumn(0).getInt64(), select->getColumn(1).getString(),
+                          select->getColumn(2).getInt64(), select->getColumn(3).getInt64());
   }
 
   void refresh_rollups_of_run(RowId run_id) {
@@ -1480,7 +1497,7 @@ class SqliteStore final : public Store {
 
   /// Inserts a run; `scopes` (when given) gains the trend point group it belongs to.
   RowId insert_run(const Run& run, std::optional<bool> contended, RollupScopes* scopes = nullptr) {
-    std::string series_key =
+    const std::string series_key =
         run.series_key.empty() ? make_series_key(build_name(run.build_id), run) : run.series_key;
     ScopedStatement insert(prepared(
         "INSERT INTO runs (job_id, build_id, arm, path, pair_index, seq, started_ms, finished_ms, "
@@ -1493,8 +1510,9 @@ class SqliteStore final : public Store {
              run.qgate_version, run.options_json, series_key, run.profile, run.weight_type,
              run.tokens, run.tokens_per_s, run.gemm_ms, contended);
     insert->exec();
-    if (scopes) scopes->add(run.build_id, std::move(series_key), run.tokens);
-    return database_.getLastInsertRowid();
+    const RowId id = database_.getLastInsertRowid();
+    if (scopes) add_group_of_run(id, *scopes);
+    return id;
   }
 
   void insert_samples(RowId run_id, std::span<const Sample> samples) {

@@ -41,9 +41,17 @@ struct Summary {
   bool operator==(const Summary&) const = default;
 };
 
-// build, series key, profile, weight type, path, tokens, backend, GPU.
+// build, series key, profile, weight type, path, tokens, backend, GPU, week (its Monday 00:00 UTC).
 using Key = std::tuple<std::int64_t, std::string, std::string, std::optional<std::string>, std::string,
-                       std::int64_t, std::string, std::string>;
+                       std::int64_t, std::string, std::string, std::int64_t>;
+
+constexpr std::int64_t kDayMs = 24LL * 3600 * 1000;
+// Weeks start on Mondays 00:00 UTC; 1969-12-29 was the Monday before the epoch (a Thursday).
+std::int64_t week_of(std::int64_t ms) {
+  const std::int64_t monday = -3 * kDayMs, week = 7 * kDayMs;
+  const std::int64_t since = ms - monday;
+  return since / week * week + monday;  // ms >= 0, so since > 0 and the division is the floor
+}
 using Rollups = std::map<Key, Summary>;
 
 std::optional<std::string> text_or_null(const SQLite::Column& column) {
@@ -68,12 +76,13 @@ Rollups stored_rollups(const std::filesystem::path& path) {
                            "SELECT build_id, series_key, profile, weight_type, path, tokens, backend, gpu_name, "
                            "runs, contended_runs, unknown_runs, quiet_runs, quiet_median, quiet_low, quiet_high, "
                            "open_runs, open_median, open_low, open_high, all_median, all_low, all_high, first_ms, "
-                           "last_ms, build_name, jobs, quiet_last_job, open_last_job, all_last_job FROM build_rollups");
+                           "last_ms, build_name, jobs, quiet_last_job, open_last_job, all_last_job, week_ms "
+                           "FROM build_rollups");
   Rollups rollups;
   while (select.executeStep()) {
     Key key{select.getColumn(0).getInt64(), select.getColumn(1).getString(), select.getColumn(2).getString(),
             text_or_null(select.getColumn(3)), select.getColumn(4).getString(),  select.getColumn(5).getInt64(),
-            select.getColumn(6).getString(),   select.getColumn(7).getString()};
+            select.getColumn(6).getString(),   select.getColumn(7).getString(),  select.getColumn(29).getInt64()};
     Summary s;
     s.runs = select.getColumn(8).getInt64();
     s.contended = select.getColumn(9).getInt64();
@@ -124,7 +133,8 @@ Rollups recomputed_rollups(const std::filesystem::path& path) {
             select.getColumn(5).getString(),
             select.getColumn(6).getInt64(),
             select.getColumn(7).getString(),
-            select.getColumn(8).getString()};
+            select.getColumn(8).getString(),
+            week_of(select.getColumn(12).getInt64())};
     const double value = select.getColumn(10).getDouble();
     const std::optional<int> contended =
         select.getColumn(11).isNull() ? std::nullopt : std::optional<int>(select.getColumn(11).getInt());
@@ -305,6 +315,29 @@ TEST_F(TrendRollupsTest, APointNamesTheNewestJobAmongTheRunsItKeeps) {
   ASSERT_EQ(points.size(), 1u);
   EXPECT_EQ(points[0].last_job_id, contended);
   EXPECT_EQ(points[0].runs, 6);
+}
+
+TEST_F(TrendRollupsTest, ABuildsWeeksArePointsOfTheirOwn) {
+  // Monday 2026-11-30 00:00 UTC; one job's runs on either side of it, and a week later.
+  constexpr std::int64_t kMonday = 1'795'996'800'000;
+  const RowId job = start_job(mmq_a_);
+  std::vector<RunBundle> bundles;
+  for (const std::int64_t started : {kMonday - 60'000, kMonday - 1, kMonday, kMonday + 60'000, kMonday + 7 * kDayMs})
+    bundles.push_back({make_job_run(job, mmq_a_, "q4_K", started, 100.0 + double(started % 1000), false), {}, {}, {}});
+  store_->record_runs(bundles);
+  expect_consistent("runs in three weeks");
+  const Rollups stored = stored_rollups(path_);
+  std::vector<std::pair<std::int64_t, std::int64_t>> weeks;  // week, runs
+  for (const auto& [key, summary] : stored) weeks.emplace_back(std::get<8>(key), summary.runs);
+  using W = std::vector<std::pair<std::int64_t, std::int64_t>>;
+  EXPECT_EQ(weeks, (W{{kMonday - 7 * kDayMs, 2}, {kMonday, 2}, {kMonday + 7 * kDayMs, 1}}));
+
+  // A trend window keeps the weeks with a run in it.
+  TrendQuery query;
+  query.since_ms = kMonday;
+  EXPECT_EQ(store_->query_trend_summaries(query).size(), 2u);
+  query.since_ms = kMonday + 60'001;
+  EXPECT_EQ(store_->query_trend_summaries(query).size(), 1u);
 }
 
 TEST_F(TrendRollupsTest, AFinishThatSetsTheTokenCountMovesTheRunToItsSeries) {

@@ -4,6 +4,7 @@
 // GPU; `--job N` shows that job's runs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "daemon_under_test.h"
@@ -41,6 +42,10 @@ class TrendE2eTest : public ::testing::Test {
   void SetUp() override {
     const std::int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
                                  std::chrono::system_clock::now().time_since_epoch()).count();
+    // The runs start within a minute, inside this week (a point is a build's week of a series).
+    constexpr std::int64_t kDayMs = 24LL * 3600 * 1000;
+    const std::int64_t monday = (now + 3 * kDayMs) / (7 * kDayMs) * (7 * kDayMs) - 3 * kDayMs;
+    const std::int64_t base = std::max(now - 3600'000, monday);
     {
       db::SqliteOptions options;
       options.path = daemon_.dir() + "/qgate.db";
@@ -63,7 +68,7 @@ class TrendE2eTest : public ::testing::Test {
         r.path = "mmq";
         r.profile = "llama-7b-q4_K_M";
         r.weight_type = "q4_K";
-        r.started_ms = now - 3600'000 + i * 1000;
+        r.started_ms = base + i * 1000;
         r.finished_ms = r.started_ms + 500;
         r.state = db::RunState::Done;
         r.backend = backend;
