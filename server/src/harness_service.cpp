@@ -436,8 +436,8 @@ grpc::ServerUnaryReactor* HarnessService::QueryTrend(grpc::CallbackServerContext
       }
       return grpc::Status::OK;
     }
-    // One point per build and series, from the rollups kept at write time: one index range scan.
-    // job_id is the build's newest job in the series; `job_id` in a request gives that job's runs.
+    // One point per build, series and week, from the rollups kept at write time: one index range
+    // scan. job_id is the point's newest job; `job_id` in a request gives that job's runs.
     const auto rows = store_.query_trend_summaries(q);
     response->mutable_points()->Reserve(static_cast<int>(rows.size()));
     for (const auto& row : rows) {

@@ -70,7 +70,7 @@ TEST(DaemonEndToEnd, AbJobSubmitWatchVerdictTrendCompare) {
   ASSERT_EQ(t.code, 0) << t.err;
   auto points = json_data(t, "points");
   const auto& pts = points.is_array() ? points : points["points"];
-  // A point per build and series (each arm's path), summarising that arm's runs: one job here.
+  // A point per build, series (each arm's path) and week, summarising that arm's runs: one job here.
   EXPECT_EQ(run_count(pts), 2 * v["pairs"].get<int>()) << "every run of both arms is in the history";
   EXPECT_LE(pts.size(), 2u) << pts.dump();
   for (const auto& p : pts) {

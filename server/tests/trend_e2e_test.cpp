@@ -1,6 +1,6 @@
 // `qgate trend` end to end over points kept at write time: a real qgated over a store seeded through
 // the store's API (a build measured by two jobs on the CUDA backend, another on the CPU), driven
-// through the real CLI. One point per build and series; the table shows each series' backend and
+// through the real CLI. One point per build, series and week; the table shows each series' backend and
 // GPU; `--job N` shows that job's runs.
 #include <gtest/gtest.h>
 

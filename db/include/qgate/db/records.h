@@ -357,8 +357,8 @@ struct TrendRow {
 };
 
 /// A trend point: one build's finished runs of one series (profile, path, weight type, tokens,
-/// backend, GPU) summarised, whichever jobs measured them (or none: imported results). Kept at write
-/// time in build_rollups (migration 0006). The figures cover the runs the TrendQuery's co-tenant
+/// backend, GPU) in one week (Monday 00:00 UTC on), summarised, whichever jobs measured them (or
+/// none: imported results). Kept at write time in build_rollups (migration 0006). The figures cover the runs the TrendQuery's co-tenant
 /// filter keeps: quiet only, quiet or unknown (include_unknown), or all (include_contended).
 struct TrendSummary {
   RowId id = 0;

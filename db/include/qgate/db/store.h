@@ -118,7 +118,7 @@ class Store {
 
   /// Finished runs with a tokens_per_s, oldest first.
   virtual std::vector<TrendRow> query_trend(const TrendQuery& query) = 0;
-  /// Trend points, one per build and series, oldest first (by first run), for the builds with a
+  /// Trend points, one per build, series and week, oldest first (by first run), for those with a
   /// kept run at or after since_ms, read from the rollups kept at write time (build_rollups): one
   /// index range scan. A point names its newest job; the runs behind it are query_trend's (one
   /// job's with job_id), or compare_runs' for its build. A query with job_id is refused
