@@ -15,10 +15,8 @@ namespace qgate::server {
 namespace {
 
 /// The ordinal a run's worker recorded (runs.options_json "device"); -1 when it did not.
-int run_ordinal(db::Store& store, db::RowId run_id) {
-  auto run = store.find_run(run_id);
-  if (!run) return -1;
-  const auto options = nlohmann::json::parse(run->options_json, nullptr, false);
+int run_ordinal(const db::Run& run) {
+  const auto options = nlohmann::json::parse(run.options_json, nullptr, false);
   if (options.is_object() && options.contains("device") && options["device"].is_number_integer())
     return options["device"].get<int>();
   return -1;
@@ -52,29 +50,23 @@ std::optional<JobPairs> split_pairs(const std::vector<GpuRun>& runs) {
 }  // namespace
 
 std::vector<GpuRun> JobGpuRecords::runs(const db::Job& job) const {
-  std::set<db::RowId> builds{job.build_id};
-  if (job.baseline_build_id) builds.insert(*job.baseline_build_id);
-  std::vector<db::CompareRun> rows;
-  for (db::RowId build : builds) {
-    db::CompareRunsQuery query;
-    query.build_id = build;
-    for (db::CompareRun& run : store_.compare_runs(query))
-      if (run.job_id == job.id && run.arm) rows.push_back(std::move(run));
-  }
-  std::sort(rows.begin(), rows.end(), [](const db::CompareRun& a, const db::CompareRun& b) { return a.run_id < b.run_id; });
-  // One look-up of the ordinal per GPU (by uuid and name), not per run.
-  std::map<std::pair<std::string, std::string>, int> ordinals;
+  // The job's finished runs through the runs_by_job index, then each run's arm, pair and GPU: bounded
+  // by the job's own runs (2 x its pair budget), never by how many runs its builds have elsewhere.
+  db::TrendQuery query;
+  query.job_id = job.id;
+  query.include_contended = true;
+  query.include_unknown = true;
   std::vector<GpuRun> out;
-  for (const db::CompareRun& row : rows) {
-    const auto key = std::make_pair(row.gpu_uuid, row.gpu_name);
-    if (!ordinals.count(key)) ordinals[key] = run_ordinal(store_, row.run_id);
+  for (const db::TrendRow& row : store_.query_trend(query)) {
+    const auto run = store_.find_run(row.run_id);
+    if (!run || !run->arm || !run->tokens_per_s) continue;
     GpuRun r;
-    r.arm = *row.arm;
-    r.pair_index = row.pair_index;
-    r.tokens_per_s = row.tokens_per_s;
-    r.gpu.set_ordinal(ordinals[key]);
-    r.gpu.set_name(row.gpu_name);
-    r.gpu.set_uuid(row.gpu_uuid);
+    r.arm = *run->arm;
+    r.pair_index = run->pair_index;
+    r.tokens_per_s = *run->tokens_per_s;
+    r.gpu.set_ordinal(run_ordinal(*run));
+    r.gpu.set_name(run->gpu_name);
+    r.gpu.set_uuid(run->gpu_uuid);
     out.push_back(std::move(r));
   }
   return out;

@@ -39,7 +39,8 @@ class JobGpuRecords {
  public:
   explicit JobGpuRecords(db::Store& store) : store_(store) {}
 
-  /// The job's finished A/B runs (those of its build and, for a gate, its baseline), oldest first.
+  /// The job's finished A/B runs, oldest first: one indexed query for the job's runs, and one
+  /// look-up per run.
   std::vector<GpuRun> runs(const db::Job& job) const;
   /// The distinct GPUs of those runs, by ordinal.
   static std::vector<v1::GpuRef> gpus(const std::vector<GpuRun>& runs);
