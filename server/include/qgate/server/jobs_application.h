@@ -65,7 +65,9 @@ struct QueueCounts {
   std::int64_t waiting_quiet = 0;  // queued for a quiet window
 };
 
-/// GetJob, ListJobs and the queue's counts, each read in a constant number of store queries.
+/// GetJob, ListJobs and the queue's counts, each read in a constant number of store queries, but
+/// for GetJob of a job that has run: its GPUs (and a split job's GPU report) are read back from its
+/// runs, one indexed query and one look-up per run (job_gpu_records.h).
 class JobQueries {
  public:
   explicit JobQueries(db::Store& store) : store_(store) {}
