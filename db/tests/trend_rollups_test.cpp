@@ -105,7 +105,7 @@ Rollups stored_rollups(const std::filesystem::path& path) {
     s.quiet_last_job = select.getColumn(26).getInt64();
     s.open_last_job = select.getColumn(27).getInt64();
     s.all_last_job = select.getColumn(28).getInt64();
-    EXPECT_TRUE(rollups.emplace(key, s).second) << "two rollup rows for one build and series";
+    EXPECT_TRUE(rollups.emplace(key, s).second) << "two rollup rows for one build, series and week";
   }
   return rollups;
 }
