@@ -2,9 +2,10 @@
 // with --gpus 0,1, real workers opening fake device 0 or 1, the real CLI and SQLite. Two jobs run at
 // once, one per device; a pinned job runs on its device; a GPU the daemon does not serve, a split on
 // one GPU and a split of two different models are refused; a split A/A across two devices of which
-// one is half as fast reads no difference while the GPU effect is measured, and a split A/B still
+// one is half as fast has the GPU effect measured and gone from its ratio, and a split A/B still
 // finds MMQ and f16 different, judged against the stored A/A; `qgate device` lists both devices. Workers use one
 // thread each, since two run at once.
+#include <cmath>
 #include <set>
 
 #include "daemon_under_test.h"
@@ -129,7 +130,7 @@ TEST_F(TwoGpusE2eTest, ASplitOnADaemonOfOneGpuIsRefused) {
   EXPECT_TRUE(contains(r.err, "--split-gpus needs two GPUs of one model and this daemon serves one")) << r.err;
 }
 
-TEST_F(TwoGpusE2eTest, SplitAaReadsNoDifferenceAcrossDevicesOfDifferentSpeedAndCalibratesAnAb) {
+TEST_F(TwoGpusE2eTest, SplitAaCancelsTheSpeedOfDevicesOfDifferentSpeedAndCalibratesAnAb) {
   // Fake device 1 takes twice as long for every timed call.
   start({"--gpus", "0,1", "--cpu-slowdowns", "1,2"});
   // MMQ against f16 of one build on device 0 alone: what a split A/B of the same must agree with. It
@@ -146,12 +147,9 @@ TEST_F(TwoGpusE2eTest, SplitAaReadsNoDifferenceAcrossDevicesOfDifferentSpeedAndC
   const json cal = finished(aa);
   ASSERT_EQ(state_of(cal), "JOB_STATE_DONE") << cal.dump(2) << d_.log();
   const json& v = cal["verdict"];
-  // An A/A: neither a difference nor a slowdown, whatever the devices' speeds (each false claim is
-  // bounded by the gate's alpha; on a busy CPU the interval may be too wide for SAME).
-  EXPECT_NE(v["comparison"], "COMPARISON_DIFFERENT") << v.dump(2);
-  EXPECT_NE(v["verdict"], "VERDICT_FAIL") << v.dump(2);
-  EXPECT_LT(v["ci_low"].get<double>(), 1.0) << v.dump(2);
-  EXPECT_GT(v["ci_high"].get<double>(), 1.0) << v.dump(2);
+  // An A/A across devices of different speed: the GPU effect is gone from the ratio. (The rates of
+  // its false claims are the simulation's and split_ab_test's to check: two fake devices sharing a
+  // busy CPU's two cores are too noisy for a rate.)
   ASSERT_TRUE(v.contains("split")) << v.dump(2);
   const json& split = v["split"];
   EXPECT_TRUE(split.value("is_calibration", false));
@@ -162,6 +160,8 @@ TEST_F(TwoGpusE2eTest, SplitAaReadsNoDifferenceAcrossDevicesOfDifferentSpeedAndC
   // direction and a clear margin are checked).
   EXPECT_GT(split["gpu_ratio"].get<double>(), 1.25) << split.dump(2);
   EXPECT_GT(split["gpu_ci_low"].get<double>(), 1.0) << split.dump(2);
+  EXPECT_LT(std::abs(std::log(v["ratio"].get<double>())), 0.5 * std::log(split["gpu_ratio"].get<double>()))
+      << "ratio " << v["ratio"] << ", GPU ratio " << split["gpu_ratio"];
   EXPECT_EQ(ordinals(cal), (std::set<int>{0, 1}));
   EXPECT_EQ(split["blocks"].get<int>() * 2, v["pairs"].get<int>());
 
@@ -174,7 +174,14 @@ TEST_F(TwoGpusE2eTest, SplitAaReadsNoDifferenceAcrossDevicesOfDifferentSpeedAndC
   const json job = finished(split_ab);
   ASSERT_EQ(state_of(job), "JOB_STATE_DONE") << job.dump(2);
   const json& w = job["verdict"];
-  EXPECT_EQ(w["comparison"], "COMPARISON_DIFFERENT") << w.dump(2);
+  if (v["comparison"] == "COMPARISON_DIFFERENT") {
+    // The A/A found the pair unfair (a false DIFFERENT happens at most at the gate's alpha): then no
+    // split verdict on this pair stands.
+    EXPECT_EQ(w["comparison"], "COMPARISON_UNKNOWN") << w.dump(2);
+    EXPECT_EQ(w["verdict"], "VERDICT_INCONCLUSIVE") << w.dump(2);
+  } else {
+    EXPECT_EQ(w["comparison"], "COMPARISON_DIFFERENT") << w.dump(2);
+  }
   ASSERT_TRUE(w.contains("split")) << w.dump(2);
   EXPECT_EQ(as_int(w["split"]["calibration_job_id"]), aa) << w.dump(2);
   EXPECT_EQ(w["split"]["calibration_comparison"], v["comparison"]);
