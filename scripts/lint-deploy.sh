@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Lints the deployment files without building an image: the Dockerfile with dockerfile-utils (npm),
-# the YAML with yamllint (Debian, warnings are errors), and the Kubernetes manifests and compose file
+# the YAML with yamllint (Debian, warnings are errors), the Kubernetes manifests and compose file
 # against their schemas (docker/lint/check-manifests.mjs: the API's schemas from kubernetes-models,
-# the Compose Specification's with Ajv). Every check runs; the exit code is 1 when any failed.
+# the Compose Specification's with Ajv), and what qgate's deployment needs of all three (a GPU, a
+# non-root user, health checks by `qgate health`, CUDA devel to runtime images of one version).
+# Every check runs; the exit code is 1 when any failed.
 # The npm packages are installed by scripts/install-deps.sh (npm ci in docker/lint).
 # Usage: scripts/lint-deploy.sh [DIR]   (DIR holds Dockerfile, compose.yaml and k8s/; default docker/)
 set -uo pipefail
@@ -33,7 +35,8 @@ dockerfile() {
 }
 check "Dockerfile (dockerfile-utils)" dockerfile
 check "YAML (yamllint)" yamllint --strict -c "$lint/yamllint.yaml" "$dir/compose.yaml" "${manifests[@]}"
-schema_args=(--compose "$dir/compose.yaml")
+schema_args=(--compose "$dir/compose.yaml" --dockerfile "$dir/Dockerfile")
 for m in "${manifests[@]}"; do schema_args+=(--k8s "$m"); done
-check "schemas (Kubernetes API, Compose Specification)" node "$lint/check-manifests.mjs" "${schema_args[@]}"
+check "schemas (Kubernetes API, Compose Specification) and deployment rules" \
+  node "$lint/check-manifests.mjs" "${schema_args[@]}"
 exit $status

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Proves scripts/lint-deploy.sh fails on broken deployment files: a copy of docker/'s Dockerfile,
-# compose.yaml and k8s/ passes, then each deliberate breakage (one at a time, on a fresh copy) must
-# make it exit 1 and name the problem.
+# compose.yaml and k8s/ passes, then each deliberate breakage (one at a time, on a fresh copy: bad
+# syntax, schema violations, and valid files that deploy qgate wrongly) must make it exit 1 and name
+# the problem.
 # Usage: lint_catches_breakage.sh SOURCE_DIR
 set -uo pipefail
 src=${1:?usage: lint_catches_breakage.sh SOURCE_DIR}
@@ -53,6 +54,18 @@ expect_failure "a GPU reservation of the wrong type" compose.yaml 's/device_ids:
 expect_failure "a duplicated YAML key" compose.yaml 's/^    restart: unless-stopped/    restart: unless-stopped\n    restart: always/' \
   'duplication of key "restart"'
 expect_failure "broken YAML indentation" k8s/qgated-daemonset.yaml 's/^      nodeSelector:/     nodeSelector:/' "YAML (yamllint): FAILED"
+# Valid files that deploy qgate wrongly.
+expect_failure "an image that runs as root" Dockerfile 's/^USER qgate:qgate/USER root/' "the final stage runs as root"
+expect_failure "a runtime image of another Ubuntu" Dockerfile 's/-runtime-\${UBUNTU}/-runtime-ubuntu22.04/' \
+  "does not match the build image"
+expect_failure "a compose service without a GPU" compose.yaml 's/capabilities: \[gpu\]/capabilities: [utility]/' \
+  "service qgated reserves no GPU"
+expect_failure "a compose health check that is not qgate health" compose.yaml '/healthcheck:/,/test:/s/"health"\]/"device"]/' \
+  "service qgated's healthcheck does not run qgate health"
+expect_failure "a DaemonSet that asks for no GPU" k8s/qgated-daemonset.yaml 's/nvidia.com\/gpu: 1/cpu: "4"/' \
+  'asks for no GPU (resources.limits["nvidia.com/gpu"])'
+expect_failure "a liveness probe that is not qgate health" k8s/qgated-daemonset.yaml \
+  '/livenessProbe:/,/command:/s/"5", "health"\]/"5", "device"]/' "livenessProbe does not run qgate health"
 
 if [ $failures -gt 0 ]; then echo "$failures check(s) failed"; exit 1; fi
 echo "every breakage was caught"
