@@ -519,6 +519,12 @@ std::string format_job_details(const v1::Job& job, std::int64_t now_ms) {
       spec.seed() == 0 ? std::string("default") : std::to_string(spec.seed()),
       spec.fresh_process() ? "yes" : "no");
   fields.emplace_back("spec", spec_text);
+  // Where it may run (as asked) and where it ran (from its runs).
+  std::string where = spec.gpus_size() == 0 ? "any GPU free" : "";
+  for (int g : spec.gpus()) where += (where.empty() ? "GPU " : ", ") + std::to_string(g);
+  if (spec.split_gpus()) where += ", split across two (--split-gpus)";
+  for (int i = 0; i < job.gpus_size(); ++i) where += (i == 0 ? "; ran on " : " and ") + format_gpu(job.gpus(i));
+  fields.emplace_back("gpu", where);
   if (spec.kind() == v1::JOB_KIND_COMMAND) {
     const v1::CommandSpec& c = spec.command();
     auto joined = [](const auto& argv) {

@@ -444,5 +444,71 @@ TEST(Import, CountsRunsNamesTheBuildsAndTheTrendToRun) {
             "  see: qgate trend --profile 'mul_mat-m4096-k14336'\n");
 }
 
+TEST(Device, SeveralGpusAreATableThenEachOnesDetails) {
+  std::vector<v1::DeviceStatus> devices(2);
+  for (int i = 0; i < 2; ++i) {
+    devices[i].set_device(i);
+    devices[i].set_name("NVIDIA H200");
+    devices[i].set_uuid("GPU-" + std::to_string(i));
+    devices[i].mutable_now()->set_state(i == 0 ? "quiet" : "contended");
+  }
+  devices[0].set_queued_jobs(2);
+  devices[0].set_queued_any_gpu(3);
+  devices[1].set_queued_any_gpu(3);
+  devices[1].set_running_job_id(17);
+  devices[1].set_split_job_id(17);
+  const std::string text = format_devices(devices);
+  EXPECT_EQ(text.rfind("GPU  NAME         UUID   QUEUED  ANY-GPU QUEUE  RUNNING  SPLIT JOB  GPU NOW\n", 0), 0u) << text;
+  EXPECT_NE(text.find("  0  NVIDIA H200  GPU-0       2              3        -          -  quiet\n"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("  1  NVIDIA H200  GPU-1       0              3       17         17  contended\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("\nGPU 1:\n"), std::string::npos) << text;
+  // One GPU: the single-device view, as before.
+  EXPECT_EQ(format_devices({devices[0]}), format_device(devices[0]));
+}
+
+TEST(Verdict, ASplitReportNamesThePairTheGpuRatioAndTheCalibration) {
+  v1::VerdictReport report = sample_job().verdict();
+  v1::GpuRef a, b;
+  a.set_ordinal(0);
+  a.set_name("NVIDIA H200");
+  a.set_uuid("GPU-aaaa");
+  b.set_ordinal(1);
+  b.set_name("NVIDIA H200");
+  b.set_uuid("GPU-bbbb");
+  *report.add_gpus() = a;
+  *report.add_gpus() = b;
+  v1::SplitGpus* split = report.mutable_split();
+  *split->mutable_first() = a;
+  *split->mutable_second() = b;
+  split->set_blocks(10);
+  split->set_gpu_ratio(1.031);
+  split->set_gpu_ci_low(1.02);
+  split->set_gpu_ci_high(1.042);
+  split->set_calibration_job_id(41);
+  split->set_calibration_comparison(v1::COMPARISON_SAME);
+  split->set_calibration_ratio(1.001);
+  split->set_calibration_ci_low(0.995);
+  split->set_calibration_ci_high(1.007);
+  split->set_calibration_gpu_ratio(1.029);
+  const std::string text = format_verdict_report(report);
+  EXPECT_NE(text.find("gpus         GPU 0 (NVIDIA H200, GPU-aaaa) and GPU 1 (NVIDIA H200, GPU-bbbb)\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("split        10 blocks of two pairs, arms swapping GPUs; GPU 0 / GPU 1 speed 1.031  95% "
+                      "interval [1.020, 1.042]\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("calibration  job 41: A/A SAME ratio 1.001 [0.995, 1.007]; GPU speed then 1.029\n"),
+            std::string::npos)
+      << text;
+  split->set_calibration_job_id(0);
+  EXPECT_NE(format_verdict_report(report).find("calibration  none: the pair has no A/A yet"), std::string::npos);
+  split->set_is_calibration(true);
+  EXPECT_NE(format_verdict_report(report).find("calibration  this job: an A/A of the pair"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace qgate::client
