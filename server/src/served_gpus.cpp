@@ -81,9 +81,9 @@ ServedGpus::ServedGpus(const DaemonOptions& options, const Describe& describe, c
                                       : "unavailable: " + sampler->unavailable_reason();
     // On a GPU an unsampled run cannot be told quiet from contended: worth a warning, not so on the CPU.
     if (!sampler->available() && options.backend == "cuda")
-      spdlog::warn("GPU {} co-tenant sampler: {}; every run's load is recorded as unknown", ordinal, d.cotenant);
+      spdlog::warn("co-tenant sampler: {}; every run's load is recorded as unknown (GPU {})", d.cotenant, ordinal);
     else
-      spdlog::debug("GPU {} ({}) co-tenant sampler: {}", ordinal, d.name, d.cotenant);
+      spdlog::debug("co-tenant sampler: {} (GPU {}: {})", d.cotenant, ordinal, d.name);
     cotenant::DeviceWatchOptions watch_options;
     watch_options.window.policy.max_foreign_sm_percent = options.quiet_max_foreign_sm_percent;
     watch_options.window.hold_ms = static_cast<int64_t>(options.quiet_hold_s * 1000);
