@@ -27,6 +27,12 @@ if [ -n "${QGATE_BUNDLE_DASHBOARD:-}" ]; then
   cp -r "$QGATE_BUNDLE_DASHBOARD" "$dest/share/qgate/dashboard"
 fi
 chmod +x "$dest/bin/qgate-gpu-check" "$dest/bin/qgate-two-gpu-check" "$dest/bin/qgate-cotenant-experiment"
+# The bundle's own ELF files travel without debug information (the build tree keeps it).
+if command -v strip >/dev/null; then
+  for f in "$dest"/bin/* "$dest"/plugins/* "$dest"/plugins/faults/* "$dest"/tests/*; do
+    [ -f "$f" ] && file -L "$f" | grep -q ELF && strip --strip-unneeded "$f"
+  done
+fi
 
 # glibc and the driver come from the host; everything else travels.
 is_system() {

@@ -165,9 +165,14 @@ TEST_P(CudaBackendParity, MatchesTheReferenceOnOddShapes) {
   // Odd tile edges in tokens and rows, 1..3 k tiles; every type's k is a multiple of 256 here.
   std::vector<Shape> shapes = {{1, 64, 256},   {1, 1, 256},     {7, 33, 256},  {64, 64, 512},
                                {65, 127, 512}, {130, 200, 768}, {3, 129, 1024}};
+  // The decode path (nt <= 8): every token count, k split over all 8 warps with a short last
+  // range, rows that are not a multiple of its 16.
+  shapes.insert(shapes.end(), {{8, 300, 4864}, {4, 17, 2048}, {5, 47, 256 * 9}});
   if (quant::traits(type).block_elems == 32) {
-    // Legacy types: k below one 256-k tile and partial final tiles (1, 3, 9, 10 chunks of 32).
-    shapes.insert(shapes.end(), {{5, 17, 32}, {9, 70, 96}, {66, 65, 288}, {33, 31, 320}, {2, 130, 64}});
+    // Legacy types: k below one 256-k tile and partial final tiles (1, 3, 9, 10 chunks of 32);
+    // for the decode path a k of 145 chunks (18 stages and one chunk) and rows of odd length.
+    shapes.insert(shapes.end(), {{5, 17, 32}, {9, 70, 96}, {66, 65, 288}, {33, 31, 320}, {2, 130, 64},
+                                 {6, 77, 32 * 145}, {8, 33, 32 * 9}});
   }
   uint32_t seed = 1000;
   for (Shape s : shapes) {
@@ -247,6 +252,73 @@ TEST(CudaActivationQuant, BitIdenticalToTheCpu) {
     ASSERT_EQ(sum, cpu.sum[static_cast<size_t>(b)]) << "block " << b;
     ASSERT_EQ(blk[34], 0);
     ASSERT_EQ(blk[35], 0);
+  }
+}
+
+// The decode layout holds the same numbers as the pad40 blocks, moved: quants in fragment order
+// per (block, token), then the f16 scales and the int sums, each [k/32][nt]; and it fits in the
+// pad40 scratch.
+TEST(CudaActivationQuant, DecodeLayoutHoldsThePad40Numbers) {
+  for (int64_t nt = 1; nt <= cuda::kDecodeMaxTokens; ++nt) {
+    const int64_t k = 32 * 37, nb = k / 32;
+    const auto x = uniform(static_cast<size_t>(nt * k), 40 + static_cast<uint32_t>(nt));
+    const size_t bytes = cuda::q8_activation_bytes(nt, k);
+    ASSERT_LE(cuda::q8_decode_sums_offset(nt, k) + static_cast<size_t>(nt * nb) * 4, bytes) << "nt " << nt;
+    DeviceBuffer dx(x.size() * 4), dpad(bytes), ddec(bytes);
+    ASSERT_CUDA(cudaMemcpy(dx.get(), x.data(), dx.bytes(), cudaMemcpyHostToDevice));
+    ASSERT_EQ(cuda::launch_quantize_q8(dx.get<float>(), nt, k, dpad.get(), nullptr), 0);
+    ASSERT_EQ(cuda::launch_quantize_q8_decode(dx.get<float>(), nt, k, ddec.get(), nullptr), 0);
+    std::vector<uint8_t> pad(bytes), dec(bytes);
+    ASSERT_CUDA(cudaMemcpy(pad.data(), dpad.get(), bytes, cudaMemcpyDeviceToHost));
+    ASSERT_CUDA(cudaMemcpy(dec.data(), ddec.get(), bytes, cudaMemcpyDeviceToHost));
+    const uint8_t* scales = dec.data() + cuda::q8_decode_scales_offset(nt, k);
+    const uint8_t* sums = dec.data() + cuda::q8_decode_sums_offset(nt, k);
+    for (int64_t tok = 0; tok < nt; ++tok)
+      for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* blk = pad.data() + (tok * nb + b) * cuda::kQ8BlockBytes;
+        const uint8_t* q = dec.data() + (b * nt + tok) * 32;
+        for (int j = 0; j < 32; ++j) {
+          const int pos = j < 16 ? 8 * (j / 4) + j % 4 : 8 * ((j - 16) / 4) + 4 + j % 4;
+          ASSERT_EQ(q[pos], blk[j]) << "nt " << nt << " token " << tok << " block " << b << " elem " << j;
+        }
+        ASSERT_EQ(std::memcmp(scales + (b * nt + tok) * 2, blk + 32, 2), 0) << "nt " << nt << " block " << b;
+        ASSERT_EQ(std::memcmp(sums + (b * nt + tok) * 4, blk + 36, 4), 0) << "nt " << nt << " block " << b;
+      }
+  }
+  DeviceBuffer dx(9 * 32 * 4), dq(cuda::q8_activation_bytes(9, 32));
+  EXPECT_NE(cuda::launch_quantize_q8_decode(dx.get<float>(), 9, 32, dq.get(), nullptr), 0) << "9 tokens refused";
+}
+
+// Both MMQ kernels compute the same sums; only the f32 order of adding the 32-k blocks differs.
+// At 1..8 tokens the decode kernel must agree with the tile kernel to f32 rounding, for every type.
+TEST(CudaMmqDecode, AgreesWithTheTileKernel) {
+  const int64_t od = 83, k = 256 * 6;
+  for (WeightType type : {WeightType::q4_0, WeightType::q4_1, WeightType::q5_0, WeightType::q5_1,
+                          WeightType::q8_0, WeightType::q4_K, WeightType::q5_K, WeightType::q6_K}) {
+    const auto w = uniform(static_cast<size_t>(od * k), 60);
+    const auto blocks = quant::quantize_matrix(type, w.data(), od, k);
+    DeviceBuffer dw(blocks.size());
+    ASSERT_CUDA(cudaMemcpy(dw.get(), blocks.data(), blocks.size(), cudaMemcpyHostToDevice));
+    for (int64_t nt : {1, 3, 8}) {
+      const auto x = uniform(static_cast<size_t>(nt * k), 61 + static_cast<uint32_t>(nt));
+      DeviceBuffer dx(x.size() * 4), dq(cuda::q8_activation_bytes(nt, k)), dy1(nt * od * 4), dy2(nt * od * 4);
+      ASSERT_CUDA(cudaMemcpy(dx.get(), x.data(), dx.bytes(), cudaMemcpyHostToDevice));
+      const auto t = static_cast<int32_t>(type);
+      ASSERT_EQ(cuda::launch_quantize_q8(dx.get<float>(), nt, k, dq.get(), nullptr), 0);
+      ASSERT_EQ(cuda::launch_mmq_gemm(t, dw.get(), od, k, dq.get(), nt, dy1.get<float>(), nullptr), 0);
+      ASSERT_EQ(cuda::launch_quantize_q8_decode(dx.get<float>(), nt, k, dq.get(), nullptr), 0);
+      ASSERT_EQ(cuda::launch_mmq_decode(t, dw.get(), od, k, dq.get(), nt, dy2.get<float>(), nullptr), 0);
+      std::vector<float> y1(static_cast<size_t>(nt * od)), y2(y1.size());
+      ASSERT_CUDA(cudaMemcpy(y1.data(), dy1.get(), dy1.bytes(), cudaMemcpyDeviceToHost));
+      ASSERT_CUDA(cudaMemcpy(y2.data(), dy2.get(), dy2.bytes(), cudaMemcpyDeviceToHost));
+      for (size_t i = 0; i < y1.size(); ++i)
+        ASSERT_NEAR(y2[i], y1[i], 1e-5 * (1.0 + std::fabs(y1[i])))
+            << quant::traits(type).name << " nt " << nt << " token " << i / od << " row " << i % od;
+    }
+    DeviceBuffer dq9(cuda::q8_activation_bytes(9, k)), dy9(9 * od * 4);
+    EXPECT_EQ(cuda::launch_mmq_decode(static_cast<int32_t>(type), dw.get(), od, k, dq9.get(), 9, dy9.get<float>(), nullptr),
+              static_cast<int>(cudaErrorInvalidValue))
+        << "9 tokens are the tile kernel's";
   }
 }
 

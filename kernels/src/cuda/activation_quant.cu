@@ -1,6 +1,6 @@
 // Activation kernels run once per GEMM launch: the q8 quantizer of the MMQ path (f32 -> pad40
-// blocks carrying their int sum, layout documented in launchers.h) and the f32 -> f16 conversion of
-// the f16 path. The quantizer must round exactly as the CPU reference (quantize_block_q8) does, so
+// blocks carrying their int sum, or the decode path's layout; both documented in launchers.h) and
+// the f32 -> f16 conversion of the f16 path. The quantizer must round exactly as the CPU reference (quantize_block_q8) does, so
 // this file is built without fast-math and spells every rounding step out.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -14,11 +14,43 @@ namespace {
 
 constexpr int kQuantWarps = 8;  // blocks of 32 elements quantized per CTA (one per warp)
 
+// Where the quantizer writes one block: the MMQ tile kernel's pad40 blocks [nt][k/32], or the
+// decode kernel's three regions [k/32][nt] (launchers.h).
+struct Pad40Layout {
+  __device__ uint8_t* quant(uint8_t* out, int64_t, int64_t, int64_t blk, int lane) const {
+    return out + blk * kQ8BlockBytes + lane;
+  }
+  __device__ void scale_and_sum(uint8_t* out, int64_t, int64_t, int64_t blk, uint16_t d, int32_t sum) const {
+    uint8_t* b = out + blk * kQ8BlockBytes;
+    // bytes 32..35: f16 d in the low half, zero padding above; bytes 36..39: the int sum.
+    *reinterpret_cast<uint32_t*>(b + 32) = static_cast<uint32_t>(d);
+    *reinterpret_cast<int32_t*>(b + 36) = sum;
+  }
+};
+struct DecodeLayout {
+  int64_t nt, scales_at, sums_at;
+  __device__ uint8_t* quant(uint8_t* out, int64_t row, int64_t col, int64_t, int lane) const {
+    // Fragment order: element j < 16 goes to 8*(j/4) + j%4, element 16 + j to 8*(j/4) + 4 + j%4.
+    const int pos = ((lane & 15) >> 2) * 8 + (lane >> 4) * 4 + (lane & 3);
+    return out + (col * nt + row) * 32 + pos;
+  }
+  __device__ void scale_and_sum(uint8_t* out, int64_t row, int64_t col, int64_t, uint16_t d, int32_t sum) const {
+    reinterpret_cast<uint16_t*>(out + scales_at)[col * nt + row] = d;
+    reinterpret_cast<int32_t*>(out + sums_at)[col * nt + row] = sum;
+  }
+};
+
 // One warp per 32-element block, one element per lane: the max and the sum are warp reductions,
 // which are exact (max is order-free; the sum is of small ints).
+template <class Layout>
 __global__ void __launch_bounds__(32 * kQuantWarps)
     quantize_q8_kernel(const float* __restrict__ x, int64_t total_blocks, int64_t blocks_per_row,
-                       int64_t k, uint8_t* __restrict__ out) {
+                       int64_t k, uint8_t* __restrict__ out, Layout layout) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // A GEMM launched as this kernel's programmatic dependent may start now: it waits for this grid's
+  // results (griddepcontrol.wait) before it reads any, and streams its weights meanwhile.
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
   const int lane = threadIdx.x & 31;
   const int64_t blk = static_cast<int64_t>(blockIdx.x) * kQuantWarps + (threadIdx.x >> 5);
   if (blk >= total_blocks) return;  // whole warp leaves together: shuffles below stay full-mask
@@ -41,14 +73,21 @@ __global__ void __launch_bounds__(32 * kQuantWarps)
 #pragma unroll
   for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
 
-  uint8_t* b = out + blk * kQ8BlockBytes;
-  b[lane] = static_cast<uint8_t>(static_cast<int8_t>(q));
-  if (lane == 0) {
-    const __half dh = __float2half_rn(d);
-    // bytes 32..35: f16 d in the low half, zero padding above; bytes 36..39: the int sum.
-    *reinterpret_cast<uint32_t*>(b + 32) = static_cast<uint32_t>(__half_as_ushort(dh));
-    *reinterpret_cast<int32_t*>(b + 36) = sum;
-  }
+  *layout.quant(out, row, col, blk, lane) = static_cast<uint8_t>(static_cast<int8_t>(q));
+  if (lane == 0) layout.scale_and_sum(out, row, col, blk, __half_as_ushort(__float2half_rn(d)), sum);
+}
+
+template <class Layout>
+int launch_quantize(const float* x, int64_t nt, int64_t k, void* q8_out, void* stream, Layout layout) {
+  if (x == nullptr || q8_out == nullptr || nt <= 0 || k <= 0 || k % kQ8BlockElems != 0)
+    return static_cast<int>(cudaErrorInvalidValue);
+  const int64_t blocks_per_row = k / kQ8BlockElems;
+  const int64_t total = nt * blocks_per_row;
+  const int64_t grid = (total + kQuantWarps - 1) / kQuantWarps;
+  if (grid > 0x7fffffffLL) return static_cast<int>(cudaErrorInvalidValue);
+  quantize_q8_kernel<<<static_cast<unsigned>(grid), 32 * kQuantWarps, 0, static_cast<cudaStream_t>(stream)>>>(
+      x, total, blocks_per_row, k, static_cast<uint8_t*>(q8_out), layout);
+  return static_cast<int>(cudaGetLastError());
 }
 
 __global__ void f32_to_f16_kernel(const float* __restrict__ x, __half* __restrict__ y, int64_t n) {
@@ -60,16 +99,14 @@ __global__ void f32_to_f16_kernel(const float* __restrict__ x, __half* __restric
 }  // namespace
 
 int launch_quantize_q8(const float* x, int64_t nt, int64_t k, void* q8_out, void* stream) {
-  if (x == nullptr || q8_out == nullptr || nt <= 0 || k <= 0 || k % kQ8BlockElems != 0)
-    return static_cast<int>(cudaErrorInvalidValue);
-  const int64_t blocks_per_row = k / kQ8BlockElems;
-  const int64_t total = nt * blocks_per_row;
-  const int64_t grid = (total + kQuantWarps - 1) / kQuantWarps;
-  if (grid > 0x7fffffffLL) return static_cast<int>(cudaErrorInvalidValue);
-  quantize_q8_kernel<<<static_cast<unsigned>(grid), 32 * kQuantWarps, 0,
-                       static_cast<cudaStream_t>(stream)>>>(x, total, blocks_per_row, k,
-                                                            static_cast<uint8_t*>(q8_out));
-  return static_cast<int>(cudaGetLastError());
+  return launch_quantize(x, nt, k, q8_out, stream, Pad40Layout{});
+}
+
+int launch_quantize_q8_decode(const float* x, int64_t nt, int64_t k, void* q8_out, void* stream) {
+  if (nt > kDecodeMaxTokens) return static_cast<int>(cudaErrorInvalidValue);
+  const DecodeLayout layout{nt, static_cast<int64_t>(q8_decode_scales_offset(nt, k)),
+                            static_cast<int64_t>(q8_decode_sums_offset(nt, k))};
+  return launch_quantize(x, nt, k, q8_out, stream, layout);
 }
 
 int launch_f32_to_f16(const float* x, void* y_f16, int64_t n, void* stream) {

@@ -1,7 +1,8 @@
 // The CUDA backend of libqgate_ref.so: owns the device-resident copy of a prepared weight matrix
 // and its activation scratch, and enqueues the two kernels of a run on the caller's stream.
 //   MMQ path: raw ggml blocks uploaded unchanged + q8 activation scratch for max_nt tokens;
-//             run = quantize activations (activation_quant.cu) + MMQ GEMM (mmq_gemm.cu).
+//             run = quantize activations (activation_quant.cu) + MMQ GEMM (mmq_gemm.cu), or for
+//             up to 8 tokens the decode layout + the decode GEMM (mmq_decode.cu).
 //   f16 path: weights dequantized on the host (qgate::quant, the same decoder the reference uses)
 //             and uploaded as a resident f16 copy + f16 activation scratch;
 //             run = f32->f16 conversion + the f16 GEMM: cuBLASLt's (f32 accumulation, dlopen'ed),
@@ -95,11 +96,16 @@ class CudaPreparedGemm final : public PreparedGemm {
     int rc = 0;
     const char* step = "";
     if (path_ == GemmPath::mmq) {
+      // Up to 8 tokens (decode) the weights-as-A kernel reads the weights once; above, the tile kernel.
+      const bool decode = nt <= cuda::kDecodeMaxTokens;
       step = "q8 activation quantizer";
-      rc = cuda::launch_quantize_q8(x, nt, k_, scratch_, stream);
+      rc = decode ? cuda::launch_quantize_q8_decode(x, nt, k_, scratch_, stream)
+                  : cuda::launch_quantize_q8(x, nt, k_, scratch_, stream);
       if (rc == 0) {
-        step = "MMQ GEMM";
-        rc = cuda::launch_mmq_gemm(static_cast<int32_t>(type_), weights_, od_, k_, scratch_, nt, y, stream);
+        step = decode ? "MMQ decode GEMM" : "MMQ GEMM";
+        const auto type = static_cast<int32_t>(type_);
+        rc = decode ? cuda::launch_mmq_decode(type, weights_, od_, k_, scratch_, nt, y, stream)
+                    : cuda::launch_mmq_gemm(type, weights_, od_, k_, scratch_, nt, y, stream);
       }
     } else {
       step = "f32->f16 conversion";

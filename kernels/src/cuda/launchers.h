@@ -27,6 +27,26 @@ inline size_t q8_activation_bytes(int64_t nt, int64_t k) {
 /// Rounds bit-identically to qgate::quant::quantize_block_q8.
 int launch_quantize_q8(const float* x, int64_t nt, int64_t k, void* q8_out, void* stream);
 
+/// The most tokens the MMQ decode path (launch_mmq_decode) takes: one n8 mma column per token.
+inline constexpr int64_t kDecodeMaxTokens = 8;
+
+/// The "decode" layout of the same q8 blocks, for nt <= kDecodeMaxTokens, in three regions:
+///   quants  [k/32][nt][32] int8, each token's 32 in fragment order: for i = 0..3, bytes 8i..8i+3
+///           are elements 4i..4i+3 and bytes 8i+4..8i+7 elements 16+4i..16+4i+3
+///   scales  [k/32][nt] f16 d, at q8_decode_scales_offset
+///   sums    [k/32][nt] int32, at q8_decode_sums_offset
+/// It never needs more than q8_activation_bytes(nt, k).
+inline size_t q8_decode_scales_offset(int64_t nt, int64_t k) {
+  return static_cast<size_t>(nt) * static_cast<size_t>(k / kQ8BlockElems) * 32;
+}
+inline size_t q8_decode_sums_offset(int64_t nt, int64_t k) {
+  const size_t end = q8_decode_scales_offset(nt, k) + static_cast<size_t>(nt) * static_cast<size_t>(k / kQ8BlockElems) * 2;
+  return (end + 7) & ~size_t{7};
+}
+
+/// x[nt][k] f32 (device) -> the decode layout above (same rounding as launch_quantize_q8).
+int launch_quantize_q8_decode(const float* x, int64_t nt, int64_t k, void* q8_out, void* stream);
+
 /// n f32 values -> n f16 values (round-to-nearest-even), both in device memory.
 int launch_f32_to_f16(const float* x, void* y_f16, int64_t n, void* stream);
 
@@ -39,6 +59,12 @@ bool mmq_supported_on_current_device();
 /// the same nt and k. k must be a multiple of the type's block (32 or 256).
 int launch_mmq_gemm(int32_t type, const void* weights, int64_t od, int64_t k, const void* q8,
                     int64_t nt, float* y, void* stream);
+
+/// The same product as launch_mmq_gemm for nt <= kDecodeMaxTokens, with `q8` in the decode layout
+/// (launch_quantize_q8_decode). Bound by one read of the weights; results are bit-identical from run
+/// to run (they may differ from launch_mmq_gemm's in the f32 summation order only).
+int launch_mmq_decode(int32_t type, const void* weights, int64_t od, int64_t k, const void* q8,
+                      int64_t nt, float* y, void* stream);
 
 /// y[nt][od] (f32, row-major) = x_f16[nt][k] * w_f16[od][k]^T, f32 accumulation on tensor cores.
 /// k must be a multiple of 8 (16-byte rows for cp.async).

@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <mutex>
 
+#include "cuda/block_formats.cuh"
 #include "cuda/launchers.h"
 
 namespace qgate::cuda {
@@ -47,44 +48,21 @@ constexpr size_t kSmemBytes = 2 * kBufWords * sizeof(int);  // double-buffered: 
 static_assert(kBM == kBN, "staging maps 512 (row, chunk) units onto 256 threads for both sides");
 static_assert(kBM * kKD == 2 * kThreads, "two staging units per thread");
 
-enum : int { kQ4_0 = 2, kQ4_1 = 3, kQ5_0 = 6, kQ5_1 = 7, kQ8_0 = 8, kQ4_K = 12, kQ5_K = 13, kQ6_K = 14 };
+using namespace blocks;
 
-__host__ __device__ constexpr int block_bytes(int type) {
-  return type == kQ4_0 ? 18 : type == kQ4_1 ? 20 : type == kQ5_0 ? 22 : type == kQ5_1 ? 24
-       : type == kQ8_0 ? 34 : type == kQ4_K ? 144 : type == kQ5_K ? 176 : type == kQ6_K ? 210 : 0;
-}
-__host__ __device__ constexpr bool is_kquant(int type) { return type >= kQ4_K; }
-
-__device__ __forceinline__ float f16_bits_to_f32(uint32_t bits) {
-  return __half2float(__ushort_as_half(static_cast<unsigned short>(bits & 0xffffu)));
-}
 __device__ __forceinline__ uint32_t ld_u16(const uint8_t* p) {
   return *reinterpret_cast<const uint16_t*>(p);
 }
 __device__ __forceinline__ uint32_t pack16(uint32_t lo, uint32_t hi) { return lo | (hi << 16); }
 
-// Spreads 4 bits of x onto bit 4 of each byte: the fifth bit of four 5-bit quants.
-__device__ __forceinline__ uint32_t spread4_to_bit4(uint32_t x) {
-  return ((x & 1u) | ((x & 2u) << 7) | ((x & 4u) << 14) | ((x & 8u) << 21)) << 4;
-}
-
-// ggml's 6-bit K-quant scale/min packing (12 bytes for 8 sub-blocks): sub-blocks 0..3 keep their
-// scale and min in the low 6 bits of bytes 0..3 and 4..7; sub-blocks 4..7 take their low 4 bits from
-// bytes 8..11 (scale low nibble, min high nibble) and their top 2 bits from the spare top bits of
-// bytes 0..3 (scale) and 4..7 (min).
-__device__ __forceinline__ uint32_t scale_byte(const uint4& h, int j) {
-  const uint32_t w = j < 4 ? h.y : j < 8 ? h.z : h.w;  // bytes 4..15 of the block header
-  return (w >> (8 * (j & 3))) & 0xffu;
-}
+// Scale and min of K-quant sub-block `sub`, from the block header (bytes 0..15) held in registers.
 __device__ __forceinline__ void kquant_scale_min(const uint4& h, int sub, float* ds, float* dm) {
+  const auto scale_byte = [&h](int j) -> uint32_t {
+    const uint32_t w = j < 4 ? h.y : j < 8 ? h.z : h.w;  // bytes 4..15 of the block header
+    return (w >> (8 * (j & 3))) & 0xffu;
+  };
   uint32_t sc, m;
-  if (sub < 4) {
-    sc = scale_byte(h, sub) & 63u;
-    m = scale_byte(h, sub + 4) & 63u;
-  } else {
-    sc = (scale_byte(h, sub + 4) & 0x0fu) | ((scale_byte(h, sub - 4) >> 6) << 4);
-    m = (scale_byte(h, sub + 4) >> 4) | ((scale_byte(h, sub) >> 6) << 4);
-  }
+  blocks::kquant_scale_min(scale_byte, sub, &sc, &m);
   const float d = f16_bits_to_f32(h.x);
   const float dmin = f16_bits_to_f32(h.x >> 16);
   *ds = d * static_cast<float>(sc);

@@ -1,9 +1,15 @@
 // The CUDA device of the worker: cudaMalloc'd buffers, one non-blocking stream, CUDA events for
 // timing and an L2 flush buffer for cold measurements. Host C++ against the runtime API only.
+// A timed call is queued behind a host-side gate (nvbench's blocking-kernel idea, as a host
+// function): the start event, the build's launches and the stop event are all enqueued before the
+// stream may run them, so the interval is the GPU's work, not the host's time to launch it.
 #include <cuda_runtime_api.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
+#include <mutex>
 #include <memory>
 #include <string>
 
@@ -18,6 +24,34 @@ std::string last_call_name() {
   const char* last = last_build_call();
   return last ? last : "";
 }
+
+// Holds a stream at a host function until open(). A build whose run() waits for its own stream
+// would wait for the gate: the gate gives up after kMaxHold, so that costs time, never a hang.
+class LaunchGate {
+ public:
+  void close() {
+    std::lock_guard<std::mutex> lock(mu_);
+    open_ = false;
+  }
+  void open() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      open_ = true;
+    }
+    cv_.notify_all();
+  }
+  static void CUDART_CB wait_on_stream(void* self) {
+    auto* gate = static_cast<LaunchGate*>(self);
+    std::unique_lock<std::mutex> lock(gate->mu_);
+    gate->cv_.wait_for(lock, kMaxHold, [gate] { return gate->open_; });
+  }
+
+ private:
+  static constexpr std::chrono::milliseconds kMaxHold{100};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool open_ = true;
+};
 
 std::string cuda_message(const char* call, cudaError_t err) {
   return std::string(call) + ": " + cudaGetErrorName(err) + ": " + cudaGetErrorString(err);
@@ -108,9 +142,17 @@ class CudaDeviceApi final : public DeviceApi {
   void synchronize() override { QGATE_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
 
   double time_us(const std::function<void()>& enqueue) override {
+    gate_.close();
+    QGATE_CUDA_CHECK(cudaLaunchHostFunc(stream_, &LaunchGate::wait_on_stream, &gate_));
     QGATE_CUDA_CHECK(cudaEventRecord(start_, stream_));
-    enqueue();
+    try {
+      enqueue();
+    } catch (...) {
+      gate_.open();
+      throw;
+    }
     QGATE_CUDA_CHECK(cudaEventRecord(stop_, stream_));
+    gate_.open();
     QGATE_CUDA_CHECK(cudaEventSynchronize(stop_));
     // A kernel fault shows up here or at the next call; surface it with this run.
     QGATE_CUDA_CHECK(cudaGetLastError());
@@ -171,6 +213,7 @@ class CudaDeviceApi final : public DeviceApi {
   cudaStream_t stream_ = nullptr;
   cudaEvent_t start_ = nullptr, stop_ = nullptr;
   void* flush_ = nullptr;
+  LaunchGate gate_;
   uint8_t flush_value_ = 0;
   std::unique_ptr<NvmlProcessMemory> nvml_;
 };
