@@ -66,7 +66,7 @@ ServedGpus::ServedGpus(const DaemonOptions& options, const Describe& describe, c
       d.uuid = "CPU-fake-" + std::to_string(ordinal);
       gpu.worker_args.insert(gpu.worker_args.end(), {"--cpu-device-name", d.name, "--cpu-device-uuid", d.uuid});
       if (!options.cpu_slowdowns.empty())
-        gpu.worker_args.insert(gpu.worker_args.end(), {"--cpu-slowdown", std::to_string(options.cpu_slowdowns[i])});
+        gpu.worker_args.insert(gpu.worker_args.end(), {"--cpu-slowdown", fmt::format("{:g}", options.cpu_slowdowns[i])});
     } else if (options.backend == "cuda" && list.size() > 1 && !opened(d)) {
       throw std::runtime_error("GPU " + std::to_string(ordinal) + " cannot be opened: " + d.name);
     }
