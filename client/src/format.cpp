@@ -678,14 +678,15 @@ std::vector<TrendGroup> group_trend(const std::vector<v1::TrendPoint>& points) {
     return a->started_unix_ms() < b->started_unix_ms();
   });
   std::vector<TrendGroup> groups;
-  std::map<std::tuple<std::string, std::string, std::string, std::string>, std::size_t> index;
+  std::map<std::tuple<std::string, std::string, std::int64_t, std::string, std::string>, std::size_t> index;
   for (const auto* p : sorted) {
-    auto key = std::make_tuple(p->build_name(), p->path(), p->backend(), p->gpu_name());
+    auto key = std::make_tuple(p->build_name(), p->path(), p->tokens(), p->backend(), p->gpu_name());
     auto [it, added] = index.try_emplace(key, groups.size());
     if (added) {
       TrendGroup group;
       group.build = p->build_name();
       group.path = p->path();
+      group.tokens = p->tokens();
       group.backend = p->backend();
       group.gpu_name = p->gpu_name();
       group.low = group.high = p->tokens_per_s();
@@ -718,8 +719,8 @@ std::string format_import(const v1::ImportResultsResponse& response, const std::
 
 std::string format_trend(const std::vector<v1::TrendPoint>& points) {
   if (points.empty()) return "no runs match\n";
-  Table table{{"BUILD", "PATH", "BACKEND", "GPU", "RUNS", "MEDIAN tok/s", "MIN", "MAX", "LAST", "TREND"},
-              {false, false, false, false, true, true, true, true, false, false},
+  Table table{{"BUILD", "PATH", "TOKENS", "BACKEND", "GPU", "RUNS", "MEDIAN tok/s", "MIN", "MAX", "LAST", "TREND"},
+              {false, false, true, false, false, true, true, true, true, false, false},
               {}};
   std::int64_t contended_total = 0;
   for (const auto& g : group_trend(points)) {
@@ -727,7 +728,8 @@ std::string format_trend(const std::vector<v1::TrendPoint>& points) {
     const auto [lo, hi] = std::minmax_element(g.tokens_per_s.begin(), g.tokens_per_s.end());
     std::string runs = std::to_string(g.runs);
     if (g.contended_runs > 0) runs += fmt::format(" ({}*)", g.contended_runs);
-    table.rows.push_back({g.build, g.path.empty() ? "-" : g.path, g.backend.empty() ? "-" : g.backend,
+    table.rows.push_back({g.build, g.path.empty() ? "-" : g.path, g.tokens > 0 ? std::to_string(g.tokens) : "-",
+                          g.backend.empty() ? "-" : g.backend,
                           g.gpu_name.empty() ? "-" : g.gpu_name, runs, format_tokens_per_s(median(g.tokens_per_s)),
                           format_tokens_per_s(g.low), format_tokens_per_s(g.high), format_timestamp(g.last_unix_ms),
                           sparkline(g.tokens_per_s, *lo, *hi)});

@@ -286,6 +286,34 @@ TEST(Trend, SummaryPointsCountTheirRunsAndShowBackendAndGpu) {
   EXPECT_NE(text.find("* 2 contended run(s) included"), std::string::npos) << text;
 }
 
+// One build measured at 1, 8 and 512 tokens is three series: a row must not mix their tok/s.
+TEST(Trend, RunsOfAnotherTokenCountAreAnotherRow) {
+  std::vector<v1::TrendPoint> points;
+  auto add = [&](std::int64_t tokens, std::int64_t t, double tps) {
+    v1::TrendPoint p;
+    p.set_build_name("mmq-v2");
+    p.set_path("mmq");
+    p.set_backend("cuda");
+    p.set_tokens(tokens);
+    p.set_started_unix_ms(t);
+    p.set_tokens_per_s(tps);
+    points.push_back(p);
+  };
+  add(1, 1'000, 234);
+  add(512, 2'000, 7838);
+  add(1, 3'000, 236);
+  add(8, 4'000, 1812);
+  const auto groups = group_trend(points);
+  ASSERT_EQ(groups.size(), 3u);
+  EXPECT_EQ(groups[0].tokens, 1);
+  EXPECT_EQ(groups[0].tokens_per_s, (std::vector<double>{234, 236}));
+  EXPECT_EQ(groups[1].tokens, 512);
+  EXPECT_EQ(groups[2].tokens, 8);
+  const std::string text = format_trend(points);
+  EXPECT_NE(text.find("PATH  TOKENS  BACKEND"), std::string::npos) << text;
+  EXPECT_NE(text.find("mmq      512  cuda"), std::string::npos) << text;
+}
+
 TEST(Json, SixtyFourBitNumbersStayNumbersAndEnumsAreNamed) {
   v1::SubmitBuildResponse r;
   r.set_job_id(42);

@@ -125,6 +125,7 @@ std::string format_cotenant_now(const v1::CotenantNow& now);
 struct TrendGroup {
   std::string build;
   std::string path;
+  std::int64_t tokens = 0;           // tokens per run: runs of another count are another group
   std::string backend;
   std::vector<double> tokens_per_s;  // each point's (a job's median, or one run's figure)
   std::vector<bool> contended;       // each point's
@@ -134,9 +135,9 @@ struct TrendGroup {
   std::int64_t contended_runs = 0;
   double low = 0, high = 0;         // the lowest and highest run behind the points
 };
-/// Groups (build, path, backend, GPU) in order of each group's first point.
+/// Groups (build, path, tokens, backend, GPU) in order of each group's first point.
 std::vector<TrendGroup> group_trend(const std::vector<v1::TrendPoint>& points);
-/// `qgate trend`: build, path, backend, GPU, runs, median, min, max, last, sparkline; contended runs
+/// `qgate trend`: build, path, tokens, backend, GPU, runs, median, min, max, last, sparkline; contended runs
 /// counted with a '*' and a legend under the table. Points are jobs' summaries (their median, the
 /// runs' min and max); MEDIAN is the median of the points, the sparkline one mark per point.
 /// What `qgate import` stored: runs, builds, and the trend command that shows them.
