@@ -3,13 +3,11 @@
 
 #include <string>
 
+#include "process_run.h"
+
 namespace qgate::prefill::testing {
 
-struct ProcessResult {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
+using ProcessResult = ::qgate::test_support::ProcessResult;
 
 /// The binary and the reference build: QGATE_PREFILL_BINARY / QGATE_REF_LIBRARY from the
 /// environment when set (a bundle), else the build tree's.

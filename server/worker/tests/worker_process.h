@@ -4,15 +4,12 @@
 #include <string>
 #include <vector>
 
+#include "process_run.h"
 #include "qgate/v1/worker.pb.h"
 
 namespace qgate::worker::testing {
 
-struct ProcessResult {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
+using ProcessResult = ::qgate::test_support::ProcessResult;
 
 /// Paths of the worker binary and the reference build: the environment variables
 /// QGATE_WORKER_BINARY / QGATE_REF_LIBRARY when set (a bundle on a GPU host), else the build tree's.
