@@ -2,6 +2,8 @@
 // maps what it throws to a status; the streaming reactors (SubmitBuild, WatchJob) live here too.
 #include "qgate/server/harness_service.h"
 
+#include "qgate/server/device_status.h"
+
 
 #include <algorithm>
 #include <atomic>
@@ -528,45 +530,10 @@ grpc::ServerUnaryReactor* HarnessService::GetDevice(grpc::CallbackServerContext*
     response->set_queued_jobs(int32_t(counts.queued));
     response->set_running_job_id(scheduler_.running_job());
     response->set_cotenant(device_.cotenant);
-    fill_cotenant_now(counts.waiting_quiet, response->mutable_now());
+    DeviceStatusReport::fill_cotenant_now(watch_, counts.waiting_quiet, response->mutable_now());
     response->set_uptime_s(std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started_).count());
     return grpc::Status::OK;
   }));
-}
-
-void HarnessService::fill_cotenant_now(int64_t waiting_jobs, v1::CotenantNow* out) const {
-  out->set_waiting_jobs(int32_t(waiting_jobs));
-  if (!watch_) {
-    out->set_state("unavailable");
-    out->set_reason("no device watch");
-    out->set_ms_since_quiet_window(-1);
-    return;
-  }
-  const cotenant::DeviceNow now = watch_->now();
-  out->set_state(now.state);
-  out->set_reason(now.reason);
-  out->set_policy(now.policy);
-  out->set_quiet_for_ms(now.quiet_for_ms);
-  out->set_ms_since_quiet_window(now.ms_since_quiet.value_or(-1));
-  if (!now.latest) return;
-  const cotenant::Sample& s = *now.latest;
-  out->set_sample_unix_ms(s.t_ms);
-  for (const cotenant::ForeignProcess& p : s.foreign) {
-    auto* f = out->add_foreign();
-    f->set_pid(p.pid);
-    f->set_name(p.name);
-    f->set_sm_percent(p.sm_percent.value_or(-1));
-    f->set_used_memory_bytes(int64_t(p.used_memory_bytes.value_or(0)));
-  }
-  out->set_device_util_percent(s.device_util.value_or(-1));
-  out->set_sm_clock_mhz(int32_t(s.sm_clock_mhz.value_or(0)));
-  out->set_max_sm_clock_mhz(int32_t(s.max_sm_clock_mhz.value_or(0)));
-  if (s.clock_event_reasons) {
-    for (uint64_t bit = 1; bit != 0; bit <<= 1)
-      if (*s.clock_event_reasons & bit) out->add_clock_event_reasons(cotenant::clock_event_name(bit));
-  }
-  out->set_temperature_c(int32_t(s.temperature_c.value_or(0)));
-  out->set_power_w(s.power_w.value_or(0));
 }
 
 cotenant::DeviceNow HarnessService::device_now() const {

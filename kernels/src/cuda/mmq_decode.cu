@@ -27,6 +27,7 @@
 #include <mutex>
 
 #include "cuda/block_formats.cuh"
+#include "cuda/mma_s8.cuh"
 #include "cuda/launchers.h"
 
 namespace qgate::cuda {
@@ -145,35 +146,7 @@ __device__ __forceinline__ Frag decode_frag(const uint8_t* s, int c, int t) {
   return f;
 }
 
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
-
-__device__ __forceinline__ void mma_k32(int* c, int a0, int a1, int a2, int a3, int b0, int b1) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile(
-      "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 "
-      "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-      : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-#endif
-}
-// The k16 halves of a k32 fragment: {a0, a1, b0} is k 0..15, {a2, a3, b1} is k 16..31.
-__device__ __forceinline__ void mma_k16(int* c, int a0, int a1, int b0) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 "
-      "{%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"
-      : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
-      : "r"(a0), "r"(a1), "r"(b0));
-#endif
-}
+using namespace ptx;
 
 // The decode layout's three regions for nt tokens and nb 32-k blocks (launchers.h).
 struct DecodeActs {

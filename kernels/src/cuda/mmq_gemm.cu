@@ -27,6 +27,7 @@
 #include <mutex>
 
 #include "cuda/block_formats.cuh"
+#include "cuda/mma_s8.cuh"
 #include "cuda/launchers.h"
 
 namespace qgate::cuda {
@@ -266,44 +267,7 @@ struct RawUnit<kQ6_K> {
 };
 
 // ---------------------------------------------------------------------------------------------
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-// 8-byte async copy; src_bytes == 0 fills the destination with zeros (edge tokens / chunks).
-__device__ __forceinline__ void cp_async8(uint32_t dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes)
-               : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
-
-// D = A(16x32 s8, row) * B(32x8 s8, col) + D. Fragments (PTX ISA, m16n8k32 .s8), g = lane/4,
-// t = lane%4, one register = 4 consecutive k:
-//   a0 = A[g][4t..], a1 = A[g+8][4t..], a2 = A[g][16+4t..], a3 = A[g+8][16+4t..]
-//   b0 = B[4t..][g], b1 = B[16+4t..][g]
-//   c0,c1 = C[g][2t, 2t+1], c2,c3 = C[g+8][2t, 2t+1]
-__device__ __forceinline__ void mma_k32(int* c, const int* a, const int* b) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile(
-      "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 "
-      "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-      : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-#endif
-}
-
-// D = A(16x16 s8) * B(16x8 s8) + D: a0 = A[g][4t..], a1 = A[g+8][4t..], b0 = B[4t..][g]; C as above.
-// The k16 halves of a k32 fragment are therefore {a0, a1, b0} (k 0..15) and {a2, a3, b1} (16..31).
-__device__ __forceinline__ void mma_k16(int* c, int a0, int a1, int b0) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 "
-      "{%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"
-      : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
-      : "r"(a0), "r"(a1), "r"(b0));
-#endif
-}
+using namespace ptx;
 
 struct BufPtrs {
   int* a;       // [kBM][kPitch] activation int8 x4
@@ -433,7 +397,7 @@ __global__ void __launch_bounds__(kThreads, QGATE_MMQ_MIN_BLOCKS)
     cp_async_commit();
     load_weights<TYPE>(w, row_bytes, od, nchunks, tile_j, 0, tid, raw);
     store_weights<TYPE>(raw, od, nchunks, tile_j, 0, tid, s0);
-    cp_async_wait_all();
+    cp_async_wait<0>();
     __syncthreads();
   }
 
@@ -494,7 +458,7 @@ __global__ void __launch_bounds__(kThreads, QGATE_MMQ_MIN_BLOCKS)
           int c0[4] = {0, 0, 0, 0};
           int c1[4] = {0, 0, 0, 0};
           if constexpr (KSPLIT == 1) {
-            mma_k32(c0, a[h], b[nh]);
+            mma_k32(c0, a[h][0], a[h][1], a[h][2], a[h][3], b[nh][0], b[nh][1]);
           } else {
             mma_k16(c0, a[h][0], a[h][1], b[nh][0]);  // k 0..15 of the chunk: scales[2s]
             mma_k16(c1, a[h][2], a[h][3], b[nh][1]);  // k 16..31: scales[2s+1]
@@ -512,7 +476,7 @@ __global__ void __launch_bounds__(kThreads, QGATE_MMQ_MIN_BLOCKS)
 
     if (more) {
       store_weights<TYPE>(raw, od, nchunks, tile_j, kt + 1, tid, buffer(smem, buf ^ 1));
-      cp_async_wait_all();
+      cp_async_wait<0>();
     }
     __syncthreads();
   }

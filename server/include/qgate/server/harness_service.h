@@ -82,7 +82,6 @@ class HarnessService final : public v1::Harness::CallbackService {
   /// `authorization: Bearer <token>` against the daemon's token, compared in constant time.
   grpc::Status check_token(const grpc::CallbackServerContext* context) const;
   /// The live co-tenant state, with the count of jobs waiting for a quiet window.
-  void fill_cotenant_now(int64_t waiting_jobs, v1::CotenantNow* out) const;
   cotenant::DeviceNow device_now() const;
 
   db::Store& store_;
