@@ -322,6 +322,85 @@ TEST(CudaMmqDecode, AgreesWithTheTileKernel) {
   }
 }
 
+// The k-major layout holds the same numbers as the pad40 blocks: per block, every token's first 16
+// quants, then every token's last 16; the scales and sums as f32 rows of ntp; and it fits in the
+// scratch the backend allocates ((nt + 3) pad40 blocks per k/32).
+TEST(CudaActivationQuant, KMajorLayoutHoldsThePad40Numbers) {
+  for (int64_t nt : {9, 13, 130}) {
+    const int64_t k = 32 * 37, nb = k / 32, ntp = cuda::q8_kmajor_padded_tokens(nt);
+    ASSERT_EQ(ntp % 4, 0);
+    const auto x = uniform(static_cast<size_t>(nt * k), 70 + static_cast<uint32_t>(nt));
+    ASSERT_LE(cuda::q8_kmajor_bytes(nt, k), cuda::q8_activation_bytes(nt + 3, k)) << "nt " << nt;
+    const size_t bytes = cuda::q8_activation_bytes(nt + 3, k);
+    DeviceBuffer dx(x.size() * 4), dpad(bytes), dkm(bytes);
+    ASSERT_CUDA(cudaMemcpy(dx.get(), x.data(), dx.bytes(), cudaMemcpyHostToDevice));
+    ASSERT_EQ(cuda::launch_quantize_q8(dx.get<float>(), nt, k, dpad.get(), nullptr), 0);
+    ASSERT_EQ(cuda::launch_quantize_q8_kmajor(dx.get<float>(), nt, k, dkm.get(), nullptr), 0);
+    std::vector<uint8_t> pad(bytes), km(bytes);
+    ASSERT_CUDA(cudaMemcpy(pad.data(), dpad.get(), bytes, cudaMemcpyDeviceToHost));
+    ASSERT_CUDA(cudaMemcpy(km.data(), dkm.get(), bytes, cudaMemcpyDeviceToHost));
+    const float* scales = reinterpret_cast<const float*>(km.data() + cuda::q8_kmajor_scales_offset(nt, k));
+    const float* sums = reinterpret_cast<const float*>(km.data() + cuda::q8_kmajor_sums_offset(nt, k));
+    for (int64_t tok = 0; tok < nt; ++tok)
+      for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* blk = pad.data() + (tok * nb + b) * cuda::kQ8BlockBytes;
+        for (int j = 0; j < 32; ++j)
+          ASSERT_EQ(km[static_cast<size_t>(((b * 2 + j / 16) * nt + tok) * 16 + j % 16)], blk[j])
+              << "nt " << nt << " token " << tok << " block " << b << " elem " << j;
+        uint16_t d = 0;
+        int32_t sum = 0;
+        std::memcpy(&d, blk + 32, 2);
+        std::memcpy(&sum, blk + 36, 4);
+        ASSERT_EQ(scales[b * ntp + tok], quant::f16_to_f32(d)) << "nt " << nt << " block " << b;
+        ASSERT_EQ(sums[b * ntp + tok], static_cast<float>(sum)) << "nt " << nt << " block " << b;
+      }
+  }
+}
+
+// The wgmma kernel performs the tile kernel's f32 operations in the tile kernel's order, so on a
+// Hopper device the two must agree bit for bit: every type, token counts that fill no tile (9, 130)
+// and several tiles, rows that fill no tile, and weights 2 bytes off 16-byte alignment (the
+// unaligned window path).
+TEST(CudaMmqWgmma, BitIdenticalToTheTileKernel) {
+  if (!cuda::mmq_wgmma_usable(9, 256)) GTEST_SKIP() << "the wgmma kernel needs a compute capability 9.0 device";
+  const int64_t od = 200, k = 256 * 5;
+  for (WeightType type : {WeightType::q4_0, WeightType::q4_1, WeightType::q5_0, WeightType::q5_1,
+                          WeightType::q8_0, WeightType::q4_K, WeightType::q5_K, WeightType::q6_K}) {
+    const auto w = uniform(static_cast<size_t>(od * k), 80);
+    const auto blocks = quant::quantize_matrix(type, w.data(), od, k);
+    // The tile kernel reads its weights with aligned loads: it gets an aligned copy of the same blocks.
+    DeviceBuffer dw(blocks.size() + 16), dw_tile(blocks.size());
+    ASSERT_CUDA(cudaMemcpy(dw_tile.get(), blocks.data(), blocks.size(), cudaMemcpyHostToDevice));
+    for (size_t offset : {size_t{0}, size_t{2}}) {
+      uint8_t* weights = dw.get<uint8_t>() + offset;
+      ASSERT_CUDA(cudaMemcpy(weights, blocks.data(), blocks.size(), cudaMemcpyHostToDevice));
+      for (int64_t nt : {9, 130, 300}) {
+        const auto x = uniform(static_cast<size_t>(nt * k), 81 + static_cast<uint32_t>(nt));
+        DeviceBuffer dx(x.size() * 4), dq(cuda::q8_activation_bytes(nt + 3, k)), dy1(nt * od * 4), dy2(nt * od * 4);
+        ASSERT_CUDA(cudaMemcpy(dx.get(), x.data(), dx.bytes(), cudaMemcpyHostToDevice));
+        ASSERT_CUDA(cudaMemset(dy2.get(), 0xff, dy2.bytes()));  // NaN: a result never written shows
+        const auto t = static_cast<int32_t>(type);
+        ASSERT_EQ(cuda::launch_quantize_q8(dx.get<float>(), nt, k, dq.get(), nullptr), 0);
+        ASSERT_EQ(cuda::launch_mmq_gemm(t, dw_tile.get(), od, k, dq.get(), nt, dy1.get<float>(), nullptr), 0);
+        ASSERT_EQ(cuda::launch_quantize_q8_kmajor(dx.get<float>(), nt, k, dq.get(), nullptr), 0);
+        ASSERT_EQ(cuda::launch_mmq_wgmma(t, weights, od, k, dq.get(), nt, dy2.get<float>(), nullptr), 0);
+        std::vector<float> y1(static_cast<size_t>(nt * od)), y2(y1.size());
+        ASSERT_CUDA(cudaMemcpy(y1.data(), dy1.get(), dy1.bytes(), cudaMemcpyDeviceToHost));
+        ASSERT_CUDA(cudaMemcpy(y2.data(), dy2.get(), dy2.bytes(), cudaMemcpyDeviceToHost));
+        for (size_t i = 0; i < y1.size(); ++i)
+          ASSERT_EQ(std::memcmp(&y1[i], &y2[i], 4), 0)
+              << quant::traits(type).name << " offset " << offset << " nt " << nt << " token " << i / od << " row "
+              << i % od << ": tile " << y1[i] << " wgmma " << y2[i];
+      }
+    }
+  }
+  DeviceBuffer dq(64), dy(64);
+  EXPECT_EQ(cuda::launch_mmq_wgmma(static_cast<int32_t>(WeightType::q4_0), dq.get(), 1, 288, dq.get(), 9,
+                                   dy.get<float>(), nullptr),
+            static_cast<int>(cudaErrorInvalidValue))
+      << "k must be a multiple of 256";
+}
+
 TEST(CudaActivationQuant, F16ConversionMatchesTheHost) {
   auto x = uniform(100003, 9);
   const float specials[] = {0.0f, -0.0f, 65504.0f, 65520.0f, 1e-8f, 5.96e-8f, 2.98e-8f, 1e10f, -1e10f, 0.1f};

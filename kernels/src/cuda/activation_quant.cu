@@ -14,8 +14,8 @@ namespace {
 
 constexpr int kQuantWarps = 8;  // blocks of 32 elements quantized per CTA (one per warp)
 
-// Where the quantizer writes one block: the MMQ tile kernel's pad40 blocks [nt][k/32], or the
-// decode kernel's three regions [k/32][nt] (launchers.h).
+// Where the quantizer writes one block: the MMQ tile kernel's pad40 blocks [nt][k/32], the decode
+// kernel's three regions [k/32][nt], or the wgmma kernel's k-major regions (launchers.h).
 struct Pad40Layout {
   __device__ uint8_t* quant(uint8_t* out, int64_t, int64_t, int64_t blk, int lane) const {
     return out + blk * kQ8BlockBytes + lane;
@@ -37,6 +37,17 @@ struct DecodeLayout {
   __device__ void scale_and_sum(uint8_t* out, int64_t row, int64_t col, int64_t, uint16_t d, int32_t sum) const {
     reinterpret_cast<uint16_t*>(out + scales_at)[col * nt + row] = d;
     reinterpret_cast<int32_t*>(out + sums_at)[col * nt + row] = sum;
+  }
+};
+
+struct KMajorLayout {
+  int64_t nt, ntp, scales_at, sums_at;
+  __device__ uint8_t* quant(uint8_t* out, int64_t row, int64_t col, int64_t, int lane) const {
+    return out + ((col * 2 + (lane >> 4)) * nt + row) * 16 + (lane & 15);
+  }
+  __device__ void scale_and_sum(uint8_t* out, int64_t row, int64_t col, int64_t, uint16_t d, int32_t sum) const {
+    reinterpret_cast<float*>(out + scales_at)[col * ntp + row] = __half2float(__ushort_as_half(d));
+    reinterpret_cast<float*>(out + sums_at)[col * ntp + row] = static_cast<float>(sum);
   }
 };
 
@@ -96,6 +107,18 @@ __global__ void f32_to_f16_kernel(const float* __restrict__ x, __half* __restric
     y[i] = __float2half_rn(x[i]);
 }
 
+// Four values per thread and step (16-byte loads, 8-byte stores) when both buffers are 16- and
+// 8-byte aligned and n % 4 == 0: the conversion is a pure stream, bound by its bytes.
+__global__ void f32x4_to_f16x4_kernel(const float4* __restrict__ x, uint2* __restrict__ y, int64_t n4) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n4; i += stride) {
+    const float4 v = x[i];
+    const __half2 lo = __floats2half2_rn(v.x, v.y);
+    const __half2 hi = __floats2half2_rn(v.z, v.w);
+    y[i] = make_uint2(*reinterpret_cast<const uint32_t*>(&lo), *reinterpret_cast<const uint32_t*>(&hi));
+  }
+}
+
 }  // namespace
 
 int launch_quantize_q8(const float* x, int64_t nt, int64_t k, void* q8_out, void* stream) {
@@ -109,13 +132,27 @@ int launch_quantize_q8_decode(const float* x, int64_t nt, int64_t k, void* q8_ou
   return launch_quantize(x, nt, k, q8_out, stream, layout);
 }
 
+int launch_quantize_q8_kmajor(const float* x, int64_t nt, int64_t k, void* q8_out, void* stream) {
+  const KMajorLayout layout{nt, q8_kmajor_padded_tokens(nt), static_cast<int64_t>(q8_kmajor_scales_offset(nt, k)),
+                            static_cast<int64_t>(q8_kmajor_sums_offset(nt, k))};
+  return launch_quantize(x, nt, k, q8_out, stream, layout);
+}
+
 int launch_f32_to_f16(const float* x, void* y_f16, int64_t n, void* stream) {
   if (x == nullptr || y_f16 == nullptr || n <= 0) return static_cast<int>(cudaErrorInvalidValue);
   const int threads = 256;
-  int64_t grid = (n + threads - 1) / threads;
+  const cudaStream_t s = static_cast<cudaStream_t>(stream);
+  const bool vec = n % 4 == 0 && (reinterpret_cast<uintptr_t>(x) & 15u) == 0 &&
+                   (reinterpret_cast<uintptr_t>(y_f16) & 7u) == 0;
+  const int64_t items = vec ? n / 4 : n;
+  int64_t grid = (items + threads - 1) / threads;
   if (grid > 65536) grid = 65536;  // grid-stride loop covers the rest
-  f32_to_f16_kernel<<<static_cast<unsigned>(grid), threads, 0, static_cast<cudaStream_t>(stream)>>>(
-      x, static_cast<__half*>(y_f16), n);
+  if (vec) {
+    f32x4_to_f16x4_kernel<<<static_cast<unsigned>(grid), threads, 0, s>>>(reinterpret_cast<const float4*>(x),
+                                                                          static_cast<uint2*>(y_f16), items);
+  } else {
+    f32_to_f16_kernel<<<static_cast<unsigned>(grid), threads, 0, s>>>(x, static_cast<__half*>(y_f16), n);
+  }
   return static_cast<int>(cudaGetLastError());
 }
 

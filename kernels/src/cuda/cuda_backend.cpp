@@ -1,8 +1,10 @@
 // The CUDA backend of libqgate_ref.so: owns the device-resident copy of a prepared weight matrix
 // and its activation scratch, and enqueues the two kernels of a run on the caller's stream.
 //   MMQ path: raw ggml blocks uploaded unchanged + q8 activation scratch for max_nt tokens;
-//             run = quantize activations (activation_quant.cu) + MMQ GEMM (mmq_gemm.cu), or for
-//             up to 8 tokens the decode layout + the decode GEMM (mmq_decode.cu).
+//             run = quantize activations (activation_quant.cu) + an MMQ GEMM: for up to 8 tokens
+//             the decode kernel (mmq_decode.cu); above, on an sm_90 device and k % 256 == 0, the
+//             wgmma kernel (mmq_wgmma.cu); else the tile kernel (mmq_gemm.cu). Each kernel reads
+//             its own q8 layout, which the quantizer writes.
 //   f16 path: weights dequantized on the host (qgate::quant, the same decoder the reference uses)
 //             and uploaded as a resident f16 copy + f16 activation scratch;
 //             run = f32->f16 conversion + the f16 GEMM: cuBLASLt's (f32 accumulation, dlopen'ed),
@@ -63,6 +65,16 @@ constexpr int64_t kMaxGridY = 65535;
 constexpr int64_t kMmqTileRows = 64;
 constexpr int64_t kF16TileRows = 128;
 
+// The MMQ path's kernels (launchers.h), chosen per run by token count, device and shape.
+enum class MmqKernel { decode, wgmma, tile };
+
+/// False when QGATE_REF_MMQ_KERNEL=tile: above 8 tokens the tile kernel serves even on Hopper, so
+/// one build can measure both kernels.
+bool wgmma_allowed_by_environment() {
+  const char* choice = std::getenv("QGATE_REF_MMQ_KERNEL");
+  return choice == nullptr || std::strcmp(choice, "tile") != 0;
+}
+
 class CudaPreparedGemm final : public PreparedGemm {
  public:
   CudaPreparedGemm(int device, GemmPath path, quant::WeightType type, int64_t od, int64_t k,
@@ -96,16 +108,31 @@ class CudaPreparedGemm final : public PreparedGemm {
     int rc = 0;
     const char* step = "";
     if (path_ == GemmPath::mmq) {
-      // Up to 8 tokens (decode) the weights-as-A kernel reads the weights once; above, the tile kernel.
-      const bool decode = nt <= cuda::kDecodeMaxTokens;
+      // Up to 8 tokens (decode) the weights-as-A kernel reads the weights once; above, the wgmma
+      // kernel on a Hopper device (when the shape suits it), else the tile kernel.
+      const auto type = static_cast<int32_t>(type_);
+      const MmqKernel kernel = nt <= cuda::kDecodeMaxTokens                ? MmqKernel::decode
+                               : wgmma_allowed_ && cuda::mmq_wgmma_usable(nt, k_) ? MmqKernel::wgmma
+                                                                           : MmqKernel::tile;
       step = "q8 activation quantizer";
-      rc = decode ? cuda::launch_quantize_q8_decode(x, nt, k_, scratch_, stream)
-                  : cuda::launch_quantize_q8(x, nt, k_, scratch_, stream);
+      rc = kernel == MmqKernel::decode  ? cuda::launch_quantize_q8_decode(x, nt, k_, scratch_, stream)
+           : kernel == MmqKernel::wgmma ? cuda::launch_quantize_q8_kmajor(x, nt, k_, scratch_, stream)
+                                        : cuda::launch_quantize_q8(x, nt, k_, scratch_, stream);
       if (rc == 0) {
-        step = decode ? "MMQ decode GEMM" : "MMQ GEMM";
-        const auto type = static_cast<int32_t>(type_);
-        rc = decode ? cuda::launch_mmq_decode(type, weights_, od_, k_, scratch_, nt, y, stream)
-                    : cuda::launch_mmq_gemm(type, weights_, od_, k_, scratch_, nt, y, stream);
+        switch (kernel) {
+          case MmqKernel::decode:
+            step = "MMQ decode GEMM";
+            rc = cuda::launch_mmq_decode(type, weights_, od_, k_, scratch_, nt, y, stream);
+            break;
+          case MmqKernel::wgmma:
+            step = "MMQ wgmma GEMM";
+            rc = cuda::launch_mmq_wgmma(type, weights_, od_, k_, scratch_, nt, y, stream);
+            break;
+          case MmqKernel::tile:
+            step = "MMQ GEMM";
+            rc = cuda::launch_mmq_gemm(type, weights_, od_, k_, scratch_, nt, y, stream);
+            break;
+        }
       }
     } else {
       step = "f32->f16 conversion";
@@ -147,6 +174,7 @@ class CudaPreparedGemm final : public PreparedGemm {
   int64_t resident_;
   std::unique_ptr<cuda::CublasLtF16Gemm> cublaslt_;  // the f16 path's GEMM when loaded
   int64_t cublaslt_nt_ = 0;                           // the nt its plan was made for
+  bool wgmma_allowed_ = wgmma_allowed_by_environment();
 };
 
 /// The f16 path's cuBLASLt, loaded and run once on a small GEMM so that everything it loads (the
@@ -189,7 +217,8 @@ class CudaBackend final : public GemmBackend {
     const int64_t host_row_bytes = static_cast<int64_t>(quant::row_bytes(type, k));
     bool fits = checked_mul(od, k, &elems);
     fits = fits && checked_mul(od, mmq ? host_row_bytes : 2 * k, &weight_bytes);
-    fits = fits && checked_mul(max_nt, mmq ? (k / 32) * cuda::kQ8BlockBytes : 2 * k, &scratch_bytes);
+    // The MMQ scratch holds any of the three q8 layouts; the k-major one pads tokens to 4.
+    fits = fits && checked_mul(mmq && max_nt < INT64_MAX - 3 ? max_nt + 3 : max_nt, mmq ? (k / 32) * cuda::kQ8BlockBytes : 2 * k, &scratch_bytes);
     fits = fits && weight_bytes <= INT64_MAX - scratch_bytes;
     if (!fits)
       return CallResult::fail(QGATE_ERR_OUT_OF_MEMORY, "od x k x max_nt is too large to address");

@@ -47,6 +47,24 @@ inline size_t q8_decode_sums_offset(int64_t nt, int64_t k) {
 /// x[nt][k] f32 (device) -> the decode layout above (same rounding as launch_quantize_q8).
 int launch_quantize_q8_decode(const float* x, int64_t nt, int64_t k, void* q8_out, void* stream);
 
+/// The "k-major" layout of the same q8 blocks, read by the wgmma kernel (launch_mmq_wgmma), in three
+/// regions; ntp = nt rounded up to a multiple of 4, so that every row of the last two is 16-byte aligned:
+///   quants  [k/32][2][nt][16] int8: block b's elements 0..15 of every token, then its 16..31
+///   scales  [k/32][ntp] f32, the f16 d as f32 (exact), at q8_kmajor_scales_offset
+///   sums    [k/32][ntp] f32, the int sum as f32 (exact), at q8_kmajor_sums_offset
+/// Tokens nt..ntp-1 of the last two are never written and never read.
+inline int64_t q8_kmajor_padded_tokens(int64_t nt) { return (nt + 3) / 4 * 4; }
+inline size_t q8_kmajor_scales_offset(int64_t nt, int64_t k) { return static_cast<size_t>(nt) * static_cast<size_t>(k); }
+inline size_t q8_kmajor_sums_offset(int64_t nt, int64_t k) {
+  return q8_kmajor_scales_offset(nt, k) + static_cast<size_t>(q8_kmajor_padded_tokens(nt)) * static_cast<size_t>(k / kQ8BlockElems) * 4;
+}
+inline size_t q8_kmajor_bytes(int64_t nt, int64_t k) {
+  return q8_kmajor_sums_offset(nt, k) + static_cast<size_t>(q8_kmajor_padded_tokens(nt)) * static_cast<size_t>(k / kQ8BlockElems) * 4;
+}
+
+/// x[nt][k] f32 (device) -> the k-major layout above (same rounding as launch_quantize_q8).
+int launch_quantize_q8_kmajor(const float* x, int64_t nt, int64_t k, void* q8_out, void* stream);
+
 /// n f32 values -> n f16 values (round-to-nearest-even), both in device memory.
 int launch_f32_to_f16(const float* x, void* y_f16, int64_t n, void* stream);
 
@@ -65,6 +83,16 @@ int launch_mmq_gemm(int32_t type, const void* weights, int64_t od, int64_t k, co
 /// to run (they may differ from launch_mmq_gemm's in the f32 summation order only).
 int launch_mmq_decode(int32_t type, const void* weights, int64_t od, int64_t k, const void* q8,
                       int64_t nt, float* y, void* stream);
+
+/// True when launch_mmq_wgmma serves this GEMM on the current device: a device of compute capability
+/// 9.0 (the kernel is built for sm_90a only), k a multiple of 256, more than kDecodeMaxTokens tokens.
+bool mmq_wgmma_usable(int64_t nt, int64_t k);
+
+/// The same product as launch_mmq_gemm on Hopper's warpgroup mma (wgmma, sm_90a), with `q8` in the
+/// k-major layout (launch_quantize_q8_kmajor). Every f32 operation and its order match
+/// launch_mmq_gemm's, so the two kernels' results are bit-identical.
+int launch_mmq_wgmma(int32_t type, const void* weights, int64_t od, int64_t k, const void* q8, int64_t nt,
+                     float* y, void* stream);
 
 /// y[nt][od] (f32, row-major) = x_f16[nt][k] * w_f16[od][k]^T, f32 accumulation on tensor cores.
 /// k must be a multiple of 8 (16-byte rows for cp.async).

@@ -21,6 +21,10 @@ __device__ __forceinline__ void cp_async8(uint32_t dst, const void* src, int src
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src) : "memory");
 }
+/// 16-byte async copy bypassing L1 of src_bytes (0..16) bytes; the rest of the 16 is zero-filled.
+__device__ __forceinline__ void cp_async16_zfill(uint32_t dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 /// Waits until at most N of this thread's groups are pending.
 template <int N>
