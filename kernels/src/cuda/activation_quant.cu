@@ -12,13 +12,17 @@
 namespace qgate::cuda {
 namespace {
 
-constexpr int kQuantWarps = 8;  // blocks of 32 elements quantized per CTA (one per warp)
+constexpr int kQuantThreads = 256;
+constexpr int kLanesPerBlock = 8;  // each lane quantizes 4 consecutive elements of a 32-element block
+constexpr int kBlocksPerCta = kQuantThreads / kLanesPerBlock;
 
 // Where the quantizer writes one block: the MMQ tile kernel's pad40 blocks [nt][k/32], the decode
-// kernel's three regions [k/32][nt], or the wgmma kernel's k-major regions (launchers.h).
+// kernel's three regions [k/32][nt], or the wgmma kernel's k-major regions (launchers.h). quant()
+// returns where elements 4j..4j+3 of the block go: four consecutive, 4-byte aligned bytes in every
+// layout.
 struct Pad40Layout {
-  __device__ uint8_t* quant(uint8_t* out, int64_t, int64_t, int64_t blk, int lane) const {
-    return out + blk * kQ8BlockBytes + lane;
+  __device__ uint8_t* quant(uint8_t* out, int64_t, int64_t, int64_t blk, int j) const {
+    return out + blk * kQ8BlockBytes + 4 * j;
   }
   __device__ void scale_and_sum(uint8_t* out, int64_t, int64_t, int64_t blk, uint16_t d, int32_t sum) const {
     uint8_t* b = out + blk * kQ8BlockBytes;
@@ -29,21 +33,19 @@ struct Pad40Layout {
 };
 struct DecodeLayout {
   int64_t nt, scales_at, sums_at;
-  __device__ uint8_t* quant(uint8_t* out, int64_t row, int64_t col, int64_t, int lane) const {
-    // Fragment order: element j < 16 goes to 8*(j/4) + j%4, element 16 + j to 8*(j/4) + 4 + j%4.
-    const int pos = ((lane & 15) >> 2) * 8 + (lane >> 4) * 4 + (lane & 3);
-    return out + (col * nt + row) * 32 + pos;
+  __device__ uint8_t* quant(uint8_t* out, int64_t row, int64_t col, int64_t, int j) const {
+    // Fragment order: elements 4i..4i+3 go to bytes 8i.., elements 16+4i.. to bytes 8i+4.. (i < 4).
+    return out + (col * nt + row) * 32 + (j & 3) * 8 + (j >> 2) * 4;
   }
   __device__ void scale_and_sum(uint8_t* out, int64_t row, int64_t col, int64_t, uint16_t d, int32_t sum) const {
     reinterpret_cast<uint16_t*>(out + scales_at)[col * nt + row] = d;
     reinterpret_cast<int32_t*>(out + sums_at)[col * nt + row] = sum;
   }
 };
-
 struct KMajorLayout {
   int64_t nt, ntp, scales_at, sums_at;
-  __device__ uint8_t* quant(uint8_t* out, int64_t row, int64_t col, int64_t, int lane) const {
-    return out + ((col * 2 + (lane >> 4)) * nt + row) * 16 + (lane & 15);
+  __device__ uint8_t* quant(uint8_t* out, int64_t row, int64_t col, int64_t, int j) const {
+    return out + ((col * 2 + (j >> 2)) * nt + row) * 16 + (j & 3) * 4;
   }
   __device__ void scale_and_sum(uint8_t* out, int64_t row, int64_t col, int64_t, uint16_t d, int32_t sum) const {
     reinterpret_cast<float*>(out + scales_at)[col * ntp + row] = __half2float(__ushort_as_half(d));
@@ -51,41 +53,73 @@ struct KMajorLayout {
   }
 };
 
-// One warp per 32-element block, one element per lane: the max and the sum are warp reductions,
-// which are exact (max is order-free; the sum is of small ints).
+// Eight lanes per 32-element block, four elements per lane (one 16-byte load when x allows it):
+// the max and the sum are reductions over the eight lanes, which are exact (max is order-free; the
+// sum is of small ints). Every element is rounded on its own, exactly as the CPU does.
 template <class Layout>
-__global__ void __launch_bounds__(32 * kQuantWarps)
+__global__ void __launch_bounds__(kQuantThreads)
     quantize_q8_kernel(const float* __restrict__ x, int64_t total_blocks, int64_t blocks_per_row,
-                       int64_t k, uint8_t* __restrict__ out, Layout layout) {
+                       int64_t k, bool vec_loads, uint8_t* __restrict__ out, Layout layout) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // A GEMM launched as this kernel's programmatic dependent may start now: it waits for this grid's
   // results (griddepcontrol.wait) before it reads any, and streams its weights meanwhile.
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
-  const int lane = threadIdx.x & 31;
-  const int64_t blk = static_cast<int64_t>(blockIdx.x) * kQuantWarps + (threadIdx.x >> 5);
-  if (blk >= total_blocks) return;  // whole warp leaves together: shuffles below stay full-mask
-  const int64_t row = blk / blocks_per_row;
-  const int64_t col = blk - row * blocks_per_row;
-  const float v = x[row * k + col * kQ8BlockElems + lane];
-
-  float amax = fabsf(v);
+  const int j = threadIdx.x & (kLanesPerBlock - 1);
+  const int64_t blk = static_cast<int64_t>(blockIdx.x) * kBlocksPerCta + (threadIdx.x / kLanesPerBlock);
+  // Lanes past the last block stay for the shuffles (their group's mask is the whole warp) but
+  // neither load nor store.
+  const bool live = blk < total_blocks;
+  int64_t row = 0, col = 0;
+  if (live) {
+    if (total_blocks <= 0xffffffffLL) {  // 32-bit division where it suffices
+      const uint32_t r = static_cast<uint32_t>(blk) / static_cast<uint32_t>(blocks_per_row);
+      row = r;
+      col = static_cast<uint32_t>(blk) - r * static_cast<uint32_t>(blocks_per_row);
+    } else {
+      row = blk / blocks_per_row;
+      col = blk - row * blocks_per_row;
+    }
+  }
+  float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  if (live) {
+    const float* p = x + row * k + col * kQ8BlockElems + 4 * j;
+    if (vec_loads) {
+      const float4 f = *reinterpret_cast<const float4*>(p);
+      v[0] = f.x;
+      v[1] = f.y;
+      v[2] = f.z;
+      v[3] = f.w;
+    } else {
 #pragma unroll
-  for (int off = 16; off > 0; off >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+      for (int e = 0; e < 4; ++e) v[e] = p[e];
+    }
+  }
+
+  float amax = fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
+#pragma unroll
+  for (int off = kLanesPerBlock / 2; off > 0; off >>= 1)
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
 
   // IEEE division and reciprocal (the build has no fast-math), 1/d from the unrounded d.
   const float d = amax / 127.0f;
   const float di = d != 0.0f ? 1.0f / d : 0.0f;
-  float r = rintf(v * di);  // round half to even, as the CPU does
-  r = fminf(fmaxf(r, -128.0f), 127.0f);
-  const int q = static_cast<int>(r);
-
-  int sum = q;
+  int sum = 0;
+  uint32_t packed = 0;
 #pragma unroll
-  for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+  for (int e = 0; e < 4; ++e) {
+    float r = rintf(v[e] * di);  // round half to even, as the CPU does
+    r = fminf(fmaxf(r, -128.0f), 127.0f);
+    const int q = static_cast<int>(r);
+    sum += q;
+    packed |= static_cast<uint32_t>(static_cast<uint8_t>(static_cast<int8_t>(q))) << (8 * e);
+  }
+#pragma unroll
+  for (int off = kLanesPerBlock / 2; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
 
-  *layout.quant(out, row, col, blk, lane) = static_cast<uint8_t>(static_cast<int8_t>(q));
-  if (lane == 0) layout.scale_and_sum(out, row, col, blk, __half_as_ushort(__float2half_rn(d)), sum);
+  if (!live) return;
+  *reinterpret_cast<uint32_t*>(layout.quant(out, row, col, blk, j)) = packed;
+  if (j == 0) layout.scale_and_sum(out, row, col, blk, __half_as_ushort(__float2half_rn(d)), sum);
 }
 
 template <class Layout>
@@ -94,10 +128,11 @@ int launch_quantize(const float* x, int64_t nt, int64_t k, void* q8_out, void* s
     return static_cast<int>(cudaErrorInvalidValue);
   const int64_t blocks_per_row = k / kQ8BlockElems;
   const int64_t total = nt * blocks_per_row;
-  const int64_t grid = (total + kQuantWarps - 1) / kQuantWarps;
+  const int64_t grid = (total + kBlocksPerCta - 1) / kBlocksPerCta;
   if (grid > 0x7fffffffLL) return static_cast<int>(cudaErrorInvalidValue);
-  quantize_q8_kernel<<<static_cast<unsigned>(grid), 32 * kQuantWarps, 0, static_cast<cudaStream_t>(stream)>>>(
-      x, total, blocks_per_row, k, static_cast<uint8_t*>(q8_out), layout);
+  const bool vec_loads = (reinterpret_cast<uintptr_t>(x) & 15u) == 0;  // rows are 128-byte multiples
+  quantize_q8_kernel<<<static_cast<unsigned>(grid), kQuantThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+      x, total, blocks_per_row, k, vec_loads, static_cast<uint8_t*>(q8_out), layout);
   return static_cast<int>(cudaGetLastError());
 }
 

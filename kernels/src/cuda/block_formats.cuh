@@ -25,6 +25,14 @@ __device__ __forceinline__ float f16_bits_to_f32(uint32_t bits) {
   return __half2float(__ushort_as_half(static_cast<unsigned short>(bits & 0xffffu)));
 }
 
+/// Four unsigned quants q (one per byte, each below 2m, m one of 8, 16, 32) as the four int8 q - m.
+/// q + 128 - m never carries out of its byte, and flipping bit 7 then subtracts 128 mod 256.
+template <uint32_t M>
+__device__ __forceinline__ uint32_t bytes_minus(uint32_t q) {
+  static_assert(M == 8 || M == 16 || M == 32, "the ggml offsets");
+  return (q + (128u - M) * 0x01010101u) ^ 0x80808080u;
+}
+
 /// Spreads 4 bits of x onto bit 4 of each byte: the fifth bit of four 5-bit quants.
 __device__ __forceinline__ uint32_t spread4_to_bit4(uint32_t x) {
   return ((x & 1u) | ((x & 2u) << 7) | ((x & 4u) << 14) | ((x & 8u) << 21)) << 4;

@@ -89,8 +89,8 @@ struct RawUnit<kQ4_0> {  // {f16 d; u8 qs[16]}: element j = low nibble of qs[j],
 #pragma unroll
     for (int w = 0; w < 4; ++w) {
       const uint32_t qs = pack16(h[1 + 2 * w], h[2 + 2 * w]);
-      q[w] = static_cast<int>(__vsub4(qs & 0x0f0f0f0fu, 0x08080808u));
-      q[w + 4] = static_cast<int>(__vsub4((qs >> 4) & 0x0f0f0f0fu, 0x08080808u));
+      q[w] = static_cast<int>(bytes_minus<8>(qs & 0x0f0f0f0fu));
+      q[w + 4] = static_cast<int>(bytes_minus<8>((qs >> 4) & 0x0f0f0f0fu));
     }
     *ds0 = *ds1 = f16_bits_to_f32(h[0]);
     *dm = 0.0f;
@@ -130,8 +130,8 @@ struct RawUnit<kQ5_0> {  // {f16 d; u8 qh[4]; u8 qs[16]}: bit j of qh is element
       const uint32_t qs = pack16(h[3 + 2 * w], h[4 + 2 * w]);
       const uint32_t lo = (qs & 0x0f0f0f0fu) | spread4_to_bit4(qh >> (4 * w));
       const uint32_t hi = ((qs >> 4) & 0x0f0f0f0fu) | spread4_to_bit4(qh >> (16 + 4 * w));
-      q[w] = static_cast<int>(__vsub4(lo, 0x10101010u));
-      q[w + 4] = static_cast<int>(__vsub4(hi, 0x10101010u));
+      q[w] = static_cast<int>(bytes_minus<16>(lo));
+      q[w + 4] = static_cast<int>(bytes_minus<16>(hi));
     }
     *ds0 = *ds1 = f16_bits_to_f32(h[0]);
     *dm = 0.0f;
@@ -257,7 +257,7 @@ struct RawUnit<kQ6_K> {
       const uint32_t hw = __funnelshift_r(qh[w], qh[w + 1], shift);
       const uint32_t l = (lw >> lshift) & 0x0f0f0f0fu;
       const uint32_t h = ((hw >> (2 * g)) & 0x03030303u) << 4;
-      q[w] = static_cast<int>(__vsub4(l | h, 0x20202020u));
+      q[w] = static_cast<int>(bytes_minus<32>(l | h));
     }
     const float df = f16_bits_to_f32(d);
     *ds0 = df * static_cast<float>(static_cast<int8_t>(sc & 0xffu));

@@ -119,46 +119,54 @@ __global__ void __launch_bounds__(kThreads, 1)
   const auto row_src = [&](int r) -> const uint8_t* {
     return w + static_cast<size_t>(min(row0 + r, od - 1)) * row_bytes;
   };
+  // Every thread copies the same things at every stage, so its addresses are worked out once here:
+  // weight row (tid / 2), 16-byte columns (tid % 2) + 2j of its window; token (tid % 128) of quant
+  // runs (tid / 128) + 2j; and one 16-byte line of the scales (and sums).
+  const int w_row = tid >> 1, w_col = tid & 1;
+  const uint8_t* w_src = row_src(w_row);
+  const int a_tok = tid & (kTokCta - 1), a_run = tid >> 7;
+  const int a_bytes = tok0 + a_tok < nt ? 16 : 0;
+  const uint8_t* a_src = act.q + (static_cast<size_t>(a_run) * nt + (a_bytes != 0 ? tok0 + a_tok : 0)) * 16;
+  const size_t a_run_stride = static_cast<size_t>(2) * nt * 16;  // two runs on
+  const int s_chunk = tid / (kTokCta / 4), s_tok = (tid % (kTokCta / 4)) * 4;
+  const int s_bytes = 4 * max(0, min(4, nt - (tok0 + s_tok)));
+  const size_t s_src = static_cast<size_t>(s_chunk) * act.ntp + (s_bytes > 0 ? tok0 + s_tok : 0);
+  static_assert(kStageChunks * kTokCta / 4 == kThreads, "one 16-byte line of scales per thread");
+
   // Stage st's raw weight bytes: each row's kSB bytes into its window.
   const auto issue_weights = [&](int st, int buf) {
-    uint8_t* win = stage(buf) + windows_at(TYPE);
+    const uint32_t dst = smem_addr(stage(buf) + windows_at(TYPE) + w_row * kPitch);
     if (fast) {
       constexpr int kVecs = kSB / 16;
-#pragma unroll 4
-      for (int i = tid; i < kRowsCta * kVecs; i += kThreads) {
-        const int r = i / kVecs, v = i - r * kVecs;
-        cp_async16(smem_addr(win + r * kPitch + 16 * v), row_src(r) + static_cast<size_t>(st) * kSB + 16 * v);
+      const uint8_t* src = w_src + static_cast<size_t>(st) * kSB;
+#pragma unroll
+      for (int j = 0; j < (kVecs + 1) / 2; ++j) {
+        const int v = w_col + 2 * j;
+        if (v < kVecs) cp_async16(dst + 16 * v, src + 16 * v);
       }
     } else {
       constexpr int kP16 = window_pitch(TYPE);
-#pragma unroll 4
-      for (int i = tid; i < kRowsCta * kP16; i += kThreads) {
-        const int r = i / kP16, v = i - r * kP16;
-        const uintptr_t start = reinterpret_cast<uintptr_t>(row_src(r)) + static_cast<size_t>(st) * kSB;
-        const uintptr_t base = start & ~uintptr_t{15};
-        if (base + 16u * v < start + kSB)
-          cp_async16(smem_addr(win + r * kPitch + 16 * v), reinterpret_cast<const void*>(base + 16u * v));
+      const uintptr_t start = reinterpret_cast<uintptr_t>(w_src) + static_cast<size_t>(st) * kSB;
+      const uintptr_t base = start & ~uintptr_t{15};
+#pragma unroll
+      for (int j = 0; j < (kP16 + 1) / 2; ++j) {
+        const int v = w_col + 2 * j;
+        if (v < kP16 && base + 16u * v < start + kSB)
+          cp_async16(dst + 16 * v, reinterpret_cast<const void*>(base + 16u * v));
       }
     }
   };
   // Stage st's activations: 16 runs of 128 tokens x 16 bytes, and 8 rows of 128 scales (and sums).
   const auto issue_acts = [&](int st, int buf) {
-    uint8_t* q = stage(buf);
+    const uint8_t* src = a_src + static_cast<size_t>(st) * kStageChunks * a_run_stride;
+    const uint32_t dst = smem_addr(stage(buf) + a_run * kHalfStride + a_tok * 16);
 #pragma unroll
-    for (int i = tid; i < kStageChunks * 2 * kTokCta; i += kThreads) {
-      const int run = i / kTokCta, tok = i - run * kTokCta;
-      const bool ok = tok0 + tok < nt;
-      const uint8_t* src = act.q + (static_cast<size_t>(st * kStageChunks * 2 + run) * nt + (ok ? tok0 + tok : 0)) * 16;
-      cp_async16_zfill(smem_addr(q + run * kHalfStride + tok * 16), src, ok ? 16 : 0);
-    }
-    constexpr int kQuads = kStageChunks * kTokCta / 4;
-    static_assert(kQuads == kThreads, "one 16-byte copy of scales per thread");
-    const int c = tid / (kTokCta / 4), tok = (tid % (kTokCta / 4)) * 4;
-    const int valid = max(0, min(4, nt - (tok0 + tok)));
-    const size_t off = static_cast<size_t>(st * kStageChunks + c) * act.ntp + (valid > 0 ? tok0 + tok : 0);
-    cp_async16_zfill(smem_addr(q + kQuantBytes + (c * kTokCta + tok) * 4), act.d + off, 4 * valid);
-    if constexpr (kMin)
-      cp_async16_zfill(smem_addr(q + kQuantBytes + kScaleBytes + (c * kTokCta + tok) * 4), act.sum + off, 4 * valid);
+    for (int j = 0; j < kStageChunks; ++j)
+      cp_async16_zfill(dst + j * 2 * kHalfStride, src + j * a_run_stride, a_bytes);
+    const size_t off = static_cast<size_t>(st) * kStageChunks * act.ntp + s_src;
+    const uint32_t s_dst = smem_addr(stage(buf) + kQuantBytes + (s_chunk * kTokCta + s_tok) * 4);
+    cp_async16_zfill(s_dst, act.d + off, s_bytes);
+    if constexpr (kMin) cp_async16_zfill(s_dst + kScaleBytes, act.sum + off, s_bytes);
   };
   // Where CTA row r's stage st begins inside its window row.
   const auto lead = [&](int r, int st) -> int {
@@ -214,7 +222,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     const float* scales = reinterpret_cast<const float*>(stage(buf) + kQuantBytes);
     const float* sums = reinterpret_cast<const float*>(stage(buf) + kQuantBytes + kScaleBytes);
     // Chunk c's wgmma(s) for one 64-token half, as one commit group.
-    const auto issue = [&](int c, int half, int (&d)[32], int (&d_hi)[kHiDots], const Frag& f0, const Frag& f1) {
+    const auto mma_issue = [&](int c, int half, int (&d)[32], int (&d_hi)[kHiDots], const Frag& f0, const Frag& f1) {
       const uint64_t desc = kmajor_desc(b_addr + c * 2 * kHalfStride + half * 64 * 16);
       wgmma_fence();
       if constexpr (TYPE == kQ6_K) {
@@ -254,8 +262,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll 1
       for (int c = 0; c < kStageChunks; ++c) {
         const Frag f0 = decode_frag<TYPE>(s0, c, t), f1 = decode_frag<TYPE>(s1, c, t);
-        issue(c, 0, dot_a, hi_a, f0, f1);
-        issue(c, 1, dot_b, hi_b, f0, f1);
+        mma_issue(c, 0, dot_a, hi_a, f0, f1);
+        mma_issue(c, 1, dot_b, hi_b, f0, f1);
         wgmma_wait<1>();
         promote(c, 0, dot_a, hi_a, f0, f1);
         wgmma_wait<0>();
@@ -266,31 +274,31 @@ __global__ void __launch_bounds__(kThreads, 1)
     // Chunks in pairs, fragments of even chunks in x, odd in y: a register holding a wgmma's A
     // input is never written while that wgmma may still read it.
     Frag x0 = decode_frag<TYPE>(s0, 0, t), x1 = decode_frag<TYPE>(s1, 0, t);
-    issue(0, 0, dot_a, hi_a, x0, x1);
-    issue(0, 1, dot_b, hi_b, x0, x1);
+    mma_issue(0, 0, dot_a, hi_a, x0, x1);
+    mma_issue(0, 1, dot_b, hi_b, x0, x1);
     static_assert(kStageChunks % 2 == 0, "chunks go in pairs");
 #pragma unroll 1
     for (int c = 0; c < kStageChunks; c += 2) {
       wgmma_wait<1>();  // (c, half 0) is done; (c, half 1) may still run
       promote(c, 0, dot_a, hi_a, x0, x1);
       const Frag y0 = decode_frag<TYPE>(s0, c + 1, t), y1 = decode_frag<TYPE>(s1, c + 1, t);
-      issue(c + 1, 0, dot_a, hi_a, y0, y1);
+      mma_issue(c + 1, 0, dot_a, hi_a, y0, y1);
       wgmma_wait<1>();  // (c, half 1) is done
       promote(c, 1, dot_b, hi_b, x0, x1);
-      issue(c + 1, 1, dot_b, hi_b, y0, y1);
+      mma_issue(c + 1, 1, dot_b, hi_b, y0, y1);
       wgmma_wait<1>();  // (c + 1, half 0) is done
       promote(c + 1, 0, dot_a, hi_a, y0, y1);
       const bool more = c + 2 < kStageChunks;
       if (more) {
         x0 = decode_frag<TYPE>(s0, c + 2, t);
         x1 = decode_frag<TYPE>(s1, c + 2, t);
-        issue(c + 2, 0, dot_a, hi_a, x0, x1);
+        mma_issue(c + 2, 0, dot_a, hi_a, x0, x1);
         wgmma_wait<1>();  // (c + 1, half 1) is done
       } else {
         wgmma_wait<0>();
       }
       promote(c + 1, 1, dot_b, hi_b, y0, y1);
-      if (more) issue(c + 2, 1, dot_b, hi_b, x0, x1);
+      if (more) mma_issue(c + 2, 1, dot_b, hi_b, x0, x1);
     }
   }
 

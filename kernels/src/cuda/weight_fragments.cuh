@@ -48,8 +48,8 @@ __device__ __forceinline__ Frag decode_frag(const uint8_t* s, int c, int t) {
   if constexpr (TYPE == kQ4_0) {  // {f16 d; u8 qs[16]}: element j = low nibble of qs[j], j+16 high
     const uint8_t* b = s + c * 18;
     const uint32_t w = lds_u32(b + 2 + 4 * t);
-    f.lo = static_cast<int>(__vsub4(w & 0x0f0f0f0fu, 0x08080808u));
-    f.hi = static_cast<int>(__vsub4((w >> 4) & 0x0f0f0f0fu, 0x08080808u));
+    f.lo = static_cast<int>(bytes_minus<8>(w & 0x0f0f0f0fu));
+    f.hi = static_cast<int>(bytes_minus<8>((w >> 4) & 0x0f0f0f0fu));
     f.ds0 = f.ds1 = f16_bits_to_f32(lds_u16(b));
   } else if constexpr (TYPE == kQ4_1) {  // {f16 d, m; u8 qs[16]}: unsigned q
     const uint8_t* b = s + c * 20;
@@ -62,8 +62,8 @@ __device__ __forceinline__ Frag decode_frag(const uint8_t* s, int c, int t) {
     const uint8_t* b = s + c * 22;
     const uint32_t qh = lds_u32(b + 2);
     const uint32_t w = lds_u32(b + 6 + 4 * t);
-    f.lo = static_cast<int>(__vsub4((w & 0x0f0f0f0fu) | spread4_to_bit4(qh >> (4 * t)), 0x10101010u));
-    f.hi = static_cast<int>(__vsub4(((w >> 4) & 0x0f0f0f0fu) | spread4_to_bit4(qh >> (16 + 4 * t)), 0x10101010u));
+    f.lo = static_cast<int>(bytes_minus<16>((w & 0x0f0f0f0fu) | spread4_to_bit4(qh >> (4 * t))));
+    f.hi = static_cast<int>(bytes_minus<16>(((w >> 4) & 0x0f0f0f0fu) | spread4_to_bit4(qh >> (16 + 4 * t))));
     f.ds0 = f.ds1 = f16_bits_to_f32(lds_u16(b));
   } else if constexpr (TYPE == kQ5_1) {  // {f16 d, m; u8 qh[4]; u8 qs[16]}: unsigned 5-bit q
     const uint8_t* b = s + c * 24;
@@ -106,8 +106,8 @@ __device__ __forceinline__ Frag decode_frag(const uint8_t* s, int c, int t) {
                         (((lds_u32(qh + 4 * t) >> (2 * g)) & 0x03030303u) << 4);
     const uint32_t hi = ((lds_u32(ql + 16 + 4 * t) >> lshift) & 0x0f0f0f0fu) |
                         (((lds_u32(qh + 16 + 4 * t) >> (2 * g)) & 0x03030303u) << 4);
-    f.lo = static_cast<int>(__vsub4(lo, 0x20202020u));
-    f.hi = static_cast<int>(__vsub4(hi, 0x20202020u));
+    f.lo = static_cast<int>(bytes_minus<32>(lo));
+    f.hi = static_cast<int>(bytes_minus<32>(hi));
     const float d = f16_bits_to_f32(lds_u16(s + 208));
     f.ds0 = d * static_cast<float>(static_cast<int8_t>(s[192 + 2 * c]));
     f.ds1 = d * static_cast<float>(static_cast<int8_t>(s[192 + 2 * c + 1]));
