@@ -363,7 +363,11 @@ TEST(CudaActivationQuant, KMajorLayoutHoldsThePad40Numbers) {
 // unaligned window path).
 TEST(CudaMmqWgmma, BitIdenticalToTheTileKernel) {
   if (!cuda::mmq_wgmma_usable(9, 256)) GTEST_SKIP() << "the wgmma kernel needs a compute capability 9.0 device";
-  const int64_t od = 200, k = 256 * 5;
+  // Both ways the kernel stages weights: tensor copies of 16-byte aligned rows (offset 0; q6_K's only at
+  // k = 2048, where its rows are 1680 bytes and its stages start inside a 16-byte line), and per-row
+  // bulk copies (offset 2, and q6_K's 1050-byte rows at k = 1280).
+  const int64_t od = 200;
+  for (int64_t k : {int64_t{256 * 5}, int64_t{256 * 8}})
   for (WeightType type : {WeightType::q4_0, WeightType::q4_1, WeightType::q5_0, WeightType::q5_1,
                           WeightType::q8_0, WeightType::q4_K, WeightType::q5_K, WeightType::q6_K}) {
     const auto w = uniform(static_cast<size_t>(od * k), 80);
@@ -389,7 +393,7 @@ TEST(CudaMmqWgmma, BitIdenticalToTheTileKernel) {
         ASSERT_CUDA(cudaMemcpy(y2.data(), dy2.get(), dy2.bytes(), cudaMemcpyDeviceToHost));
         for (size_t i = 0; i < y1.size(); ++i)
           ASSERT_EQ(std::memcmp(&y1[i], &y2[i], 4), 0)
-              << quant::traits(type).name << " offset " << offset << " nt " << nt << " token " << i / od << " row "
+              << quant::traits(type).name << " k " << k << " offset " << offset << " nt " << nt << " token " << i / od << " row "
               << i % od << ": tile " << y1[i] << " wgmma " << y2[i];
       }
     }
