@@ -37,7 +37,7 @@ stop_daemon() {
 }
 trap 'stop_daemon; rm -rf "$work"' EXIT
 
-# A trace line: foreign SM %, SM clock and clock-event reasons (0x20 = sw_thermal_slowdown).
+# A trace line: foreign SM %, SM clock and clock-event reasons (0x20 = sw_thermal_slowdown, 0x4 = sw_power_cap).
 sample() {
   local t=$1 sm=$2 clock=$3 reasons=$4 foreign=""
   [ "$sm" -gt 0 ] && foreign="{\"pid\":4242,\"name\":\"sglang\",\"sm_percent\":$sm}"
@@ -45,9 +45,12 @@ sample() {
 }
 sample 0 0 1980 0 >"$work/quiet.jsonl"
 sample 0 96 1410 32 >"$work/busy.jsonl"
-# Mixed: a co-tenant for 0.4 s of every 2 s, with the clock held down while it runs.
+# Mixed: a co-tenant for 0.4 s of every 2 s, with the clock held down while it runs; between its
+# visits the GPU runs at its power cap (0x4, sw_power_cap: a reason that is not contention), so every
+# run of the gate has readings with a clock-event reason to draw, however fast this machine runs
+# the gate (on a fast CPU its A/B phase fits between two visits).
 for ((t = 0; t < 600000; t += 400)); do
-  if (((t / 400) % 5 == 4)); then sample "$t" 96 1410 32; else sample "$t" 0 1980 0; fi
+  if (((t / 400) % 5 == 4)); then sample "$t" 96 1410 32; else sample "$t" 0 1980 4; fi
 done >"$work/mixed.jsonl"
 
 start_daemon() {  # start_daemon TRACE [EXTRA ARGS...]: waits for "ready"

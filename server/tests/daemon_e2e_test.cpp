@@ -154,12 +154,17 @@ TEST(DaemonEndToEnd, AJobInterruptedByKill9FinishesAfterRestart) {
   DaemonUnderTest d;
   d.start();
   const int64_t job = submit_no_wait(d, "--name ref --kind parity --parity-shapes quick");
-  // Wait until it is running (the parity phase takes tens of seconds on a small CPU).
+  // Kill it mid-sweep: as soon as it is running and has finished a parity case. A fixed sleep
+  // raced the job's own length (192 cases take 2 s on a fast CPU and minutes on a slow one).
   const auto deadline = std::chrono::steady_clock::now() + 60s;
-  while (state_of(show(d, job)) != "JOB_STATE_RUNNING" && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(100ms);
-  ASSERT_EQ(state_of(show(d, job)), "JOB_STATE_RUNNING");
-  std::this_thread::sleep_for(2s);
+  json j = show(d, job);
+  while ((state_of(j) != "JOB_STATE_RUNNING" || j["progress"]["parity_done"].get<int>() == 0) &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(10ms);
+    j = show(d, job);
+  }
+  ASSERT_EQ(state_of(j), "JOB_STATE_RUNNING") << j.dump();
+  ASSERT_LT(j["progress"]["parity_done"].get<int>(), j["progress"]["parity_total"].get<int>()) << j.dump();
   d.kill9();
   d.start();
   EXPECT_NE(d.log().find("job " + std::to_string(job) + " was running when the daemon stopped; re-queued"),
@@ -167,7 +172,7 @@ TEST(DaemonEndToEnd, AJobInterruptedByKill9FinishesAfterRestart) {
       << d.log();
   auto w = d.cli("watch " + std::to_string(job));
   EXPECT_EQ(w.code, 0) << w.err << w.out;
-  json j = show(d, job);
+  j = show(d, job);
   EXPECT_EQ(state_of(j), "JOB_STATE_DONE");
   EXPECT_EQ(j["attempts"].get<int>(), 1) << j.dump();
 }

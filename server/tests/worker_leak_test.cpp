@@ -160,7 +160,10 @@ TEST(WorkerLeak, AParitySweepOfTheLeakBuildKeepsMemoryAndOfTheReferenceBuildNone
   const auto leaked = qgate::server::judge_parity_memory(parity_summary(build_path("QGATE_FAULT_LEAK", QGATE_FAULT_LEAK)));
   ASSERT_TRUE(leaked.has_value());
   EXPECT_EQ(leaked->where(), "parity sweep");
-  EXPECT_GE(kCuda ? leaked->device_bytes() : leaked->host_bytes(), 12 * kLeakPerCall - 4 * MiB) << leaked->detail();
+  // Twelve calls leak 12 x 64 MiB on a GPU; the readings on the H200 (2026-12-01, the reference build at
+  // f765f8c and after it) show 736 MiB: 32 MiB that the process held before the first case is gone by
+  // the last one. One call's worth of slack keeps the check on the leak, not on that.
+  EXPECT_GE(kCuda ? leaked->device_bytes() : leaked->host_bytes(), 11 * kLeakPerCall) << leaked->detail();
   std::printf("judged: %s: %s\n", leaked->where().c_str(), leaked->detail().c_str());
   const auto clean = qgate::server::judge_parity_memory(parity_summary(build_path("QGATE_REF_LIBRARY", QGATE_REF_LIBRARY)));
   EXPECT_FALSE(clean.has_value()) << clean->detail();
