@@ -14,15 +14,17 @@
 // (TMA, completing on the stage's "full" mbarrier), one per region and stage: the 128 weight rows'
 // raw bytes as a [128][window] box of the weights viewed as [od][row_bytes] (rows and windows as in
 // weight_fragments.cuh), the tokens' quants as a [16][128][16] box of the k-major layout of
-// launchers.h, their scales (and sums) as [8][128] boxes. Per-row bulk copies (cp.async.bulk) take
-// the weights' place when their rows are not 16-byte aligned; small copies cost the copy engine
-// about as much as large ones, so that path is slow, and only correct. The consumers never copy
+// launchers.h, their scales (and sums) as [8][128] boxes. When the rows are not 16-byte aligned (a
+// tensor map needs 16-byte row strides: q6_K's 210-byte blocks at k = 11008, say) the producer's 128
+// threads copy a row each with cp.async, 16-byte lines from the row's 16-byte boundary, and arrive
+// on "full" when their copies land (per-row bulk copies were tried there: the copy engine spends
+// about as long on a 210-byte copy as on a large one, and that path ran at 0.8x). The consumers never copy
 // or meet at a CTA barrier: they wait on "full", and each warp frees a stage on its "empty" mbarrier
 // once its last wgmma on it has completed. Their chunk loop keeps one wgmma in flight while the
 // previous dots are promoted, across stage boundaries too. setmaxnreg moves the producer's
 // registers to the consumers. On sm_90 the kernel is a programmatic dependent of the activation
 // quantizer: the producer requests the first weight stages before it waits for the quantizer.
-// Edges: rows past od and tokens past nt are zeros from the tensor copies (the bulk-copy path stages
+// Edges: rows past od and tokens past nt are zeros from the tensor copies (the cp.async path stages
 // row od-1 instead); neither is ever stored.
 #include <cuda.h>  // CUtensorMap; the encoder comes through the runtime's driver entry point
 #include <cuda_fp16.h>
@@ -54,7 +56,8 @@ constexpr int kStages = 3;
 constexpr int kQuantBytes = kStageChunks * 2 * kTokCta * 16;  // a stage's B: [chunk][half][token][16]
 constexpr int kScaleBytes = kStageChunks * kTokCta * 4;       // [chunk][token] f32
 constexpr int kHalfStride = kTokCta * 16;                     // between a chunk's two 16-k halves
-constexpr int kRowsPerLane = kRowsCta / 32;                   // weight rows each producer lane copies
+constexpr int kProducers = kThreads - kConsumers;             // the producer warpgroup's threads
+static_assert(kProducers == kRowsCta, "on the cp.async path each producer thread copies one weight row");
 
 __host__ __device__ constexpr int window_row_bytes(int type) { return window_pitch(type) * 16; }
 __host__ __device__ constexpr int windows_at(int type) { return kQuantBytes + kScaleBytes * (has_min(type) ? 2 : 1); }
@@ -86,8 +89,9 @@ __device__ __forceinline__ void fence_operands(int (&d)[32]) {
   for (int i = 0; i < 32; ++i) asm volatile("" : "+r"(d[i])::"memory");
 }
 
-// mbarriers (PTX ISA, mbarrier): a stage's "full" barrier counts one arrival (the producer's, with
-// the bytes its bulk copies will bring); its "empty" barrier one arrival per consumer warp.
+// mbarriers (PTX ISA, mbarrier): a stage's "full" barrier counts the producer's arrival with the
+// bytes its tensor copies will bring, and on the cp.async path one arrival per producer thread when
+// its copies have landed; its "empty" barrier one arrival per consumer warp.
 __device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
 }
@@ -110,12 +114,10 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
                  : "memory");
   } while (done == 0);
 }
-/// Bulk copy of `bytes` (a multiple of 16; both addresses 16-byte aligned) into this CTA's shared
-/// memory, counted on `bar` when it lands.
-__device__ __forceinline__ void bulk_copy(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
-               "l"(src), "r"(bytes), "r"(bar)
-               : "memory");
+/// An arrival on `bar` once this thread's earlier cp.async copies have landed; it is one of the
+/// arrivals the barrier was initialised to expect (.noinc).
+__device__ __forceinline__ void cp_async_arrive(uint32_t bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
 }
 /// Tensor copies of one box at element coordinates {x, y(, z)} of `map` into this CTA's shared memory.
 __device__ __forceinline__ void tensor_copy_2d(uint32_t dst, const CUtensorMap& map, int x, int y, uint32_t bar) {
@@ -185,7 +187,6 @@ struct CtaProblem {
   size_t row_bytes;
   KMajorActs act;
   int nt, od, row0, tok0, nst;
-  bool fast;           // every row's stage is a whole number of 16-byte lines at a 16-byte boundary
   bool tiled_weights;  // the weights come as one tensor copy per stage (rows at stage offset 0)
   const TensorMaps* maps;
   uint8_t* smem;
@@ -203,8 +204,9 @@ __device__ __forceinline__ uint32_t empty_bar(const CtaProblem& p, int type_barr
   return smem_addr(p.smem + type_barriers_at) + 8 * (kStages + buf);
 }
 
-// The producer (warp 8). Lane 0 registers each stage's bytes on its "full" barrier and issues its
-// tensor copies; on the bulk-copy path every lane l also copies weight rows l + 32j.
+// The producer warpgroup (threads 256..383). Its first thread registers each stage's tensor-copy
+// bytes on the stage's "full" barrier and issues the tensor copies; on the cp.async path thread
+// 256 + r also copies weight row r and arrives when its copies land.
 template <int TYPE>
 __device__ void produce(const CtaProblem& p) {
   constexpr int kStage = stage_smem(TYPE);
@@ -212,53 +214,34 @@ __device__ void produce(const CtaProblem& p) {
   constexpr int kPitch = window_row_bytes(TYPE);
   constexpr int kBars = barriers_at(TYPE);
   constexpr uint32_t kActBytes = kQuantBytes + kScaleBytes * (has_min(TYPE) ? 2 : 1);
-  const int lane = threadIdx.x & 31;
-  const uint8_t* rows[kRowsPerLane];
-#pragma unroll
-  for (int j = 0; j < kRowsPerLane; ++j) rows[j] = row_src<TYPE>(p, lane + 32 * j);
+  const int me = static_cast<int>(threadIdx.x) - kConsumers;  // 0..127
+  const bool leader = me == 0;
+  const uint8_t* row = row_src<TYPE>(p, me);
 
-  // The bulk-copy path: the 16-byte lines that hold row j's stage st, [first, first + bytes).
-  const auto row_span = [&](int j, int st, uintptr_t* first) -> uint32_t {
-    const uintptr_t start = reinterpret_cast<uintptr_t>(rows[j]) + static_cast<size_t>(st) * kSB;
-    if (p.fast) {
-      *first = start;
-      return kSB;
-    }
-    *first = start & ~uintptr_t{15};
-    return static_cast<uint32_t>(((start + kSB + 15) & ~uintptr_t{15}) - *first);
-  };
-  const auto expect = [&](int st, int buf) {
-    uint32_t weight_bytes = kRowsCta * kPitch;  // a whole box, zeros included
-    if (!p.tiled_weights) {
-      uint32_t mine = 0;
-#pragma unroll
-      for (int j = 0; j < kRowsPerLane; ++j) {
-        uintptr_t first;
-        mine += row_span(j, st, &first);
-      }
-      weight_bytes = __reduce_add_sync(0xffffffffu, mine);
-    }
-    if (lane == 0) mbar_arrive_expect_tx(full_bar(p, kBars, buf), weight_bytes + kActBytes);
-    __syncwarp();
-  };
   const auto issue_weights = [&](int st, int buf) {
     uint8_t* win = p.smem + buf * kStage + windows_at(TYPE);
     const uint32_t bar = full_bar(p, kBars, buf);
     if (p.tiled_weights) {
       // From the 16-byte line that holds the stage's first byte (a box starts at a 16-byte
       // boundary; q6_K's 210-byte stages do not), the same line in every row.
-      if (lane == 0) tensor_copy_2d(smem_addr(win), p.maps->w, ((st * kSB) & ~15) / 2, p.row0, bar);
+      if (leader) tensor_copy_2d(smem_addr(win), p.maps->w, ((st * kSB) & ~15) / 2, p.row0, bar);
       return;
     }
+    // This thread's row: the 16-byte lines that hold its stage, [first, end).
+    const uintptr_t start = reinterpret_cast<uintptr_t>(row) + static_cast<size_t>(st) * kSB;
+    const uintptr_t first = start & ~uintptr_t{15}, end = (start + kSB + 15) & ~uintptr_t{15};
+    const uint32_t dst = smem_addr(win + me * kPitch);
 #pragma unroll
-    for (int j = 0; j < kRowsPerLane; ++j) {
-      uintptr_t first;
-      const uint32_t bytes = row_span(j, st, &first);
-      bulk_copy(smem_addr(win + (lane + 32 * j) * kPitch), reinterpret_cast<const void*>(first), bytes, bar);
-    }
+    for (int v = 0; v < kPitch / 16; ++v)
+      if (first + 16u * v < end) cp_async16(dst + 16 * v, reinterpret_cast<const void*>(first + 16u * v));
+    cp_async_arrive(bar);
+  };
+  const auto expect = [&](int buf) {
+    if (leader)
+      mbar_arrive_expect_tx(full_bar(p, kBars, buf), kActBytes + (p.tiled_weights ? kRowsCta * kPitch : 0));
   };
   const auto issue_acts = [&](int st, int buf) {
-    if (lane != 0) return;
+    if (!leader) return;
     uint8_t* base = p.smem + buf * kStage;
     const uint32_t bar = full_bar(p, kBars, buf);
     tensor_copy_3d(smem_addr(base), p.maps->q, 0, p.tok0, st * kStageChunks * 2, bar);
@@ -269,17 +252,19 @@ __device__ void produce(const CtaProblem& p) {
 
   const int pre = min(kStages, p.nst);
   for (int st = 0; st < pre; ++st) {  // weights do not depend on the activation quantizer
-    expect(st, st);
+    expect(st);
     issue_weights(st, st);
   }
+  if (leader) {
 #if __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
 #endif
-  for (int st = 0; st < pre; ++st) issue_acts(st, st);
+    for (int st = 0; st < pre; ++st) issue_acts(st, st);
+  }
   for (int st = kStages; st < p.nst; ++st) {
     const int buf = st % kStages;
     mbar_wait(empty_bar(p, kBars, buf), ((st / kStages) - 1) & 1);
-    expect(st, buf);
+    expect(buf);
     issue_weights(st, buf);
     issue_acts(st, buf);
   }
@@ -308,7 +293,7 @@ __device__ __forceinline__ StageView stage_view(const CtaProblem& p, int st, int
   int lead0 = 0, lead1 = 0;  // where the stage begins inside each window row
   if (p.tiled_weights) {
     lead0 = lead1 = (st * kSB) & 15;
-  } else if (!p.fast) {
+  } else {
     const size_t off = static_cast<size_t>(st) * kSB;
     lead0 = static_cast<int>((reinterpret_cast<uintptr_t>(row_src<TYPE>(p, r_lo)) + off) & 15u);
     lead1 = static_cast<int>((reinterpret_cast<uintptr_t>(row_src<TYPE>(p, r_lo + 8)) + off) & 15u);
@@ -472,13 +457,12 @@ __global__ void __launch_bounds__(kThreads, 1)
   p.row0 = blockIdx.x * kRowsCta;
   p.tok0 = blockIdx.y * kTokCta;
   p.nst = nchunks / kStageChunks;  // k % 256 == 0 (launch_mmq_wgmma)
-  p.fast = stage_bytes(TYPE) % 16 == 0 && row_bytes % 16 == 0 && (reinterpret_cast<uintptr_t>(w) & 15u) == 0;
   p.tiled_weights = tiled_weights;
   p.maps = &maps;
   p.smem = smem;
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
-      mbar_init(full_bar(p, barriers_at(TYPE), s), 1);
+      mbar_init(full_bar(p, barriers_at(TYPE), s), tiled_weights ? 1 : 1 + kProducers);
       mbar_init(empty_bar(p, barriers_at(TYPE), s), kConsumerWarps);
     }
     mbar_init_fence();
@@ -486,7 +470,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   __syncthreads();
   if (threadIdx.x >= kConsumers) {
     setmaxnreg_dec<kProducerRegs>();
-    if (threadIdx.x < kConsumers + 32) produce<TYPE>(p);
+    produce<TYPE>(p);
   } else {
     setmaxnreg_inc<kConsumerRegs>();
     consume<TYPE>(p, y);
