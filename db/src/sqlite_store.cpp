@@ -23,6 +23,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "detail/compare_runs_sql.h"
 #include "detail/migrations.h"
 #include "detail/sqlite_checked.h"
 
@@ -269,6 +270,28 @@ Run read_run(SQLite::Statement& row) {
   run.tokens_per_s = optional_real(row.getColumn(22));
   run.gemm_ms = optional_real(row.getColumn(23));
   run.contended = optional_flag(row.getColumn(24));
+  return run;
+}
+
+/// A row of detail::kCompareRunSelect's columns.
+CompareRun read_compare_run(SQLite::Statement& row) {
+  CompareRun run;
+  run.run_id = row.getColumn(0).getInt64();
+  run.job_id = optional_int(row.getColumn(1));
+  run.build_id = row.getColumn(2).getInt64();
+  run.arm = optional_text(row.getColumn(3));
+  run.pair_index = row.getColumn(4).getInt();
+  run.path = row.getColumn(5).getString();
+  run.profile = row.getColumn(6).getString();
+  run.weight_type = optional_text(row.getColumn(7));
+  run.tokens = row.getColumn(8).getInt64();
+  run.backend = row.getColumn(9).getString();
+  run.gpu_name = row.getColumn(10).getString();
+  run.gpu_uuid = row.getColumn(11).getString();
+  run.started_ms = row.getColumn(12).getInt64();
+  run.tokens_per_s = row.getColumn(13).getDouble();
+  run.contended = optional_flag(row.getColumn(14));
+  if (auto timing = optional_text(row.getColumn(15))) run.job_timing = timing_mode_from_string(*timing);
   return run;
 }
 
@@ -1103,13 +1126,11 @@ class SqliteStore final : public Store {
 
   std::vector<CompareRun> compare_runs(const CompareRunsQuery& query) override {
     return guarded("compare_runs", [&] {
-      // runs_by_build finds the build's runs; the optional filters are added only when given, so
-      // each shape of the query is one cached statement.
-      std::string sql =
-          "SELECT r.id, r.job_id, r.arm, r.pair_index, r.path, r.profile, r.weight_type, r.tokens, "
-          "r.backend, r.gpu_name, r.gpu_uuid, r.started_ms, r.tokens_per_s, r.contended, j.timing "
-          "FROM runs r LEFT JOIN jobs j ON j.id = r.job_id "
-          "WHERE r.build_id = ? AND r.state = 'done' AND r.tokens_per_s IS NOT NULL";
+      // The build's runs come through runs_by_build_series (with a profile SQLite may pick
+      // runs_by_profile_time); the optional filters are added only when given, so each shape of
+      // the query is one cached statement.
+      std::string sql = std::string(detail::kCompareRunSelect) +
+                        "WHERE r.build_id = ? AND r.state = 'done' AND r.tokens_per_s IS NOT NULL";
       if (query.profile) sql += " AND r.profile = ?";
       if (query.tokens) sql += " AND r.tokens = ?";
       if (query.weight_type) sql += " AND r.weight_type = ?";
@@ -1121,28 +1142,18 @@ class SqliteStore final : public Store {
       if (query.tokens) detail::bind_value(*select, index++, *query.tokens);
       if (query.weight_type) detail::bind_value(*select, index++, *query.weight_type);
       std::vector<CompareRun> runs;
-      while (select->executeStep()) {
-        CompareRun run;
-        run.run_id = select->getColumn(0).getInt64();
-        run.job_id = optional_int(select->getColumn(1));
-        run.build_id = query.build_id;
-        run.arm = optional_text(select->getColumn(2));
-        run.pair_index = select->getColumn(3).getInt();
-        run.path = select->getColumn(4).getString();
-        run.profile = select->getColumn(5).getString();
-        run.weight_type = optional_text(select->getColumn(6));
-        run.tokens = select->getColumn(7).getInt64();
-        run.backend = select->getColumn(8).getString();
-        run.gpu_name = select->getColumn(9).getString();
-        run.gpu_uuid = select->getColumn(10).getString();
-        run.started_ms = select->getColumn(11).getInt64();
-        run.tokens_per_s = select->getColumn(12).getDouble();
-        run.contended = optional_flag(select->getColumn(13));
-        if (auto timing = optional_text(select->getColumn(14))) {
-          run.job_timing = timing_mode_from_string(*timing);
-        }
-        runs.push_back(std::move(run));
-      }
+      while (select->executeStep()) runs.push_back(read_compare_run(*select));
+      return runs;
+    });
+  }
+
+  std::vector<CompareRun> job_compare_runs(RowId job_id) override {
+    return guarded("job_compare_runs", [&] {
+      // runs_by_job: the job's own rows, never its builds' (detail/compare_runs_sql.h).
+      ScopedStatement select(prepared(detail::job_compare_runs_sql()));
+      bind_all(*select, job_id);
+      std::vector<CompareRun> runs;
+      while (select->executeStep()) runs.push_back(read_compare_run(*select));
       return runs;
     });
   }

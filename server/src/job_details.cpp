@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
-#include <set>
 
 #include "qgate/cotenant/sample.h"
 #include "qgate/server/job_records.h"
@@ -20,21 +19,16 @@ db::Job job_or_refuse(db::Store& store, db::RowId job_id) {
   throw ApplicationError(ApplicationErrorKind::NotFound, "no job " + std::to_string(job_id));
 }
 
-/// The job's finished timed runs of an arm, oldest first: its build's runs and, for a gate, its
-/// baseline's, kept when they belong to this job.
+/// The job's finished timed runs of an arm, oldest first (started_ms, then run id): its build's runs
+/// and, for a gate, its baseline's. Read through runs_by_job (Store::job_compare_runs), so the rows
+/// read are the job's own (2 x its pair budget at most), never its builds' whole history.
 std::vector<db::CompareRun> arm_runs(db::Store& store, const db::Job& job) {
-  std::set<db::RowId> builds{job.build_id};
-  if (job.baseline_build_id) builds.insert(*job.baseline_build_id);
   std::vector<db::CompareRun> runs;
-  for (db::RowId build : builds) {
-    db::CompareRunsQuery query;
-    query.build_id = build;
-    for (db::CompareRun& run : store.compare_runs(query))
-      if (run.job_id == job.id && run.arm) runs.push_back(std::move(run));
+  for (db::CompareRun& run : store.job_compare_runs(job.id)) {
+    const bool of_its_builds =
+        run.build_id == job.build_id || (job.baseline_build_id && run.build_id == *job.baseline_build_id);
+    if (of_its_builds && run.arm) runs.push_back(std::move(run));
   }
-  std::sort(runs.begin(), runs.end(), [](const db::CompareRun& a, const db::CompareRun& b) {
-    return a.started_ms != b.started_ms ? a.started_ms < b.started_ms : a.run_id < b.run_id;
-  });
   return runs;
 }
 

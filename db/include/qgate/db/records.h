@@ -397,7 +397,8 @@ struct CompareRunsQuery {
 };
 
 /// One finished run of a build with what places it in a series (profile, tokens, backend, GPU, path,
-/// weight type) and in its job (arm, pair index), for `qgate compare`.
+/// weight type) and in its job (arm, pair index), for `qgate compare` (Store::compare_runs) and a
+/// job's detail views (Store::job_compare_runs).
 struct CompareRun {
   RowId run_id = 0;
   std::optional<RowId> job_id;  // none for imported results

@@ -127,6 +127,10 @@ class Store {
   /// One build's finished runs with a tokens_per_s that match the query, contended ones included,
   /// each with its series fields and its job's spec; oldest first. One query, no lookups per run.
   virtual std::vector<CompareRun> compare_runs(const CompareRunsQuery& query) = 0;
+  /// One job's finished runs with a tokens_per_s, whichever of its builds they ran, contended ones
+  /// included, in compare_runs' shape; oldest first (started_ms, then id). Read through runs_by_job:
+  /// bounded by the job's own runs, never by how many runs its builds have from other jobs.
+  virtual std::vector<CompareRun> job_compare_runs(RowId job_id) = 0;
 
   /// The backend's own consistency check; "ok" when healthy.
   virtual std::string integrity_check() = 0;
