@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cmath>
+#include <cstdio>
 #include <exception>
 #include <map>
 #include <thread>
@@ -29,6 +30,30 @@ v1::Verdict to_proto(stats::Verdict v) {
     case stats::Verdict::pass: return v1::VERDICT_PASS;
     case stats::Verdict::fail: return v1::VERDICT_FAIL;
     default: return v1::VERDICT_INCONCLUSIVE;
+  }
+}
+
+/// One weight type's comparison (`e`, judged like the headline at the look the A/B stopped at) into
+/// the report. The verdict is on the profile's summed tok/s, so a type that got slower inside a
+/// faster sum would pass unsaid: under a PASS, a type whose own interval lies wholly below
+/// 1 - threshold is named in the reasons.
+void add_type_comparison(v1::VerdictReport& report, const std::string& type, const stats::LookResult& e,
+                         const stats::SequentialDesign& design, double gemm_us_a, double gemm_us_b) {
+  auto* t = report.add_per_type();
+  t->set_weight_type(type);
+  t->set_ratio(e.ratio);
+  t->set_ci_low(e.lower);
+  t->set_ci_high(e.upper);
+  t->set_comparison(to_proto(e.comparison));
+  t->set_gemm_us_a(gemm_us_a);
+  t->set_gemm_us_b(gemm_us_b);
+  if (report.verdict() == v1::VERDICT_PASS && e.upper < 1 - design.slowdown_threshold) {
+    char text[256];
+    std::snprintf(text, sizeof text,
+                  "%s alone is slower: %.3f [%.3f, %.3f] is a slowdown beyond %.1f%% (%.1f us against %.1f); "
+                  "the verdict is on the profile's summed tok/s",
+                  type.c_str(), e.ratio, e.lower, e.upper, 100 * design.slowdown_threshold, gemm_us_a, gemm_us_b);
+    report.add_reasons(text);
   }
 }
 
@@ -286,15 +311,9 @@ AbOutcome AbPhase::run_split(v1::JobProgress& progress) {
   for (const auto& [type, tp] : book.by_type) {
     if (tp.size() != book.pairs.size()) continue;
     const auto type_blocks = stats::split_blocks(tp);
-    const auto e = stats::judge_look(type_blocks, design, decision.look_index);
-    auto* t = report.add_per_type();
-    t->set_weight_type(type);
-    t->set_ratio(e.ratio);
-    t->set_ci_low(e.lower);
-    t->set_ci_high(e.upper);
-    t->set_comparison(to_proto(e.comparison));
-    t->set_gemm_us_a(stats::geometric_mean(book.type_us[type].first));
-    t->set_gemm_us_b(stats::geometric_mean(book.type_us[type].second));
+    add_type_comparison(report, type, stats::judge_look(type_blocks, design, decision.look_index), design,
+                        stats::geometric_mean(book.type_us[type].first),
+                        stats::geometric_mean(book.type_us[type].second));
   }
   out.recovered = recovered_;
   return out;
@@ -445,15 +464,9 @@ AbOutcome AbPhase::run(v1::JobProgress& progress) {
     // The same interval as the headline, at the look the A/B stopped at (a type missing from some
     // runs has fewer pairs and gets none).
     if (tp.size() != book.pairs.size()) continue;
-    const auto e = stats::judge_look(tp, design, decision.look_index);
-    auto* t = report.add_per_type();
-    t->set_weight_type(type);
-    t->set_ratio(e.ratio);
-    t->set_ci_low(e.lower);
-    t->set_ci_high(e.upper);
-    t->set_comparison(to_proto(e.comparison));
-    t->set_gemm_us_a(stats::geometric_mean(book.type_us[type].first));
-    t->set_gemm_us_b(stats::geometric_mean(book.type_us[type].second));
+    add_type_comparison(report, type, stats::judge_look(tp, design, decision.look_index), design,
+                        stats::geometric_mean(book.type_us[type].first),
+                        stats::geometric_mean(book.type_us[type].second));
   }
   out.recovered = recovered_;
   return out;

@@ -23,6 +23,9 @@ struct WorkerScript {
   double mmq_tokens_per_s = 1000;  // MINFER_MMQ=1
   double f16_tokens_per_s = 500;   // MINFER_MMQ=0
   std::map<std::string, double> build_tokens_per_s;  // by build path: overrides the two above
+  // By MINFER_MMQ value ("1", "0"): each run's GEMMs as weight type -> µs, and tok/s = 1e6 / their sum;
+  // overrides the tok/s above (one q4_0 GEMM of 1e6 / tok/s µs otherwise). Noise scales every GEMM.
+  std::map<std::string, std::map<std::string, double>> type_us;
   double noise = 0;                // relative sd of each run's tok/s (log-normal)
   int fail_run = -1;               // this run answers CASE_OUTCOME_ERROR
   bool fail_run_loses_context = false;  // ... with a lost CUDA context in qgate_gemm_run
@@ -124,14 +127,22 @@ class FakeWorker final : public WorkerChannel {
         double tps = script_.build_tokens_per_s.count(build_) ? script_.build_tokens_per_s.at(build_)
                      : mmq_ == "0"                            ? script_.f16_tokens_per_s
                                                               : script_.mmq_tokens_per_s;
-        if (script_.noise > 0) tps *= std::exp(std::normal_distribution<double>(0, script_.noise)(rng_));
-        if (auto speed = script_.device_speed.find(device_); speed != script_.device_speed.end()) tps *= speed->second;
-        r->set_tokens_per_s(tps);
-        r->set_gemm_ms(1000.0 / tps);
-        auto* g = r->add_gemms();
-        g->mutable_gemm()->set_type("q4_0");
-        g->mutable_gemm()->set_count(1);
-        g->set_median_us(1e6 / tps);
+        double scale = 1;  // of the run's speed
+        if (script_.noise > 0) scale *= std::exp(std::normal_distribution<double>(0, script_.noise)(rng_));
+        if (auto speed = script_.device_speed.find(device_); speed != script_.device_speed.end()) scale *= speed->second;
+        std::map<std::string, double> gemms = {{"q4_0", 1e6 / tps}};
+        if (auto types = script_.type_us.find(mmq_); types != script_.type_us.end()) gemms = types->second;
+        double total_us = 0;
+        for (auto& [type, us] : gemms) {
+          us /= scale;
+          total_us += us;
+          auto* g = r->add_gemms();
+          g->mutable_gemm()->set_type(type);
+          g->mutable_gemm()->set_count(1);
+          g->set_median_us(us);
+        }
+        r->set_tokens_per_s(1e6 / total_us);
+        r->set_gemm_ms(total_us / 1000.0);
       }
       outbox_.push_back(out);
     } else if (request.has_shutdown()) {

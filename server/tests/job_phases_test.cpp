@@ -115,6 +115,38 @@ TEST_F(PhaseTest, AbbaOrderAlternatesTheArmThatRunsFirst) {
   EXPECT_EQ(launcher.journal.releases, 2) << "both workers asked to release at the end";
 }
 
+// The verdict is on the summed time; a type that got slower inside a faster sum is named.
+TEST_F(PhaseTest, APassingAbNamesATypeThatGotSlowerInsideAFasterSum) {
+  WorkerScript script{.noise = 0.005};
+  script.type_us["1"] = {{"q4_K", 600}, {"q6_K", 330}};  // arm A: q4_K 1.33x faster, q6_K 0.91x
+  script.type_us["0"] = {{"q4_K", 800}, {"q6_K", 300}};
+  FakeLauncher launcher(script);
+  const AbOutcome out = run_ab(launcher, ab_setup());
+  EXPECT_EQ(out.report.verdict(), v1::VERDICT_PASS);
+  EXPECT_NEAR(out.report.ratio(), 1100.0 / 930.0, 0.02);
+  ASSERT_EQ(out.report.per_type_size(), 2);
+  int named = 0;
+  for (const std::string& reason : out.report.reasons()) {
+    if (reason.find("alone is slower") == std::string::npos) continue;
+    ++named;
+    EXPECT_EQ(reason.rfind("q6_K alone is slower: 0.9", 0), 0u) << reason;
+    EXPECT_NE(reason.find("beyond 2.0%"), std::string::npos) << reason;
+  }
+  EXPECT_EQ(named, 1) << "q6_K and only q6_K";
+}
+
+TEST_F(PhaseTest, APassingAbWhereEveryTypeIsFasterNamesNone) {
+  WorkerScript script{.noise = 0.005};
+  script.type_us["1"] = {{"q4_K", 600}, {"q6_K", 290}};
+  script.type_us["0"] = {{"q4_K", 800}, {"q6_K", 300}};
+  FakeLauncher launcher(script);
+  const AbOutcome out = run_ab(launcher, ab_setup());
+  EXPECT_EQ(out.report.verdict(), v1::VERDICT_PASS);
+  ASSERT_EQ(out.report.per_type_size(), 2);
+  for (const std::string& reason : out.report.reasons())
+    EXPECT_EQ(reason.find("alone is slower"), std::string::npos) << reason;
+}
+
 TEST_F(PhaseTest, SequentialOrderRunsEveryARunThenEveryBRun) {
   FakeLauncher launcher;
   AbSetup setup = ab_setup();
