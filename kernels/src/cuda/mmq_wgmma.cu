@@ -623,24 +623,15 @@ int launch_mmq_wgmma(int32_t type, const void* weights, int64_t od, int64_t k, c
     return static_cast<int>(cudaErrorInvalidValue);
   const cudaStream_t s = static_cast<cudaStream_t>(stream);
   switch (type) {
-    case kQ4_0:
-      return launch_typed<kQ4_0>(weights, od, k, q8, nt, y, s);
-    case kQ4_1:
-      return launch_typed<kQ4_1>(weights, od, k, q8, nt, y, s);
-    case kQ5_0:
-      return launch_typed<kQ5_0>(weights, od, k, q8, nt, y, s);
-    case kQ5_1:
-      return launch_typed<kQ5_1>(weights, od, k, q8, nt, y, s);
-    case kQ8_0:
-      return launch_typed<kQ8_0>(weights, od, k, q8, nt, y, s);
-    case kQ4_K:
-      return launch_typed<kQ4_K>(weights, od, k, q8, nt, y, s);
-    case kQ5_K:
-      return launch_typed<kQ5_K>(weights, od, k, q8, nt, y, s);
-    case kQ6_K:
-      return launch_typed<kQ6_K>(weights, od, k, q8, nt, y, s);
-    default:
-      return static_cast<int>(cudaErrorInvalidValue);
+    case kQ4_0: return launch_typed<kQ4_0>(weights, od, k, q8, nt, y, s);
+    case kQ4_1: return launch_typed<kQ4_1>(weights, od, k, q8, nt, y, s);
+    case kQ5_0: return launch_typed<kQ5_0>(weights, od, k, q8, nt, y, s);
+    case kQ5_1: return launch_typed<kQ5_1>(weights, od, k, q8, nt, y, s);
+    case kQ8_0: return launch_typed<kQ8_0>(weights, od, k, q8, nt, y, s);
+    case kQ4_K: return launch_typed<kQ4_K>(weights, od, k, q8, nt, y, s);
+    case kQ5_K: return launch_typed<kQ5_K>(weights, od, k, q8, nt, y, s);
+    case kQ6_K: return launch_typed<kQ6_K>(weights, od, k, q8, nt, y, s);
+    default: return static_cast<int>(cudaErrorInvalidValue);
   }
 }
 
