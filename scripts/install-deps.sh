@@ -15,6 +15,9 @@ packages=(build-essential cmake ninja-build pkg-config git file patchelf
 # than replaced by Debian's.
 command -v node >/dev/null || packages+=(nodejs)
 command -v npm >/dev/null || packages+=(npm)
+# python3 for the bundle scripts' summaries (qgate-kernel-campaign's table, qgate-two-gpu-check's) and
+# their tests; one already on the PATH is kept.
+command -v python3 >/dev/null || packages+=(python3)
 
 # The deployment lint's npm packages, exactly as docker/lint/package-lock.json pins them.
 npm_packages() {

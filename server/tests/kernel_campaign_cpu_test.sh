@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# scripts/qgate-kernel-campaign on the CPU backend (ctest qgate_kernel_campaign_cpu): a candidate build
+# (the reference build with bytes appended, so it is its own build) against the reference build, with a
+# stand-in for ggml's test-backend-ops that prints two perf rows in its SQL format. The campaign must
+# run every job to its end, put both builds' benchmarks and the ggml rows in table.md and summary.json,
+# and refuse bad arguments with exit 2 before it writes anything.
+# Usage: kernel_campaign_cpu_test.sh SOURCE_DIR BIN_DIR REF_LIBRARY WORK_DIR
+set -euo pipefail
+src=$1 bin=$2 ref=$3 work=$4
+campaign=$src/scripts/qgate-kernel-campaign
+rm -rf "$work"
+mkdir -p "$work"
+failed=0
+check() { if eval "$1"; then echo "ok   $2"; else echo "FAIL $2"; failed=1; fi; }
+
+cp "$ref" "$work/cand.so"
+printf 'qgate-kernel-campaign test candidate' >>"$work/cand.so"
+cp "$ref" "$work/base.so"
+cat >"$work/fake-test-backend-ops" <<'FAKE'
+#!/usr/bin/env bash
+# Answers `perf -o MUL_MAT ... -p REGEX --output sql` with one row for q4_0 or f16 at m=256, n=16, k=512.
+t=""
+for a in "$@"; do case "$a" in *type_a=q4_0,*) t=q4_0 us=123.4 ;; *type_a=f16,*) t=f16 us=45.6 ;; esac; done
+[ -z "$t" ] && exit 0
+echo "INSERT INTO test_backend_ops (test_time, build_commit, backend_name, op_name, op_params, test_mode, supported, passed, error_message, time_us, flops, bandwidth_gb_s, memory_kb, n_runs, device_description, backend_reg_name) VALUES ('2026-12-01T00:00:00Z', 'unknown', 'CUDA0', 'MUL_MAT', 'type_a=$t,type_b=f32,m=256,n=16,k=512,bs=[1,1],nr=[1,1],per=[0,1,2,3],k_v=0,o=1,src_overlap=0', 'perf', '1', '1', '', '$us', '1.0', '0.0', '1', '100', '', '');"
+FAKE
+chmod +x "$work/fake-test-backend-ops"
+
+# Bad arguments: exit 2, a message, and no output folder.
+set +e
+bash "$campaign" "$work/bad1" cand 2>"$work/bad1.err"; rc1=$?
+bash "$campaign" "$work/bad2" cand="$work/no-such.so" 2>"$work/bad2.err"; rc2=$?
+bash "$campaign" "$work/bad3" cand="$work/cand.so" cand="$work/base.so" 2>"$work/bad3.err"; rc3=$?
+bash "$campaign" "$work/bad4" cand="$work/cand.so" --fast 2>"$work/bad4.err"; rc4=$?
+set -e
+check '[ $rc1 -eq 2 ] && grep -q "is not NAME=BUILD.so" "$work/bad1.err"' "a build without a name is refused"
+check '[ $rc2 -eq 2 ] && grep -q "no build at" "$work/bad2.err"' "a missing build is refused"
+check '[ $rc3 -eq 2 ] && grep -q "two names" "$work/bad3.err"' "two builds of one name are refused"
+check '[ $rc4 -eq 2 ] && grep -q "unknown argument" "$work/bad4.err"' "an unknown option is refused"
+check '[ ! -e "$work/bad1" ] && [ ! -e "$work/bad2" ] && [ ! -e "$work/bad3" ] && [ ! -e "$work/bad4" ]' "a refusal writes nothing"
+
+set +e
+QGATE_CAMPAIGN_BACKEND=cpu QGATE_BIN_DIR="$bin" QGATE_CAMPAIGN_TYPES=q4_0,q6_K QGATE_CAMPAIGN_NT=16 \
+  QGATE_CAMPAIGN_ODK=256x512 QGATE_CAMPAIGN_GATE_TOKENS=16 QGATE_CAMPAIGN_PARITY=none \
+  QGATE_GGML_BENCH="$work/fake-test-backend-ops" \
+  bash "$campaign" "$work/run" cand="$work/cand.so" base="$work/base.so" --quick >"$work/campaign.out" 2>&1
+rc=$?
+set -e
+run=$work/run
+check '[ $rc -eq 0 ]' "the campaign exits 0 (exit $rc; log: $run/campaign.log)"
+check 'grep -qE "^\| q4_0 \| 16 \| [0-9.]+ \| [0-9.]+ \| 123\.4 \| [0-9.]+x \| [0-9.]+ \| - \| 45\.6 \|$" "$run/table.md"' \
+  "table.md: q4_0 at 16 tokens with both builds, ggml's row and ggml's f16"
+check 'grep -qE "^\| q6_K \| 16 \| [0-9.]+ \| [0-9.]+ \| - \| - \|" "$run/table.md"' "table.md: q6_K, which ggml did not time, shows '-'"
+check 'python3 -c "
+import json, sys
+s = json.load(open(\"$run/summary.json\"))
+labels = [j[\"label\"] for j in s[\"jobs\"]]
+assert labels == [\"parity base\", \"gate 16\", \"ab 16\"], labels
+assert all(j[\"state\"] == \"JOB_STATE_DONE\" for j in s[\"jobs\"]), s[\"jobs\"]
+assert all(j[\"verdict\"] in (\"VERDICT_PASS\", \"VERDICT_FAIL\", \"VERDICT_INCONCLUSIVE\") for j in s[\"jobs\"]), s[\"jobs\"]
+rows = {(r[\"type\"], r[\"nt\"]): r for r in s[\"rows\"]}
+assert set(rows) == {(\"q4_0\", 16), (\"q6_K\", 16)}, rows
+assert rows[(\"q4_0\", 16)][\"ggml_us\"] == 123.4 and rows[(\"q6_K\", 16)][\"ggml_us\"] is None, rows
+assert all(r[\"mmq_us\"] > 0 and r[\"baseline_mmq_us\"] > 0 and r[\"f16_us\"] > 0 for r in rows.values()), rows
+"' "summary.json: the three jobs done with verdicts, the rows with both builds and ggml's figure"
+check '[ -s "$run/export.json" ] && [ -s "$run/bench-cand.json" ] && [ -s "$run/bench-base.json" ]' "the export and both benchmarks are kept"
+exit $failed
