@@ -1,10 +1,10 @@
 // AbPhase: ABBA-interleaved timed runs of two arms, judged at the sequential design's looks.
 #include "qgate/server/ab_phase.h"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <cmath>
-#include <cstdio>
 #include <exception>
 #include <map>
 #include <thread>
@@ -47,14 +47,11 @@ void add_type_comparison(v1::VerdictReport& report, const std::string& type, con
   t->set_comparison(to_proto(e.comparison));
   t->set_gemm_us_a(gemm_us_a);
   t->set_gemm_us_b(gemm_us_b);
-  if (report.verdict() == v1::VERDICT_PASS && e.upper < 1 - design.slowdown_threshold) {
-    char text[256];
-    std::snprintf(text, sizeof text,
-                  "%s alone is slower: %.3f [%.3f, %.3f] is a slowdown beyond %.1f%% (%.1f us against %.1f); "
-                  "the verdict is on the profile's summed tok/s",
-                  type.c_str(), e.ratio, e.lower, e.upper, 100 * design.slowdown_threshold, gemm_us_a, gemm_us_b);
-    report.add_reasons(text);
-  }
+  if (report.verdict() == v1::VERDICT_PASS && e.upper < 1 - design.slowdown_threshold)
+    report.add_reasons(fmt::format(
+        "{} alone is slower: {:.3f} [{:.3f}, {:.3f}] is a slowdown beyond {:.1f}% ({:.1f} us against {:.1f}); "
+        "the verdict is on the profile's summed tok/s",
+        type, e.ratio, e.lower, e.upper, 100 * design.slowdown_threshold, gemm_us_a, gemm_us_b));
 }
 
 std::map<std::string, double> time_by_type(const v1::ProfileRun& run) {

@@ -166,18 +166,11 @@ __device__ __forceinline__ void wgmma_m64n64k32(int (&d)[32], int a0, int a1, in
 }
 #endif
 
-// The k-major layout's three regions (launchers.h).
-struct KMajorActs {
-  const uint8_t* q;  // [nb][2][nt][16]
-  const float* d;    // [nb][ntp]
-  const float* sum;  // [nb][ntp]
-  int ntp;
-};
-
-// The tensor maps of one launch (launch_typed encodes them).
+// The tensor maps of one launch (launch_typed encodes them); the activations reach the kernel
+// through them alone.
 struct TensorMaps {
   CUtensorMap w;    // weights as uint16 [od][row_bytes / 2], box [128][window / 2]; valid when tiled_weights
-  CUtensorMap q;    // quants as uint8 [k/32 * 2][nt][16], box [16][128][16]
+  CUtensorMap q;    // quants as uint8 [k/32 * 2][nt][16] (launchers.h's k-major layout), box [16][128][16]
   CUtensorMap d;    // scales as f32 [k/32][ntp], box [8][128]
   CUtensorMap sum;  // sums, the same
 };
@@ -186,17 +179,17 @@ struct TensorMaps {
 struct CtaProblem {
   const uint8_t* w;
   size_t row_bytes;
-  KMajorActs act;
   int nt, od, row0, tok0, nst;
-  bool tiled_weights;  // the weights come as one tensor copy per stage (rows at stage offset 0)
+  bool tiled_weights;  // the weights come as one tensor copy per stage, from a 16-byte line of each row
   const TensorMaps* maps;
   uint8_t* smem;
 };
 
 #if defined(__CUDA_ARCH__)
-template <int TYPE>
-__device__ __forceinline__ const uint8_t* row_src(const CtaProblem& p, int r) {
-  return p.w + static_cast<size_t>(min(p.row0 + r, p.od - 1)) * p.row_bytes;
+/// The first byte of CTA row r's stage st in global memory (rows past od read row od-1).
+__device__ __forceinline__ uintptr_t stage_start(const CtaProblem& p, int r, int st, int stage_bytes) {
+  const uint8_t* row = p.w + static_cast<size_t>(min(p.row0 + r, p.od - 1)) * p.row_bytes;
+  return reinterpret_cast<uintptr_t>(row) + static_cast<size_t>(st) * stage_bytes;
 }
 __device__ __forceinline__ uint32_t full_bar(const CtaProblem& p, int type_barriers_at, int buf) {
   return smem_addr(p.smem + type_barriers_at) + 8 * buf;
@@ -217,7 +210,7 @@ __device__ void produce(const CtaProblem& p) {
   constexpr uint32_t kActBytes = kQuantBytes + kScaleBytes * (has_min(TYPE) ? 2 : 1);
   const int me = static_cast<int>(threadIdx.x) - kConsumers;  // 0..127
   const bool leader = me == 0;
-  const uint8_t* row = row_src<TYPE>(p, me);
+  if (p.tiled_weights && !leader) return;  // tensor copies alone: the leader's work
 
   const auto issue_weights = [&](int st, int buf) {
     uint8_t* win = p.smem + buf * kStage + windows_at(TYPE);
@@ -229,7 +222,7 @@ __device__ void produce(const CtaProblem& p) {
       return;
     }
     // This thread's row: the 16-byte lines that hold its stage, [first, end).
-    const uintptr_t start = reinterpret_cast<uintptr_t>(row) + static_cast<size_t>(st) * kSB;
+    const uintptr_t start = stage_start(p, me, st, kSB);
     const uintptr_t first = start & ~uintptr_t{15}, end = (start + kSB + 15) & ~uintptr_t{15};
     const uint32_t dst = smem_addr(win + me * kPitch);
 #pragma unroll
@@ -295,9 +288,8 @@ __device__ __forceinline__ StageView stage_view(const CtaProblem& p, int st, int
   if (p.tiled_weights) {
     lead0 = lead1 = (st * kSB) & 15;
   } else {
-    const size_t off = static_cast<size_t>(st) * kSB;
-    lead0 = static_cast<int>((reinterpret_cast<uintptr_t>(row_src<TYPE>(p, r_lo)) + off) & 15u);
-    lead1 = static_cast<int>((reinterpret_cast<uintptr_t>(row_src<TYPE>(p, r_lo + 8)) + off) & 15u);
+    lead0 = static_cast<int>(stage_start(p, r_lo, st, kSB) & 15u);
+    lead1 = static_cast<int>(stage_start(p, r_lo + 8, st, kSB) & 15u);
   }
   v.s0 = win + r_lo * kPitch + lead0;
   v.s1 = win + (r_lo + 8) * kPitch + lead1;
@@ -446,13 +438,12 @@ __device__ void consume(const CtaProblem& p, float* __restrict__ y) {
 template <int TYPE>
 __global__ void __launch_bounds__(kThreads, 1)
     mmq_wgmma_kernel(const __grid_constant__ TensorMaps maps, bool tiled_weights, const uint8_t* __restrict__ w,
-                     size_t row_bytes, KMajorActs act, float* __restrict__ y, int nt, int od, int nchunks) {
+                     size_t row_bytes, float* __restrict__ y, int nt, int od, int nchunks) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(128) uint8_t smem[];
   CtaProblem p;
   p.w = w;
   p.row_bytes = row_bytes;
-  p.act = act;
   p.nt = nt;
   p.od = od;
   p.row0 = blockIdx.x * kRowsCta;
@@ -539,14 +530,12 @@ int launch_typed(const void* weights, int64_t od, int64_t k, const void* q8, int
       done_mask |= bit;
     }
   }
-  const uint8_t* base = static_cast<const uint8_t*>(q8);
-  KMajorActs act;
-  act.q = base;
-  act.d = reinterpret_cast<const float*>(base + q8_kmajor_scales_offset(nt, k));
-  act.sum = reinterpret_cast<const float*>(base + q8_kmajor_sums_offset(nt, k));
-  act.ntp = static_cast<int>(q8_kmajor_padded_tokens(nt));
+  // The k-major layout's three regions (launchers.h).
+  const uint8_t* quants = static_cast<const uint8_t*>(q8);
+  const uint8_t* scales = quants + q8_kmajor_scales_offset(nt, k);
+  const uint8_t* sums = quants + q8_kmajor_sums_offset(nt, k);
   const size_t row_bytes = static_cast<size_t>(k / (is_kquant(TYPE) ? 256 : 32)) * block_bytes(TYPE);
-  const uint64_t nb = static_cast<uint64_t>(k / 32), ntp = static_cast<uint64_t>(act.ntp);
+  const uint64_t nb = static_cast<uint64_t>(k / 32), ntp = static_cast<uint64_t>(q8_kmajor_padded_tokens(nt));
   TensorMaps maps{};
   // The weights as 2-byte elements: a box is 128 rows of one window (a stage and the start of the
   // next, or the misaligned head of a q6_K stage), read past a row's end as zeros.
@@ -554,13 +543,13 @@ int launch_typed(const void* weights, int64_t od, int64_t k, const void* q8, int
       (reinterpret_cast<uintptr_t>(weights) & 15u) == 0 && row_bytes % 16 == 0 &&
       encode_tiled(&maps.w, CU_TENSOR_MAP_DATA_TYPE_UINT16, weights, {row_bytes / 2, static_cast<uint64_t>(od)},
                    {row_bytes}, {static_cast<uint32_t>(window_row_bytes(TYPE) / 2), kRowsCta}) == 0;
-  if (int rc = encode_tiled(&maps.q, CU_TENSOR_MAP_DATA_TYPE_UINT8, act.q, {16, static_cast<uint64_t>(nt), nb * 2},
+  if (int rc = encode_tiled(&maps.q, CU_TENSOR_MAP_DATA_TYPE_UINT8, quants, {16, static_cast<uint64_t>(nt), nb * 2},
                             {16, static_cast<uint64_t>(nt) * 16}, {16, kTokCta, 2 * kStageChunks}))
     return rc;
   if (int rc =
-          encode_tiled(&maps.d, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, act.d, {ntp, nb}, {ntp * 4}, {kTokCta, kStageChunks}))
+          encode_tiled(&maps.d, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, scales, {ntp, nb}, {ntp * 4}, {kTokCta, kStageChunks}))
     return rc;
-  if (int rc = encode_tiled(&maps.sum, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, act.sum, {ntp, nb}, {ntp * 4},
+  if (int rc = encode_tiled(&maps.sum, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, sums, {ntp, nb}, {ntp * 4},
                             {kTokCta, kStageChunks}))
     return rc;
   cudaLaunchConfig_t config = {};
@@ -574,7 +563,7 @@ int launch_typed(const void* weights, int64_t od, int64_t k, const void* q8, int
   attribute[0].val.programmaticStreamSerializationAllowed = 1;
   config.attrs = attribute;
   config.numAttrs = 1;
-  e = cudaLaunchKernelEx(&config, kernel, maps, tiled_weights, static_cast<const uint8_t*>(weights), row_bytes, act, y,
+  e = cudaLaunchKernelEx(&config, kernel, maps, tiled_weights, static_cast<const uint8_t*>(weights), row_bytes, y,
                          static_cast<int>(nt), static_cast<int>(od), static_cast<int>(k / 32));
   if (e != cudaSuccess) return static_cast<int>(e);
   return static_cast<int>(cudaGetLastError());
