@@ -210,7 +210,6 @@ __device__ void produce(const CtaProblem& p) {
   constexpr uint32_t kActBytes = kQuantBytes + kScaleBytes * (has_min(TYPE) ? 2 : 1);
   const int me = static_cast<int>(threadIdx.x) - kConsumers;  // 0..127
   const bool leader = me == 0;
-  if (p.tiled_weights && !leader) return;  // tensor copies alone: the leader's work
 
   const auto issue_weights = [&](int st, int buf) {
     uint8_t* win = p.smem + buf * kStage + windows_at(TYPE);
