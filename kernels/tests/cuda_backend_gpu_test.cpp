@@ -322,6 +322,66 @@ TEST(CudaMmqDecode, AgreesWithTheTileKernel) {
   }
 }
 
+// The GEMV computes the tile kernel's per-chunk sums in another f32 order, so at 1..8 tokens it must
+// agree to f32 rounding, for every type: one short stage (k = 1536), many stages split over the
+// warps of a row group in unequal shares, with q6_K's rows not a multiple of 16 bytes (k = 11008),
+// rows that fill no CTA, and weights 2 bytes off 16-byte alignment. Two runs are bit-identical, and
+// every result is written (the output starts as NaN).
+TEST(CudaMmqGemv, AgreesWithTheTileKernel) {
+  for (int64_t k : {int64_t{256 * 6}, int64_t{256 * 43}})
+  for (WeightType type : {WeightType::q4_0, WeightType::q4_1, WeightType::q5_0, WeightType::q5_1,
+                          WeightType::q8_0, WeightType::q4_K, WeightType::q5_K, WeightType::q6_K}) {
+    const int64_t od = k > 2048 ? 21 : 83;
+    const auto w = uniform(static_cast<size_t>(od * k), 62);
+    const auto blocks = quant::quantize_matrix(type, w.data(), od, k);
+    DeviceBuffer dw(blocks.size() + 16), dw_tile(blocks.size());
+    ASSERT_CUDA(cudaMemcpy(dw_tile.get(), blocks.data(), blocks.size(), cudaMemcpyHostToDevice));
+    for (size_t offset : {size_t{0}, size_t{2}}) {
+      uint8_t* weights = dw.get<uint8_t>() + offset;
+      ASSERT_CUDA(cudaMemcpy(weights, blocks.data(), blocks.size(), cudaMemcpyHostToDevice));
+      for (int64_t nt = 1; nt <= cuda::kGemvMaxTokens; ++nt) {
+        const auto x = uniform(static_cast<size_t>(nt * k), 63 + static_cast<uint32_t>(nt));
+        DeviceBuffer dx(x.size() * 4), dq(cuda::q8_activation_bytes(nt, k)), dy1(nt * od * 4), dy2(nt * od * 4),
+            dy3(nt * od * 4);
+        ASSERT_CUDA(cudaMemcpy(dx.get(), x.data(), dx.bytes(), cudaMemcpyHostToDevice));
+        ASSERT_CUDA(cudaMemset(dy2.get(), 0xff, dy2.bytes()));
+        const auto t = static_cast<int32_t>(type);
+        ASSERT_EQ(cuda::launch_quantize_q8(dx.get<float>(), nt, k, dq.get(), nullptr), 0);
+        ASSERT_EQ(cuda::launch_mmq_gemm(t, dw_tile.get(), od, k, dq.get(), nt, dy1.get<float>(), nullptr), 0);
+        ASSERT_EQ(cuda::launch_quantize_q8_decode(dx.get<float>(), nt, k, dq.get(), nullptr), 0);
+        ASSERT_EQ(cuda::launch_mmq_gemv(t, weights, od, k, dq.get(), nt, dy2.get<float>(), nullptr), 0);
+        ASSERT_EQ(cuda::launch_mmq_gemv(t, weights, od, k, dq.get(), nt, dy3.get<float>(), nullptr), 0);
+        std::vector<float> y1(static_cast<size_t>(nt * od)), y2(y1.size()), y3(y1.size());
+        ASSERT_CUDA(cudaMemcpy(y1.data(), dy1.get(), dy1.bytes(), cudaMemcpyDeviceToHost));
+        ASSERT_CUDA(cudaMemcpy(y2.data(), dy2.get(), dy2.bytes(), cudaMemcpyDeviceToHost));
+        ASSERT_CUDA(cudaMemcpy(y3.data(), dy3.get(), dy3.bytes(), cudaMemcpyDeviceToHost));
+        // Reordering a sum of n f32 terms moves it by a few ulps per term: the bound grows with the
+        // number of 32-k blocks (2e-7 each, 1e-5 at 48 blocks).
+        const double per_block = 2e-7 * static_cast<double>(k / 32);
+        for (size_t i = 0; i < y1.size(); ++i) {
+          ASSERT_NEAR(y2[i], y1[i], per_block * (1.0 + std::fabs(y1[i])))
+              << quant::traits(type).name << " k " << k << " offset " << offset << " nt " << nt << " token " << i / od
+              << " row " << i % od;
+          ASSERT_EQ(std::memcmp(&y2[i], &y3[i], 4), 0) << quant::traits(type).name << " run to run, element " << i;
+        }
+      }
+    }
+  }
+  DeviceBuffer dq(cuda::q8_activation_bytes(9, 256)), dy(9 * 4 * 4), dw(4 * 18 * 9);
+  EXPECT_EQ(cuda::launch_mmq_gemv(static_cast<int32_t>(WeightType::q4_0), dw.get(), 4, 256, dq.get(), 9,
+                                  dy.get<float>(), nullptr),
+            static_cast<int>(cudaErrorInvalidValue))
+      << "9 tokens do not fit the decode layout";
+  EXPECT_EQ(cuda::launch_mmq_gemv(static_cast<int32_t>(WeightType::q4_0), dw.get(), 4, 288, dq.get(), 1,
+                                  dy.get<float>(), nullptr),
+            0)
+      << "k = 288 is 9 whole q4_0 blocks";
+  EXPECT_EQ(cuda::launch_mmq_gemv(static_cast<int32_t>(WeightType::q4_K), dw.get(), 1, 288, dq.get(), 1,
+                                  dy.get<float>(), nullptr),
+            static_cast<int>(cudaErrorInvalidValue))
+      << "q4_K needs whole 256-k super-blocks";
+}
+
 // The k-major layout holds the same numbers as the pad40 blocks: per block, every token's first 16
 // quants, then every token's last 16; the scales and sums as f32 rows of ntp; and it fits in the
 // scratch the backend allocates ((nt + 3) pad40 blocks per k/32).

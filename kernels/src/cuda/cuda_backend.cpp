@@ -1,10 +1,11 @@
 // The CUDA backend of libqgate_ref.so: owns the device-resident copy of a prepared weight matrix
 // and its activation scratch, and enqueues the two kernels of a run on the caller's stream.
 //   MMQ path: raw ggml blocks uploaded unchanged + q8 activation scratch for max_nt tokens;
-//             run = quantize activations (activation_quant.cu) + an MMQ GEMM: for up to 8 tokens
-//             the decode kernel (mmq_decode.cu); above, on an sm_90 device and k % 256 == 0, the
-//             wgmma kernel (mmq_wgmma.cu); else the tile kernel (mmq_gemm.cu). Each kernel reads
-//             its own q8 layout, which the quantizer writes.
+//             run = quantize activations (activation_quant.cu) + an MMQ GEMM: for 1 token the
+//             dp4a GEMV (mmq_gemv.cu), for 2..8 the decode kernel (mmq_decode.cu); above, on an
+//             sm_90 device and k % 256 == 0, the wgmma kernel (mmq_wgmma.cu); else the tile kernel
+//             (mmq_gemm.cu). Each kernel reads its own q8 layout, which the quantizer writes.
+//             QGATE_REF_MMQ_KERNEL overrides the choice for measurements (see below).
 //   f16 path: weights dequantized on the host (qgate::quant, the same decoder the reference uses)
 //             and uploaded as a resident f16 copy + f16 activation scratch;
 //             run = f32->f16 conversion + the f16 GEMM: cuBLASLt's (f32 accumulation, dlopen'ed),
@@ -65,14 +66,29 @@ constexpr int64_t kMaxGridY = 65535;
 constexpr int64_t kMmqTileRows = 64;
 constexpr int64_t kF16TileRows = 128;
 
-// The MMQ path's kernels (launchers.h), chosen per run by token count, device and shape.
-enum class MmqKernel { decode, wgmma, tile };
+// The most tokens the GEMV serves; from there to kDecodeMaxTokens the decode kernel does. Measured on
+// the H200 at 4096 x 14336 (bench/RESULTS.md): the GEMV is ahead at 1 token, the decode kernel's
+// n8 mma from 2.
+constexpr int64_t kGemvTokens = 1;
 
-/// False when QGATE_REF_MMQ_KERNEL=tile: above 8 tokens the tile kernel serves even on Hopper, so
-/// one build can measure both kernels.
-bool wgmma_allowed_by_environment() {
-  const char* choice = std::getenv("QGATE_REF_MMQ_KERNEL");
-  return choice == nullptr || std::strcmp(choice, "tile") != 0;
+// The MMQ path's kernels (launchers.h), chosen per run by token count, device and shape.
+enum class MmqKernel { gemv, decode, wgmma, tile };
+
+/// The MMQ kernels QGATE_REF_MMQ_KERNEL leaves to the dispatcher, so that one build can measure
+/// each: unset, the measured choice; "tile": above 8 tokens the tile kernel serves even on Hopper;
+/// "decode": the mma decode kernel serves every token count up to 8; "gemv": the GEMV does.
+struct MmqKernelChoice {
+  int64_t gemv_tokens = kGemvTokens;  // the GEMV up to this many tokens, the decode kernel above
+  bool wgmma = true;
+};
+MmqKernelChoice mmq_kernel_choice_from_environment() {
+  MmqKernelChoice choice;
+  const char* value = std::getenv("QGATE_REF_MMQ_KERNEL");
+  if (value == nullptr) return choice;
+  if (std::strcmp(value, "tile") == 0) choice.wgmma = false;
+  if (std::strcmp(value, "decode") == 0) choice.gemv_tokens = 0;
+  if (std::strcmp(value, "gemv") == 0) choice.gemv_tokens = cuda::kGemvMaxTokens;
+  return choice;
 }
 
 class CudaPreparedGemm final : public PreparedGemm {
@@ -108,18 +124,25 @@ class CudaPreparedGemm final : public PreparedGemm {
     int rc = 0;
     const char* step = "";
     if (path_ == GemmPath::mmq) {
-      // Up to 8 tokens (decode) the weights-as-A kernel reads the weights once; above, the wgmma
-      // kernel on a Hopper device (when the shape suits it), else the tile kernel.
+      // Up to 8 tokens the dp4a GEMV or the weights-as-A decode kernel, bound by one read of the
+      // weights; above, the wgmma kernel on a Hopper device (when the shape suits it), else the
+      // tile kernel.
       const auto type = static_cast<int32_t>(type_);
-      const MmqKernel kernel = nt <= cuda::kDecodeMaxTokens                ? MmqKernel::decode
-                               : wgmma_allowed_ && cuda::mmq_wgmma_usable(nt, k_) ? MmqKernel::wgmma
-                                                                           : MmqKernel::tile;
+      const MmqKernel kernel = nt <= choice_.gemv_tokens                            ? MmqKernel::gemv
+                               : nt <= cuda::kDecodeMaxTokens                       ? MmqKernel::decode
+                               : choice_.wgmma && cuda::mmq_wgmma_usable(nt, k_) ? MmqKernel::wgmma
+                                                                                    : MmqKernel::tile;
       step = "q8 activation quantizer";
-      rc = kernel == MmqKernel::decode  ? cuda::launch_quantize_q8_decode(x, nt, k_, scratch_, stream)
+      const bool decode_layout = kernel == MmqKernel::gemv || kernel == MmqKernel::decode;
+      rc = decode_layout                ? cuda::launch_quantize_q8_decode(x, nt, k_, scratch_, stream)
            : kernel == MmqKernel::wgmma ? cuda::launch_quantize_q8_kmajor(x, nt, k_, scratch_, stream)
                                         : cuda::launch_quantize_q8(x, nt, k_, scratch_, stream);
       if (rc == 0) {
         switch (kernel) {
+          case MmqKernel::gemv:
+            step = "MMQ GEMV";
+            rc = cuda::launch_mmq_gemv(type, weights_, od_, k_, scratch_, nt, y, stream);
+            break;
           case MmqKernel::decode:
             step = "MMQ decode GEMM";
             rc = cuda::launch_mmq_decode(type, weights_, od_, k_, scratch_, nt, y, stream);
@@ -174,7 +197,7 @@ class CudaPreparedGemm final : public PreparedGemm {
   int64_t resident_;
   std::unique_ptr<cuda::CublasLtF16Gemm> cublaslt_;  // the f16 path's GEMM when loaded
   int64_t cublaslt_nt_ = 0;                           // the nt its plan was made for
-  bool wgmma_allowed_ = wgmma_allowed_by_environment();
+  MmqKernelChoice choice_ = mmq_kernel_choice_from_environment();
 };
 
 /// The f16 path's cuBLASLt, loaded and run once on a small GEMM so that everything it loads (the

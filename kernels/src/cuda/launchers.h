@@ -84,6 +84,16 @@ int launch_mmq_gemm(int32_t type, const void* weights, int64_t od, int64_t k, co
 int launch_mmq_decode(int32_t type, const void* weights, int64_t od, int64_t k, const void* q8,
                       int64_t nt, float* y, void* stream);
 
+/// The most tokens the MMQ GEMV (launch_mmq_gemv) takes: as many as the decode layout holds.
+inline constexpr int64_t kGemvMaxTokens = kDecodeMaxTokens;
+
+/// The same product as launch_mmq_decode for nt <= kGemvMaxTokens (same decode layout of `q8`), one
+/// thread per 32-k chunk and row with dp4a: at few tokens it issues a fraction of the decode
+/// kernel's instructions per weight byte. Bit-identical from run to run; it may differ from the other
+/// MMQ kernels in the f32 summation order only.
+int launch_mmq_gemv(int32_t type, const void* weights, int64_t od, int64_t k, const void* q8,
+                    int64_t nt, float* y, void* stream);
+
 /// True when launch_mmq_wgmma serves this GEMM on the current device: a device of compute capability
 /// 9.0 (the kernel is built for sm_90a only), k a multiple of 256, more than kDecodeMaxTokens tokens.
 bool mmq_wgmma_usable(int64_t nt, int64_t k);
