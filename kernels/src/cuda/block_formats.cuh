@@ -33,9 +33,11 @@ __device__ __forceinline__ uint32_t bytes_minus(uint32_t q) {
   return (q + (128u - M) * 0x01010101u) ^ 0x80808080u;
 }
 
-/// Spreads 4 bits of x onto bit 4 of each byte: the fifth bit of four 5-bit quants.
+/// Spreads 4 bits of x onto bit 4 of each byte: the fifth bit of four 5-bit quants. One multiply
+/// moves bit i to bit 4 + 8i: the four partial products' bits never overlap (their shifts 4, 11, 18,
+/// 25 differ by more than 3), so nothing carries, and the mask keeps just those four bits.
 __device__ __forceinline__ uint32_t spread4_to_bit4(uint32_t x) {
-  return ((x & 1u) | ((x & 2u) << 7) | ((x & 4u) << 14) | ((x & 8u) << 21)) << 4;
+  return ((x & 0xfu) * 0x02040810u) & 0x10101010u;
 }
 
 /// ggml's 6-bit K-quant scale/min packing (12 bytes for 8 sub-blocks): sub-blocks 0..3 keep their

@@ -11,8 +11,10 @@
 //    with 16-byte cp.async: each lane copies fixed 16-byte lines of each row, from the 16-byte
 //    boundary at or below the stage's first byte (the bytes before and after are in the same line of
 //    the same allocation).
-//  - Lane l decodes chunks l and l + 32 of a stage (weight_fragments.cuh, all four quarter words) and
-//    takes every token's 32 quants as two 16-byte loads of the decode layout (launchers.h).
+//  - Lane l decodes chunks l and l + 32 of a stage whole (legacy types with aligned word loads and
+//    funnel shifts, q4_0's and q5_0's offset folded into the activation sum; K-quants through
+//    weight_fragments.cuh's quarters) and takes every token's 32 quants as two 16-byte loads of the
+//    decode layout (launchers.h).
 //  - Partial sums meet in a fixed order (a lane butterfly, then the k-split warps in order), so runs
 //    are bit-identical.
 //  - On sm_90 the kernel is a programmatic dependent of the activation quantizer: its first weight
@@ -52,8 +54,11 @@ __host__ __device__ constexpr int stage_chunks(int nt) { return 32 * lane_chunks
 __host__ __device__ constexpr int gemv_stage_bytes(int type, int nt) {
   return is_kquant(type) ? stage_chunks(nt) / 8 * block_bytes(type) : stage_chunks(nt) * block_bytes(type);
 }
-// Room for a stage plus a start up to 15 bytes into its first 16-byte line.
-__host__ __device__ constexpr int row_pitch(int type, int nt) { return (gemv_stage_bytes(type, nt) + 15 + 15) / 16 * 16; }
+// Room for a stage, a start up to 15 bytes into its first 16-byte line, and the word lds_words
+// reads past the stage's last byte.
+__host__ __device__ constexpr int row_pitch(int type, int nt) {
+  return (gemv_stage_bytes(type, nt) + 15 + 4 + 15) / 16 * 16;
+}
 __host__ __device__ constexpr int stage_window(int type, int nt) { return rows_per_warp(nt) * row_pitch(type, nt); }
 __host__ __device__ constexpr int ring_stages(int type, int nt) {
   const int fit = kWarpRingBudget / stage_window(type, nt);
@@ -66,6 +71,73 @@ struct GemvActs {
   const uint16_t* d;   // [nb][nt] f16
   const int32_t* sum;  // [nb][nt]
 };
+
+// N consecutive 4-byte words from a 2-byte aligned shared-memory address: N + 1 aligned loads and
+// N funnel shifts (the word past the last is read and, when the address is 4-byte aligned, unused;
+// every window row has room after its stage).
+template <int N>
+__device__ __forceinline__ void lds_words(const uint8_t* p, uint32_t (&w)[N]) {
+  // Stepping the pointer back (not masking its integer value) keeps it a shared-memory pointer, so
+  // the loads stay LDS rather than generic loads.
+  const uint32_t off = static_cast<uint32_t>(reinterpret_cast<uintptr_t>(p)) & 2u;
+  const uint32_t* a = reinterpret_cast<const uint32_t*>(p - off);
+  const uint32_t shift = off * 8u;
+  uint32_t prev = a[0];
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const uint32_t next = a[i + 1];
+    w[i] = __funnelshift_r(prev, next, shift);
+    prev = next;
+  }
+}
+
+// The quants' offset a legacy type's dot leaves to the activation sum: dot(q - m, a) = dot(q, a) -
+// m * sum(a), exact in int32, so the GEMV reads q4_0's and q5_0's quants unsigned.
+__host__ __device__ constexpr int quant_offset(int type) { return type == kQ4_0 ? 8 : type == kQ5_0 ? 16 : 0; }
+
+// One 32-k chunk of a legacy type, whole, as the GEMV wants it (weight_fragments.cuh reads a quarter
+// of one per lane): lo[t] = elements 4t..4t+3 and hi[t] = 16+4t.., four s8 each (q4_0 and q5_0
+// unsigned, see quant_offset), the scale ds and the min term's dm. Same numbers as decode_frag.
+struct ChunkWords {
+  uint32_t lo[4], hi[4];
+  float ds, dm;
+};
+template <int TYPE>
+__device__ __forceinline__ ChunkWords chunk_words(const uint8_t* s, int c) {
+  static_assert(!is_kquant(TYPE), "K-quants go through decode_frag");
+  ChunkWords q;
+  q.dm = 0.0f;
+  const uint8_t* b = s + c * block_bytes(TYPE);
+  q.ds = f16_bits_to_f32(lds_u16(b));
+  if constexpr (TYPE == kQ8_0) {  // {f16 d; i8 qs[32]}
+    uint32_t w[8];
+    lds_words<8>(b + 2, w);
+#pragma unroll
+    for (int t = 0; t < 4; ++t) {
+      q.lo[t] = w[t];
+      q.hi[t] = w[4 + t];
+    }
+  } else {
+    // q4_0 {d; qs[16]}, q4_1 {d, m; qs[16]}, q5_0 {d; qh[4]; qs[16]}, q5_1 {d, m; qh[4]; qs[16]}
+    constexpr bool kHigh = TYPE == kQ5_0 || TYPE == kQ5_1;
+    constexpr int kAt = (TYPE == kQ4_1 || TYPE == kQ5_1) ? 4 : 2;
+    if constexpr (TYPE == kQ4_1 || TYPE == kQ5_1) q.dm = f16_bits_to_f32(lds_u16(b + 2));
+    uint32_t w[kHigh ? 5 : 4];
+    lds_words(b + kAt, w);
+    const uint32_t qh = kHigh ? w[0] : 0u;
+#pragma unroll
+    for (int t = 0; t < 4; ++t) {
+      const uint32_t qs = w[t + (kHigh ? 1 : 0)];
+      q.lo[t] = qs & 0x0f0f0f0fu;
+      q.hi[t] = (qs >> 4) & 0x0f0f0f0fu;
+      if constexpr (kHigh) {
+        q.lo[t] |= spread4_to_bit4(qh >> (4 * t));
+        q.hi[t] |= spread4_to_bit4(qh >> (16 + 4 * t));
+      }
+    }
+  }
+  return q;
+}
 
 template <int TYPE, int NT>
 __global__ void __launch_bounds__(kThreads)
@@ -123,12 +195,15 @@ __global__ void __launch_bounds__(kThreads)
     }
     cp_async_commit();
   };
-  // This lane's activations: chunk lane + 32 i of a stage, token n, at (chunk * nt + n) in the
-  // decode layout's three regions; a stage moves every pointer on by stage_chunks * nt entries.
-  const int stage_entries = kStageChunksG * nt;
-  const uint4* lane_q = reinterpret_cast<const uint4*>(act.q) + 2 * lane * nt;  // 32 bytes an entry
-  const uint16_t* lane_d = act.d + lane * nt;
-  const int32_t* lane_sum = act.sum + lane * nt;
+  // This lane's activations: chunk lane + 32 i of a stage, token n, at entry (chunk * nt + n) of the
+  // decode layout's three regions. The pointers start at this warp's first stage and move on by a
+  // stage's entries each stage.
+  const size_t first = (static_cast<size_t>(st_begin) * kStageChunksG + lane) * nt;
+  const size_t stage_entries = static_cast<size_t>(kStageChunksG) * nt;
+  const uint32_t chunk_entries = 32u * static_cast<uint32_t>(nt);  // from chunk lane to lane + 32
+  const uint4* lane_q = reinterpret_cast<const uint4*>(act.q) + 2 * first;  // 32 bytes an entry
+  const uint16_t* lane_d = act.d + first;
+  const int32_t* lane_sum = act.sum + first;
 
   float acc[kRpw][NT];
 #pragma unroll
@@ -147,24 +222,28 @@ __global__ void __launch_bounds__(kThreads)
 #endif
   for (int st = st_begin; st < st_end; ++st) {
     const int buf = (st - st_begin) % kStages;
-    // Every token's quants, scale and sum for this lane's chunks (L1/L2), before the weights' wait.
+    // Every token's quants, scale and sum for this lane's chunks (L1/L2), requested before the
+    // weights' wait and next copy, and kept raw: converting them here would wait for them.
     uint4 aq[kLaneChunks][NT][2];
-    float da[kLaneChunks][NT], sa[kLaneChunks][NT];
-    const int st_entry = st * stage_entries;
+    uint32_t dbits[kLaneChunks][NT];
+    int isum[kLaneChunks][NT];
 #pragma unroll
     for (int i = 0; i < kLaneChunks; ++i) {
       const bool chunk_live = st * kStageChunksG + lane + 32 * i < nchunks;
-      const int at = st_entry + 32 * i * nt;  // entries past this lane's first
 #pragma unroll
       for (int n = 0; n < NT; ++n) {
         const bool live = chunk_live && n < nt;
-        aq[i][n][0] = live ? lane_q[2 * (at + n)] : make_uint4(0u, 0u, 0u, 0u);
-        aq[i][n][1] = live ? lane_q[2 * (at + n) + 1] : make_uint4(0u, 0u, 0u, 0u);
-        da[i][n] = live ? f16_bits_to_f32(lane_d[at + n]) : 0.0f;
-        sa[i][n] = 0.0f;
-        if constexpr (has_min(TYPE)) sa[i][n] = live ? static_cast<float>(lane_sum[at + n]) : 0.0f;
+        const uint32_t at = i * chunk_entries + n;
+        aq[i][n][0] = live ? lane_q[2 * at] : make_uint4(0u, 0u, 0u, 0u);
+        aq[i][n][1] = live ? lane_q[2 * at + 1] : make_uint4(0u, 0u, 0u, 0u);
+        dbits[i][n] = live ? lane_d[at] : 0u;
+        isum[i][n] = 0;
+        if constexpr (has_min(TYPE) || quant_offset(TYPE) != 0) isum[i][n] = live ? lane_sum[at] : 0;
       }
     }
+    lane_q += 2 * stage_entries;
+    lane_d += stage_entries;
+    lane_sum += stage_entries;
     const int next = st + kStages - 1;
     if (next < st_end) issue(next, (next - st_begin) % kStages);
     else cp_async_commit();
@@ -181,34 +260,54 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int r = 0; r < kRpw; ++r) {
         const uint8_t* s = ring + buf * kWindow + r * kPitch + lead[r];
-        Frag f[4];
+        if constexpr (!is_kquant(TYPE)) {
+          const ChunkWords q = chunk_words<TYPE>(s, c);
 #pragma unroll
-        for (int t = 0; t < 4; ++t) {
-          if constexpr (is_kquant(TYPE)) f[t] = decode_frag<TYPE>(s + (c >> 3) * block_bytes(TYPE), c & 7, t);
-          else f[t] = decode_frag<TYPE>(s, c, t);
-        }
-#pragma unroll
-        for (int n = 0; n < NT; ++n) {
-          const uint4& a0 = aq[i][n][0];
-          const uint4& a1 = aq[i][n][1];
-          // Fragment order: the words of quarter t are lo = a[2t], hi = a[2t + 1].
-          int lo = __dp4a(f[0].lo, static_cast<int>(a0.x), 0);
-          lo = __dp4a(f[1].lo, static_cast<int>(a0.z), lo);
-          lo = __dp4a(f[2].lo, static_cast<int>(a1.x), lo);
-          lo = __dp4a(f[3].lo, static_cast<int>(a1.z), lo);
-          int hi = __dp4a(f[0].hi, static_cast<int>(a0.y), 0);
-          hi = __dp4a(f[1].hi, static_cast<int>(a0.w), hi);
-          hi = __dp4a(f[2].hi, static_cast<int>(a1.y), hi);
-          hi = __dp4a(f[3].hi, static_cast<int>(a1.w), hi);
-          float v;
-          if constexpr (TYPE == kQ6_K) {
-            v = f[0].ds0 * static_cast<float>(lo);  // k 0..15: scales[2s]
-            v = fmaf(f[0].ds1, static_cast<float>(hi), v);
-          } else {
-            v = f[0].ds0 * static_cast<float>(lo + hi);
+          for (int n = 0; n < NT; ++n) {
+            const uint4& a0 = aq[i][n][0];
+            const uint4& a1 = aq[i][n][1];
+            // Fragment order: the words of quarter t are lo = a[2t], hi = a[2t + 1].
+            // Two independent chains (integer sums: the order changes nothing), then one add.
+            int d0 = __dp4a(static_cast<int>(q.lo[0]), static_cast<int>(a0.x), 0);
+            int d1 = __dp4a(static_cast<int>(q.lo[2]), static_cast<int>(a1.x), 0);
+            d0 = __dp4a(static_cast<int>(q.hi[0]), static_cast<int>(a0.y), d0);
+            d1 = __dp4a(static_cast<int>(q.hi[2]), static_cast<int>(a1.y), d1);
+            d0 = __dp4a(static_cast<int>(q.lo[1]), static_cast<int>(a0.z), d0);
+            d1 = __dp4a(static_cast<int>(q.lo[3]), static_cast<int>(a1.z), d1);
+            d0 = __dp4a(static_cast<int>(q.hi[1]), static_cast<int>(a0.w), d0);
+            d1 = __dp4a(static_cast<int>(q.hi[3]), static_cast<int>(a1.w), d1);
+            int dot = d0 + d1;
+            if constexpr (quant_offset(TYPE) != 0) dot -= quant_offset(TYPE) * isum[i][n];
+            float v = q.ds * static_cast<float>(dot);
+            if constexpr (has_min(TYPE)) v = fmaf(q.dm, static_cast<float>(isum[i][n]), v);
+            acc[r][n] = fmaf(f16_bits_to_f32(dbits[i][n]), v, acc[r][n]);
           }
-          if constexpr (has_min(TYPE)) v = fmaf(f[0].dm, sa[i][n], v);
-          acc[r][n] = fmaf(da[i][n], v, acc[r][n]);
+        } else {
+          Frag f[4];
+#pragma unroll
+          for (int t = 0; t < 4; ++t) f[t] = decode_frag<TYPE>(s + (c >> 3) * block_bytes(TYPE), c & 7, t);
+#pragma unroll
+          for (int n = 0; n < NT; ++n) {
+            const uint4& a0 = aq[i][n][0];
+            const uint4& a1 = aq[i][n][1];
+            int lo = __dp4a(f[0].lo, static_cast<int>(a0.x), 0);
+            lo = __dp4a(f[1].lo, static_cast<int>(a0.z), lo);
+            lo = __dp4a(f[2].lo, static_cast<int>(a1.x), lo);
+            lo = __dp4a(f[3].lo, static_cast<int>(a1.z), lo);
+            int hi = __dp4a(f[0].hi, static_cast<int>(a0.y), 0);
+            hi = __dp4a(f[1].hi, static_cast<int>(a0.w), hi);
+            hi = __dp4a(f[2].hi, static_cast<int>(a1.y), hi);
+            hi = __dp4a(f[3].hi, static_cast<int>(a1.w), hi);
+            float v;
+            if constexpr (TYPE == kQ6_K) {
+              v = f[0].ds0 * static_cast<float>(lo);  // k 0..15: scales[2s]
+              v = fmaf(f[0].ds1, static_cast<float>(hi), v);
+            } else {
+              v = f[0].ds0 * static_cast<float>(lo + hi);
+            }
+            if constexpr (has_min(TYPE)) v = fmaf(f[0].dm, static_cast<float>(isum[i][n]), v);
+            acc[r][n] = fmaf(f16_bits_to_f32(dbits[i][n]), v, acc[r][n]);
+          }
         }
       }
     }
