@@ -2,7 +2,7 @@
 // and its activation scratch, and enqueues the two kernels of a run on the caller's stream.
 //   MMQ path: raw ggml blocks uploaded unchanged + q8 activation scratch for max_nt tokens;
 //             run = quantize activations (activation_quant.cu) + an MMQ GEMM: for 1 token the
-//             dp4a GEMV (mmq_gemv.cu), for 2..8 the decode kernel (mmq_decode.cu); above, on an
+//             dp4a GEMV (mmq_gemv.cu; not q8_0), for 2..8 the decode kernel (mmq_decode.cu); above, on an
 //             sm_90 device and k % 256 == 0, the wgmma kernel (mmq_wgmma.cu); else the tile kernel
 //             (mmq_gemm.cu). Each kernel reads its own q8 layout, which the quantizer writes.
 //             QGATE_REF_MMQ_KERNEL overrides the choice for measurements (see below).
@@ -66,10 +66,10 @@ constexpr int64_t kMaxGridY = 65535;
 constexpr int64_t kMmqTileRows = 64;
 constexpr int64_t kF16TileRows = 128;
 
-// The most tokens the GEMV serves; from there to kDecodeMaxTokens the decode kernel does. Measured on
-// the H200 at 4096 x 14336 (bench/RESULTS.md): the GEMV is ahead at 1 token, the decode kernel's
-// n8 mma from 2.
-constexpr int64_t kGemvTokens = 1;
+// The most tokens the GEMV serves for a type; from there to kDecodeMaxTokens the decode kernel does.
+// Measured on the H200 at 4096 x 14336 (bench/RESULTS.md): the GEMV is ahead at 1 token (q4_0 15.2
+// against 20.7 us), the decode kernel's n8 mma from 2 tokens, and for q8_0 (34-byte blocks) at 1 too.
+int64_t gemv_tokens(quant::WeightType type) { return type == quant::WeightType::q8_0 ? 0 : 1; }
 
 // The MMQ path's kernels (launchers.h), chosen per run by token count, device and shape.
 enum class MmqKernel { gemv, decode, wgmma, tile };
@@ -78,7 +78,7 @@ enum class MmqKernel { gemv, decode, wgmma, tile };
 /// each: unset, the measured choice; "tile": above 8 tokens the tile kernel serves even on Hopper;
 /// "decode": the mma decode kernel serves every token count up to 8; "gemv": the GEMV does.
 struct MmqKernelChoice {
-  int64_t gemv_tokens = kGemvTokens;  // the GEMV up to this many tokens, the decode kernel above
+  int64_t gemv_tokens = -1;  // the GEMV up to this many tokens, the decode kernel above; -1: gemv_tokens()
   bool wgmma = true;
 };
 MmqKernelChoice mmq_kernel_choice_from_environment() {
@@ -128,7 +128,8 @@ class CudaPreparedGemm final : public PreparedGemm {
       // weights; above, the wgmma kernel on a Hopper device (when the shape suits it), else the
       // tile kernel.
       const auto type = static_cast<int32_t>(type_);
-      const MmqKernel kernel = nt <= choice_.gemv_tokens                            ? MmqKernel::gemv
+      const int64_t gemv_max = choice_.gemv_tokens >= 0 ? choice_.gemv_tokens : gemv_tokens(type_);
+      const MmqKernel kernel = nt <= gemv_max                                       ? MmqKernel::gemv
                                : nt <= cuda::kDecodeMaxTokens                       ? MmqKernel::decode
                                : choice_.wgmma && cuda::mmq_wgmma_usable(nt, k_) ? MmqKernel::wgmma
                                                                                     : MmqKernel::tile;
