@@ -78,11 +78,12 @@ enum class MmqKernel { gemv, decode, wgmma, tile };
 /// each: unset, the measured choice; "tile": above 8 tokens the tile kernel serves even on Hopper;
 /// "decode": the mma decode kernel serves every token count up to 8; "gemv": the GEMV does.
 struct MmqKernelChoice {
-  int64_t gemv_tokens = -1;  // the GEMV up to this many tokens, the decode kernel above; -1: gemv_tokens()
+  int64_t gemv_tokens = 0;  // the GEMV up to this many tokens, the decode kernel above
   bool wgmma = true;
 };
-MmqKernelChoice mmq_kernel_choice_from_environment() {
+MmqKernelChoice mmq_kernel_choice_from_environment(quant::WeightType type) {
   MmqKernelChoice choice;
+  choice.gemv_tokens = gemv_tokens(type);
   const char* value = std::getenv("QGATE_REF_MMQ_KERNEL");
   if (value == nullptr) return choice;
   if (std::strcmp(value, "tile") == 0) choice.wgmma = false;
@@ -128,8 +129,7 @@ class CudaPreparedGemm final : public PreparedGemm {
       // weights; above, the wgmma kernel on a Hopper device (when the shape suits it), else the
       // tile kernel.
       const auto type = static_cast<int32_t>(type_);
-      const int64_t gemv_max = choice_.gemv_tokens >= 0 ? choice_.gemv_tokens : gemv_tokens(type_);
-      const MmqKernel kernel = nt <= gemv_max                                       ? MmqKernel::gemv
+      const MmqKernel kernel = nt <= choice_.gemv_tokens                            ? MmqKernel::gemv
                                : nt <= cuda::kDecodeMaxTokens                       ? MmqKernel::decode
                                : choice_.wgmma && cuda::mmq_wgmma_usable(nt, k_) ? MmqKernel::wgmma
                                                                                     : MmqKernel::tile;
@@ -198,7 +198,7 @@ class CudaPreparedGemm final : public PreparedGemm {
   int64_t resident_;
   std::unique_ptr<cuda::CublasLtF16Gemm> cublaslt_;  // the f16 path's GEMM when loaded
   int64_t cublaslt_nt_ = 0;                           // the nt its plan was made for
-  MmqKernelChoice choice_ = mmq_kernel_choice_from_environment();
+  MmqKernelChoice choice_ = mmq_kernel_choice_from_environment(type_);  // type_ is set first
 };
 
 /// The f16 path's cuBLASLt, loaded and run once on a small GEMM so that everything it loads (the

@@ -23,9 +23,9 @@
 
 #include <climits>
 #include <cstdint>
-#include <mutex>
 
 #include "cuda/block_formats.cuh"
+#include "cuda/kernel_launch.cuh"
 #include "cuda/launchers.h"
 #include "cuda/mma_s8.cuh"
 #include "cuda/weight_fragments.cuh"
@@ -222,50 +222,20 @@ __global__ void __launch_bounds__(kThreads, 2)
 template <int TYPE>
 int launch_typed(const void* weights, int64_t od, int64_t k, const void* q8, int64_t nt, float* y,
                  cudaStream_t stream) {
-  auto kernel = mmq_decode_kernel<TYPE>;
   constexpr int kSmem = smem_bytes(TYPE);
   static_assert(kSmem >= kThreads * 16, "the reduction reuses the windows");
-  int dev = 0;
-  cudaError_t e = cudaGetDevice(&dev);
-  if (e != cudaSuccess) return static_cast<int>(e);
-  static std::mutex mu;
-  static uint64_t done_mask = 0;  // devices that have the shared-memory opt-in for this kernel
-  static uint64_t pdl_mask = 0;   // devices of sm_90 or newer: programmatic dependent launch
   bool pdl = false;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    const uint64_t bit = dev < 64 ? (uint64_t{1} << dev) : 0;
-    if (bit == 0 || (done_mask & bit) == 0) {
-      e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
-      if (e != cudaSuccess) return static_cast<int>(e);
-      int major = 0;
-      e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-      if (e != cudaSuccess) return static_cast<int>(e);
-      if (major >= 9) pdl_mask |= bit;
-      done_mask |= bit;
-    }
-    pdl = (pdl_mask & bit) != 0;
-  }
+  if (const cudaError_t e = launch::prepare<mmq_decode_kernel<TYPE>>(kSmem, &pdl); e != cudaSuccess)
+    return static_cast<int>(e);
   const uint8_t* base = static_cast<const uint8_t*>(q8);
   DecodeActs act;
   act.q = base;
   act.d = reinterpret_cast<const uint16_t*>(base + q8_decode_scales_offset(nt, k));
   act.sum = reinterpret_cast<const int32_t*>(base + q8_decode_sums_offset(nt, k));
   const size_t row_bytes = static_cast<size_t>(k / (is_kquant(TYPE) ? 256 : 32)) * block_bytes(TYPE);
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>((od + kRows - 1) / kRows));
-  config.blockDim = dim3(kThreads);
-  config.dynamicSmemBytes = kSmem;
-  config.stream = stream;
-  cudaLaunchAttribute attribute[1];
-  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute[0].val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = attribute;
-  config.numAttrs = pdl ? 1 : 0;
-  e = cudaLaunchKernelEx(&config, kernel, static_cast<const uint8_t*>(weights), row_bytes, act, y,
-                         static_cast<int>(nt), static_cast<int>(od), static_cast<int>(k / 32));
-  if (e != cudaSuccess) return static_cast<int>(e);
-  return static_cast<int>(cudaGetLastError());
+  return launch::dependent(mmq_decode_kernel<TYPE>, dim3(static_cast<unsigned>((od + kRows - 1) / kRows)),
+                           dim3(kThreads), kSmem, stream, pdl, static_cast<const uint8_t*>(weights), row_bytes, act, y,
+                           static_cast<int>(nt), static_cast<int>(od), static_cast<int>(k / 32));
 }
 
 }  // namespace
@@ -280,17 +250,8 @@ int launch_mmq_decode(int32_t type, const void* weights, int64_t od, int64_t k, 
   if (od > INT_MAX || k / 32 > INT_MAX || (od + kRows - 1) / kRows > INT_MAX)
     return static_cast<int>(cudaErrorInvalidValue);
   const cudaStream_t s = static_cast<cudaStream_t>(stream);
-  switch (type) {
-    case kQ4_0: return launch_typed<kQ4_0>(weights, od, k, q8, nt, y, s);
-    case kQ4_1: return launch_typed<kQ4_1>(weights, od, k, q8, nt, y, s);
-    case kQ5_0: return launch_typed<kQ5_0>(weights, od, k, q8, nt, y, s);
-    case kQ5_1: return launch_typed<kQ5_1>(weights, od, k, q8, nt, y, s);
-    case kQ8_0: return launch_typed<kQ8_0>(weights, od, k, q8, nt, y, s);
-    case kQ4_K: return launch_typed<kQ4_K>(weights, od, k, q8, nt, y, s);
-    case kQ5_K: return launch_typed<kQ5_K>(weights, od, k, q8, nt, y, s);
-    case kQ6_K: return launch_typed<kQ6_K>(weights, od, k, q8, nt, y, s);
-    default: return static_cast<int>(cudaErrorInvalidValue);
-  }
+  return launch::with_weight_type(
+      type, [&](auto t) { return launch_typed<decltype(t)::value>(weights, od, k, q8, nt, y, s); });
 }
 
 }  // namespace qgate::cuda

@@ -24,9 +24,9 @@
 
 #include <climits>
 #include <cstdint>
-#include <mutex>
 
 #include "cuda/block_formats.cuh"
+#include "cuda/kernel_launch.cuh"
 #include "cuda/mma_s8.cuh"
 #include "cuda/launchers.h"
 
@@ -510,22 +510,12 @@ template <int TYPE, int KSPLIT, bool HAS_MIN>
 int launch_typed(const void* weights, int64_t od, int64_t k, const void* q8, int64_t nt, float* y,
                  cudaStream_t stream) {
   auto kernel = mmq_gemm_kernel<TYPE, KSPLIT, HAS_MIN>;
-  // The 90 KB of dynamic shared memory needs an opt-in per device; remember which devices have it.
-  int dev = 0;
-  cudaError_t e = cudaGetDevice(&dev);
-  if (e != cudaSuccess) return static_cast<int>(e);
-  static std::mutex mu;
-  static uint64_t done_mask = 0;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    const uint64_t bit = dev < 64 ? (uint64_t{1} << dev) : 0;
-    if (bit == 0 || (done_mask & bit) == 0) {
-      e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               static_cast<int>(kSmemBytes));
-      if (e != cudaSuccess) return static_cast<int>(e);
-      done_mask |= bit;
-    }
-  }
+  // The 90 KB of dynamic shared memory needs an opt-in per device (the tile kernel is not launched
+  // as a dependent, so the PDL answer is unused).
+  bool pdl = false;
+  if (const cudaError_t e = launch::prepare<mmq_gemm_kernel<TYPE, KSPLIT, HAS_MIN>>(static_cast<int>(kSmemBytes), &pdl);
+      e != cudaSuccess)
+    return static_cast<int>(e);
   const size_t row_bytes = static_cast<size_t>(k / (is_kquant(TYPE) ? 256 : 32)) * block_bytes(TYPE);
   const dim3 grid(static_cast<unsigned>((nt + kBM - 1) / kBM), static_cast<unsigned>((od + kBN - 1) / kBN));
   kernel<<<grid, kThreads, kSmemBytes, stream>>>(static_cast<const uint8_t*>(weights), row_bytes,
@@ -553,17 +543,11 @@ int launch_mmq_gemm(int32_t type, const void* weights, int64_t od, int64_t k, co
   if (nt > INT_MAX || od > INT_MAX || k / 32 > INT_MAX || (od + kBN - 1) / kBN > 65535)
     return static_cast<int>(cudaErrorInvalidValue);
   const cudaStream_t s = static_cast<cudaStream_t>(stream);
-  switch (type) {
-    case kQ4_0: return launch_typed<kQ4_0, 1, false>(weights, od, k, q8, nt, y, s);
-    case kQ4_1: return launch_typed<kQ4_1, 1, true>(weights, od, k, q8, nt, y, s);
-    case kQ5_0: return launch_typed<kQ5_0, 1, false>(weights, od, k, q8, nt, y, s);
-    case kQ5_1: return launch_typed<kQ5_1, 1, true>(weights, od, k, q8, nt, y, s);
-    case kQ8_0: return launch_typed<kQ8_0, 1, false>(weights, od, k, q8, nt, y, s);
-    case kQ4_K: return launch_typed<kQ4_K, 1, true>(weights, od, k, q8, nt, y, s);
-    case kQ5_K: return launch_typed<kQ5_K, 1, true>(weights, od, k, q8, nt, y, s);
-    case kQ6_K: return launch_typed<kQ6_K, 2, false>(weights, od, k, q8, nt, y, s);
-    default: return static_cast<int>(cudaErrorInvalidValue);
-  }
+  // q6_K's 16-k sub-blocks take two k16 dots per chunk; the min-carrying types a rank-1 term.
+  return launch::with_weight_type(type, [&](auto t) {
+    constexpr int kType = decltype(t)::value;
+    return launch_typed<kType, kType == kQ6_K ? 2 : 1, has_min(kType)>(weights, od, k, q8, nt, y, s);
+  });
 }
 
 }  // namespace qgate::cuda

@@ -24,9 +24,9 @@
 
 #include <climits>
 #include <cstdint>
-#include <mutex>
 
 #include "cuda/block_formats.cuh"
+#include "cuda/kernel_launch.cuh"
 #include "cuda/launchers.h"
 #include "cuda/mma_s8.cuh"
 #include "cuda/weight_fragments.cuh"
@@ -95,20 +95,35 @@ __device__ __forceinline__ void lds_words(const uint8_t* p, uint32_t (&w)[N]) {
 // m * sum(a), exact in int32, so the GEMV reads q4_0's and q5_0's quants unsigned.
 __host__ __device__ constexpr int quant_offset(int type) { return type == kQ4_0 ? 8 : type == kQ5_0 ? 16 : 0; }
 
-// One 32-k chunk of a legacy type, whole, as the GEMV wants it (weight_fragments.cuh reads a quarter
-// of one per lane): lo[t] = elements 4t..4t+3 and hi[t] = 16+4t.., four s8 each (q4_0 and q5_0
-// unsigned, see quant_offset), the scale ds and the min term's dm. Same numbers as decode_frag.
+// One 32-k chunk, whole, as the GEMV wants it (weight_fragments.cuh reads a quarter of one per
+// lane): lo[t] = elements 4t..4t+3 and hi[t] = 16+4t.., four s8 each (q4_0 and q5_0 unsigned, see
+// quant_offset), the scales ds (k 0..15) and ds1 (k 16..31; they differ only for q6_K) and the min
+// term's dm. Same numbers as decode_frag. Legacy types read the chunk as aligned words; the
+// K-quants, whose chunks are sub-blocks of a super-block (`c` = 8 * super-block + sub-block), take
+// decode_frag's four quarters.
 struct ChunkWords {
   uint32_t lo[4], hi[4];
-  float ds, dm;
+  float ds, ds1, dm;
 };
 template <int TYPE>
 __device__ __forceinline__ ChunkWords chunk_words(const uint8_t* s, int c) {
-  static_assert(!is_kquant(TYPE), "K-quants go through decode_frag");
   ChunkWords q;
+  if constexpr (is_kquant(TYPE)) {
+    const uint8_t* sb = s + (c >> 3) * block_bytes(TYPE);
+#pragma unroll
+    for (int t = 0; t < 4; ++t) {
+      const Frag f = decode_frag<TYPE>(sb, c & 7, t);
+      q.lo[t] = static_cast<uint32_t>(f.lo);
+      q.hi[t] = static_cast<uint32_t>(f.hi);
+      q.ds = f.ds0;
+      q.ds1 = f.ds1;
+      q.dm = f.dm;
+    }
+    return q;
+  }
   q.dm = 0.0f;
   const uint8_t* b = s + c * block_bytes(TYPE);
-  q.ds = f16_bits_to_f32(lds_u16(b));
+  q.ds = q.ds1 = f16_bits_to_f32(lds_u16(b));
   if constexpr (TYPE == kQ8_0) {  // {f16 d; i8 qs[32]}
     uint32_t w[8];
     lds_words<8>(b + 2, w);
@@ -260,54 +275,32 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int r = 0; r < kRpw; ++r) {
         const uint8_t* s = ring + buf * kWindow + r * kPitch + lead[r];
-        if constexpr (!is_kquant(TYPE)) {
-          const ChunkWords q = chunk_words<TYPE>(s, c);
+        const ChunkWords q = chunk_words<TYPE>(s, c);
 #pragma unroll
-          for (int n = 0; n < NT; ++n) {
-            const uint4& a0 = aq[i][n][0];
-            const uint4& a1 = aq[i][n][1];
-            // Fragment order: the words of quarter t are lo = a[2t], hi = a[2t + 1].
-            // Two independent chains (integer sums: the order changes nothing), then one add.
-            int d0 = __dp4a(static_cast<int>(q.lo[0]), static_cast<int>(a0.x), 0);
-            int d1 = __dp4a(static_cast<int>(q.lo[2]), static_cast<int>(a1.x), 0);
-            d0 = __dp4a(static_cast<int>(q.hi[0]), static_cast<int>(a0.y), d0);
-            d1 = __dp4a(static_cast<int>(q.hi[2]), static_cast<int>(a1.y), d1);
-            d0 = __dp4a(static_cast<int>(q.lo[1]), static_cast<int>(a0.z), d0);
-            d1 = __dp4a(static_cast<int>(q.lo[3]), static_cast<int>(a1.z), d1);
-            d0 = __dp4a(static_cast<int>(q.hi[1]), static_cast<int>(a0.w), d0);
-            d1 = __dp4a(static_cast<int>(q.hi[3]), static_cast<int>(a1.w), d1);
-            int dot = d0 + d1;
+        for (int n = 0; n < NT; ++n) {
+          const uint4& a0 = aq[i][n][0];
+          const uint4& a1 = aq[i][n][1];
+          // Fragment order: the words of quarter t are lo = a[2t], hi = a[2t + 1]. The k 0..15 and
+          // k 16..31 dots are two independent chains (q6_K scales them apart).
+          int lo = __dp4a(static_cast<int>(q.lo[0]), static_cast<int>(a0.x), 0);
+          int hi = __dp4a(static_cast<int>(q.hi[0]), static_cast<int>(a0.y), 0);
+          lo = __dp4a(static_cast<int>(q.lo[1]), static_cast<int>(a0.z), lo);
+          hi = __dp4a(static_cast<int>(q.hi[1]), static_cast<int>(a0.w), hi);
+          lo = __dp4a(static_cast<int>(q.lo[2]), static_cast<int>(a1.x), lo);
+          hi = __dp4a(static_cast<int>(q.hi[2]), static_cast<int>(a1.y), hi);
+          lo = __dp4a(static_cast<int>(q.lo[3]), static_cast<int>(a1.z), lo);
+          hi = __dp4a(static_cast<int>(q.hi[3]), static_cast<int>(a1.w), hi);
+          float v;
+          if constexpr (TYPE == kQ6_K) {
+            v = q.ds * static_cast<float>(lo);  // k 0..15: scales[2s]
+            v = fmaf(q.ds1, static_cast<float>(hi), v);
+          } else {
+            int dot = lo + hi;
             if constexpr (quant_offset(TYPE) != 0) dot -= quant_offset(TYPE) * isum[i][n];
-            float v = q.ds * static_cast<float>(dot);
-            if constexpr (has_min(TYPE)) v = fmaf(q.dm, static_cast<float>(isum[i][n]), v);
-            acc[r][n] = fmaf(f16_bits_to_f32(dbits[i][n]), v, acc[r][n]);
+            v = q.ds * static_cast<float>(dot);
           }
-        } else {
-          Frag f[4];
-#pragma unroll
-          for (int t = 0; t < 4; ++t) f[t] = decode_frag<TYPE>(s + (c >> 3) * block_bytes(TYPE), c & 7, t);
-#pragma unroll
-          for (int n = 0; n < NT; ++n) {
-            const uint4& a0 = aq[i][n][0];
-            const uint4& a1 = aq[i][n][1];
-            int lo = __dp4a(f[0].lo, static_cast<int>(a0.x), 0);
-            lo = __dp4a(f[1].lo, static_cast<int>(a0.z), lo);
-            lo = __dp4a(f[2].lo, static_cast<int>(a1.x), lo);
-            lo = __dp4a(f[3].lo, static_cast<int>(a1.z), lo);
-            int hi = __dp4a(f[0].hi, static_cast<int>(a0.y), 0);
-            hi = __dp4a(f[1].hi, static_cast<int>(a0.w), hi);
-            hi = __dp4a(f[2].hi, static_cast<int>(a1.y), hi);
-            hi = __dp4a(f[3].hi, static_cast<int>(a1.w), hi);
-            float v;
-            if constexpr (TYPE == kQ6_K) {
-              v = f[0].ds0 * static_cast<float>(lo);  // k 0..15: scales[2s]
-              v = fmaf(f[0].ds1, static_cast<float>(hi), v);
-            } else {
-              v = f[0].ds0 * static_cast<float>(lo + hi);
-            }
-            if constexpr (has_min(TYPE)) v = fmaf(f[0].dm, static_cast<float>(isum[i][n]), v);
-            acc[r][n] = fmaf(f16_bits_to_f32(dbits[i][n]), v, acc[r][n]);
-          }
+          if constexpr (has_min(TYPE)) v = fmaf(q.dm, static_cast<float>(isum[i][n]), v);
+          acc[r][n] = fmaf(f16_bits_to_f32(dbits[i][n]), v, acc[r][n]);
         }
       }
     }
@@ -345,50 +338,20 @@ __global__ void __launch_bounds__(kThreads)
 template <int TYPE, int NT>
 int launch_typed(const void* weights, int64_t od, int64_t k, const void* q8, int64_t nt, float* y,
                  cudaStream_t stream) {
-  auto kernel = mmq_gemv_kernel<TYPE, NT>;
   constexpr int kSmem = gemv_smem_bytes(TYPE, NT);
   static_assert(kSmem >= kWarps * rows_per_warp(NT) * NT * 4, "the reduction reuses the rings");
-  int dev = 0;
-  cudaError_t e = cudaGetDevice(&dev);
-  if (e != cudaSuccess) return static_cast<int>(e);
-  static std::mutex mu;
-  static uint64_t done_mask = 0;  // devices that have the shared-memory opt-in for this kernel
-  static uint64_t pdl_mask = 0;   // devices of sm_90 or newer: programmatic dependent launch
   bool pdl = false;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    const uint64_t bit = dev < 64 ? (uint64_t{1} << dev) : 0;
-    if (bit == 0 || (done_mask & bit) == 0) {
-      e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
-      if (e != cudaSuccess) return static_cast<int>(e);
-      int major = 0;
-      e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-      if (e != cudaSuccess) return static_cast<int>(e);
-      if (major >= 9) pdl_mask |= bit;
-      done_mask |= bit;
-    }
-    pdl = (pdl_mask & bit) != 0;
-  }
+  if (const cudaError_t e = launch::prepare<mmq_gemv_kernel<TYPE, NT>>(kSmem, &pdl); e != cudaSuccess)
+    return static_cast<int>(e);
   const uint8_t* base = static_cast<const uint8_t*>(q8);
   GemvActs act;
   act.q = base;
   act.d = reinterpret_cast<const uint16_t*>(base + q8_decode_scales_offset(nt, k));
   act.sum = reinterpret_cast<const int32_t*>(base + q8_decode_sums_offset(nt, k));
   const size_t row_bytes = static_cast<size_t>(k / (is_kquant(TYPE) ? 256 : 32)) * block_bytes(TYPE);
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>((od + kRowsCta - 1) / kRowsCta));
-  config.blockDim = dim3(kThreads);
-  config.dynamicSmemBytes = kSmem;
-  config.stream = stream;
-  cudaLaunchAttribute attribute[1];
-  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute[0].val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = attribute;
-  config.numAttrs = pdl ? 1 : 0;
-  e = cudaLaunchKernelEx(&config, kernel, static_cast<const uint8_t*>(weights), row_bytes, act, y,
-                         static_cast<int>(nt), static_cast<int>(od), static_cast<int>(k / 32));
-  if (e != cudaSuccess) return static_cast<int>(e);
-  return static_cast<int>(cudaGetLastError());
+  return launch::dependent(mmq_gemv_kernel<TYPE, NT>, dim3(static_cast<unsigned>((od + kRowsCta - 1) / kRowsCta)),
+                           dim3(kThreads), kSmem, stream, pdl, static_cast<const uint8_t*>(weights), row_bytes, act, y,
+                           static_cast<int>(nt), static_cast<int>(od), static_cast<int>(k / 32));
 }
 
 template <int TYPE>
@@ -412,17 +375,9 @@ int launch_mmq_gemv(int32_t type, const void* weights, int64_t od, int64_t k, co
   if (od > INT_MAX || k / 32 > INT_MAX || (od + kRowsCta - 1) / kRowsCta > INT_MAX)
     return static_cast<int>(cudaErrorInvalidValue);
   const cudaStream_t s = static_cast<cudaStream_t>(stream);
-  switch (type) {
-    case kQ4_0: return launch_for_tokens<kQ4_0>(weights, od, k, q8, nt, y, s);
-    case kQ4_1: return launch_for_tokens<kQ4_1>(weights, od, k, q8, nt, y, s);
-    case kQ5_0: return launch_for_tokens<kQ5_0>(weights, od, k, q8, nt, y, s);
-    case kQ5_1: return launch_for_tokens<kQ5_1>(weights, od, k, q8, nt, y, s);
-    case kQ8_0: return launch_for_tokens<kQ8_0>(weights, od, k, q8, nt, y, s);
-    case kQ4_K: return launch_for_tokens<kQ4_K>(weights, od, k, q8, nt, y, s);
-    case kQ5_K: return launch_for_tokens<kQ5_K>(weights, od, k, q8, nt, y, s);
-    case kQ6_K: return launch_for_tokens<kQ6_K>(weights, od, k, q8, nt, y, s);
-    default: return static_cast<int>(cudaErrorInvalidValue);
-  }
+  return launch::with_weight_type(type, [&](auto t) {
+    return launch_for_tokens<decltype(t)::value>(weights, od, k, q8, nt, y, s);
+  });
 }
 
 }  // namespace qgate::cuda

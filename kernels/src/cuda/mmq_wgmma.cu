@@ -36,6 +36,7 @@
 #include <mutex>
 
 #include "cuda/block_formats.cuh"
+#include "cuda/kernel_launch.cuh"
 #include "cuda/launchers.h"
 #include "cuda/mma_s8.cuh"
 #include "cuda/weight_fragments.cuh"
@@ -512,23 +513,11 @@ int encode_tiled(CUtensorMap* map, CUtensorMapDataType type, const void* base, c
 template <int TYPE>
 int launch_typed(const void* weights, int64_t od, int64_t k, const void* q8, int64_t nt, float* y,
                  cudaStream_t stream) {
-  auto kernel = mmq_wgmma_kernel<TYPE>;
   constexpr int kSmem = smem_bytes(TYPE);
   static_assert(kSmem <= 227 * 1024, "sm_90's shared memory per CTA");
-  int dev = 0;
-  cudaError_t e = cudaGetDevice(&dev);
-  if (e != cudaSuccess) return static_cast<int>(e);
-  static std::mutex mu;
-  static uint64_t done_mask = 0;  // devices that have the shared-memory opt-in for this kernel
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    const uint64_t bit = dev < 64 ? (uint64_t{1} << dev) : 0;
-    if (bit == 0 || (done_mask & bit) == 0) {
-      e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
-      if (e != cudaSuccess) return static_cast<int>(e);
-      done_mask |= bit;
-    }
-  }
+  bool pdl = false;  // always, on the compute capability 9.0 devices this kernel runs on
+  if (const cudaError_t e = launch::prepare<mmq_wgmma_kernel<TYPE>>(kSmem, &pdl); e != cudaSuccess)
+    return static_cast<int>(e);
   // The k-major layout's three regions (launchers.h).
   const uint8_t* quants = static_cast<const uint8_t*>(q8);
   const uint8_t* scales = quants + q8_kmajor_scales_offset(nt, k);
@@ -551,21 +540,10 @@ int launch_typed(const void* weights, int64_t od, int64_t k, const void* q8, int
   if (int rc = encode_tiled(&maps.sum, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, sums, {ntp, nb}, {ntp * 4},
                             {kTokCta, kStageChunks}))
     return rc;
-  cudaLaunchConfig_t config = {};
-  config.gridDim =
-      dim3(static_cast<unsigned>((od + kRowsCta - 1) / kRowsCta), static_cast<unsigned>((nt + kTokCta - 1) / kTokCta));
-  config.blockDim = dim3(kThreads);
-  config.dynamicSmemBytes = kSmem;
-  config.stream = stream;
-  cudaLaunchAttribute attribute[1];
-  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute[0].val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = attribute;
-  config.numAttrs = 1;
-  e = cudaLaunchKernelEx(&config, kernel, maps, tiled_weights, static_cast<const uint8_t*>(weights), row_bytes, y,
-                         static_cast<int>(nt), static_cast<int>(od), static_cast<int>(k / 32));
-  if (e != cudaSuccess) return static_cast<int>(e);
-  return static_cast<int>(cudaGetLastError());
+  const dim3 grid(static_cast<unsigned>((od + kRowsCta - 1) / kRowsCta), static_cast<unsigned>((nt + kTokCta - 1) / kTokCta));
+  return launch::dependent(mmq_wgmma_kernel<TYPE>, grid, dim3(kThreads), kSmem, stream, pdl, maps, tiled_weights,
+                           static_cast<const uint8_t*>(weights), row_bytes, y, static_cast<int>(nt),
+                           static_cast<int>(od), static_cast<int>(k / 32));
 }
 
 // Whether device `dev` runs the sm_90a image: compute capability 9.0 and a kernel that loads.
@@ -611,17 +589,8 @@ int launch_mmq_wgmma(int32_t type, const void* weights, int64_t od, int64_t k, c
   if (nt > INT_MAX || od > INT_MAX || (nt + kTokCta - 1) / kTokCta > 65535 || k / 32 > INT_MAX)
     return static_cast<int>(cudaErrorInvalidValue);
   const cudaStream_t s = static_cast<cudaStream_t>(stream);
-  switch (type) {
-    case kQ4_0: return launch_typed<kQ4_0>(weights, od, k, q8, nt, y, s);
-    case kQ4_1: return launch_typed<kQ4_1>(weights, od, k, q8, nt, y, s);
-    case kQ5_0: return launch_typed<kQ5_0>(weights, od, k, q8, nt, y, s);
-    case kQ5_1: return launch_typed<kQ5_1>(weights, od, k, q8, nt, y, s);
-    case kQ8_0: return launch_typed<kQ8_0>(weights, od, k, q8, nt, y, s);
-    case kQ4_K: return launch_typed<kQ4_K>(weights, od, k, q8, nt, y, s);
-    case kQ5_K: return launch_typed<kQ5_K>(weights, od, k, q8, nt, y, s);
-    case kQ6_K: return launch_typed<kQ6_K>(weights, od, k, q8, nt, y, s);
-    default: return static_cast<int>(cudaErrorInvalidValue);
-  }
+  return launch::with_weight_type(
+      type, [&](auto t) { return launch_typed<decltype(t)::value>(weights, od, k, q8, nt, y, s); });
 }
 
 }  // namespace qgate::cuda
