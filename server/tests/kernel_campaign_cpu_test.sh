@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/qgate-kernel-campaign on the CPU backend (ctest qgate_kernel_campaign_cpu): a candidate build
-# (the reference build with bytes appended, so it is its own build) against the reference build, with a
-# stand-in for ggml's test-backend-ops that prints two perf rows in its SQL format. The campaign must
+# (the reference build with bytes appended, so it is its own build) against the reference build, with
+# stand-ins for ggml's test-backend-ops (two perf rows in its SQL format) and for qgate-ggml-mul-mat (its
+# JSON, preferred where both have a figure). The campaign must
 # run every job to its end, put both builds' benchmarks and the ggml rows in table.md and summary.json,
 # and refuse bad arguments with exit 2 before it writes anything.
 # Usage: kernel_campaign_cpu_test.sh SOURCE_DIR BIN_DIR REF_LIBRARY WORK_DIR
@@ -25,6 +26,14 @@ for a in "$@"; do case "$a" in *type_a=q4_0,*) t=q4_0 us=123.4 ;; *type_a=f16,*)
 echo "INSERT INTO test_backend_ops (test_time, build_commit, backend_name, op_name, op_params, test_mode, supported, passed, error_message, time_us, flops, bandwidth_gb_s, memory_kb, n_runs, device_description, backend_reg_name) VALUES ('2026-12-01T00:00:00Z', 'unknown', 'CUDA0', 'MUL_MAT', 'type_a=$t,type_b=f32,m=256,n=16,k=512,bs=[1,1],nr=[1,1],per=[0,1,2,3],k_v=0,o=1,src_overlap=0', 'perf', '1', '1', '', '$us', '1.0', '0.0', '1', '100', '', '');"
 FAKE
 chmod +x "$work/fake-test-backend-ops"
+cat >"$work/fake-ggml-mul-mat" <<'FAKE'
+#!/usr/bin/env bash
+# Writes qgate-ggml-mul-mat's JSON for q4_0 and q6_K (not f16) at m=256, n=16, k=512 to --json-out.
+while [ $# -gt 0 ]; do [ "$1" = --json-out ] && json=$2; shift; done
+printf '{"rows": [{"type": "q4_0", "m": 256, "n": 16, "k": 512, "us": 111.1, "runs": 9},
+ {"type": "q6_K", "m": 256, "n": 16, "k": 512, "us": 77.7, "runs": 9}]}\n' >"$json"
+FAKE
+chmod +x "$work/fake-ggml-mul-mat"
 
 # Bad arguments: exit 2, a message, and no output folder.
 set +e
@@ -42,15 +51,16 @@ check '[ ! -e "$work/bad1" ] && [ ! -e "$work/bad2" ] && [ ! -e "$work/bad3" ] &
 set +e
 QGATE_CAMPAIGN_BACKEND=cpu QGATE_BIN_DIR="$bin" QGATE_CAMPAIGN_TYPES=q4_0,q6_K QGATE_CAMPAIGN_NT=16 \
   QGATE_CAMPAIGN_ODK=256x512 QGATE_CAMPAIGN_GATE_TOKENS=16 QGATE_CAMPAIGN_PARITY=none \
-  QGATE_GGML_BENCH="$work/fake-test-backend-ops" \
+  QGATE_GGML_BENCH="$work/fake-test-backend-ops" QGATE_GGML_MULMAT="$work/fake-ggml-mul-mat" \
   bash "$campaign" "$work/run" cand="$work/cand.so" base="$work/base.so" --quick >"$work/campaign.out" 2>&1
 rc=$?
 set -e
 run=$work/run
 check '[ $rc -eq 0 ]' "the campaign exits 0 (exit $rc; log: $run/campaign.log)"
-check 'grep -qE "^\| q4_0 \| 16 \| [0-9.]+ \| [0-9.]+ \| 123\.4 \| [0-9.]+x \| [0-9.]+ \| - \| 45\.6 \|$" "$run/table.md"' \
-  "table.md: q4_0 at 16 tokens with both builds, ggml's row and ggml's f16"
-check 'grep -qE "^\| q6_K \| 16 \| [0-9.]+ \| [0-9.]+ \| - \| - \|" "$run/table.md"' "table.md: q6_K, which ggml did not time, shows '-'"
+check 'grep -qE "^\| q4_0 \| 16 \| [0-9.]+ \| [0-9.]+ \| 111\.1 \| [0-9.]+x \| [0-9.]+ \| - \| 45\.6 \|$" "$run/table.md"' \
+  "table.md: q4_0 at 16 tokens with both builds, qgate-ggml-mul-mat's figure first and test-backend-ops' f16"
+check 'grep -qE "^\| q6_K \| 16 \| [0-9.]+ \| [0-9.]+ \| 77\.7 \| [0-9.]+x \|" "$run/table.md"' \
+  "table.md: q6_K, which only qgate-ggml-mul-mat timed"
 check 'python3 -c "
 import json, sys
 s = json.load(open(\"$run/summary.json\"))
@@ -60,7 +70,10 @@ assert all(j[\"state\"] == \"JOB_STATE_DONE\" for j in s[\"jobs\"]), s[\"jobs\"]
 assert all(j[\"verdict\"] in (\"VERDICT_PASS\", \"VERDICT_FAIL\", \"VERDICT_INCONCLUSIVE\") for j in s[\"jobs\"]), s[\"jobs\"]
 rows = {(r[\"type\"], r[\"nt\"]): r for r in s[\"rows\"]}
 assert set(rows) == {(\"q4_0\", 16), (\"q6_K\", 16)}, rows
-assert rows[(\"q4_0\", 16)][\"ggml_us\"] == 123.4 and rows[(\"q6_K\", 16)][\"ggml_us\"] is None, rows
+assert rows[(\"q4_0\", 16)][\"ggml_us\"] == 111.1 and rows[(\"q6_K\", 16)][\"ggml_us\"] == 77.7, rows
+assert rows[(\"q4_0\", 16)][\"ggml_test_backend_ops_us\"] == 123.4, rows
+assert rows[(\"q6_K\", 16)][\"ggml_test_backend_ops_us\"] is None, rows
+assert rows[(\"q4_0\", 16)][\"ggml_source\"] == \"qgate-ggml-mul-mat\", rows
 assert all(r[\"mmq_us\"] > 0 and r[\"baseline_mmq_us\"] > 0 and r[\"f16_us\"] > 0 for r in rows.values()), rows
 "' "summary.json: the three jobs done with verdicts, the rows with both builds and ggml's figure"
 check '[ -s "$run/export.json" ] && [ -s "$run/bench-cand.json" ] && [ -s "$run/bench-base.json" ]' "the export and both benchmarks are kept"
