@@ -43,23 +43,36 @@ constexpr int kThreads = 32 * kWarps;
 constexpr int kRowsCta = 8;              // weight rows per CTA, whatever NT
 constexpr int kWarpRingBudget = 9 * 1024;  // bytes of ring per warp: three CTAs per SM at worst
 
-// The shape of the work for NT tokens (1, 2, 4 or 8): min(NT, 4) rows per warp, so that a lane's
-// activation loads serve that many rows, and as many warps splitting k, so that every CTA has 8
-// rows; from 4 tokens on a lane takes one chunk per stage (registers), else two.
-__host__ __device__ constexpr int rows_per_warp(int nt) { return nt < 4 ? nt : 4; }
-__host__ __device__ constexpr int ksplit(int nt) { return rows_per_warp(nt); }
-__host__ __device__ constexpr int lane_chunks(int nt) { return nt >= 4 ? 1 : 2; }
-__host__ __device__ constexpr int stage_chunks(int nt) { return 32 * lane_chunks(nt); }
+// The shape of the work for NT tokens (1, 2, 4 or 8): R rows per warp, so that a lane's activation
+// loads serve R rows, and R warps splitting k, so that every CTA has 8 rows; a lane takes one or two
+// chunks per stage. From 2 tokens, R = min(NT, 4) and one chunk per lane from 4 tokens on
+// (registers). At 1 token, measured per type on the H200 (bench/RESULTS.md, mmq-v7): 4 rows and two
+// chunks for the legacy types, 4 rows and one chunk for q4_K and q5_K, 2 rows and two chunks for q6_K.
+#if defined(QGATE_GEMV_R1) && defined(QGATE_GEMV_LC1)  // an experiment's override of the 1-token shape
+__host__ __device__ constexpr int rows_one_token(int) { return QGATE_GEMV_R1; }
+__host__ __device__ constexpr int chunks_one_token(int) { return QGATE_GEMV_LC1; }
+#else
+__host__ __device__ constexpr int rows_one_token(int type) { return type == kQ6_K ? 2 : 4; }
+__host__ __device__ constexpr int chunks_one_token(int type) { return type == kQ4_K || type == kQ5_K ? 1 : 2; }
+#endif
+__host__ __device__ constexpr int rows_per_warp(int type, int nt) {
+  return nt == 1 ? rows_one_token(type) : nt < 4 ? nt : 4;
+}
+__host__ __device__ constexpr int ksplit(int type, int nt) { return rows_per_warp(type, nt); }
+__host__ __device__ constexpr int lane_chunks(int type, int nt) {
+  return nt == 1 ? chunks_one_token(type) : nt >= 4 ? 1 : 2;
+}
+__host__ __device__ constexpr int stage_chunks(int type, int nt) { return 32 * lane_chunks(type, nt); }
 // A row's bytes per stage (the K-quants' chunks come in super-blocks of 8).
 __host__ __device__ constexpr int gemv_stage_bytes(int type, int nt) {
-  return is_kquant(type) ? stage_chunks(nt) / 8 * block_bytes(type) : stage_chunks(nt) * block_bytes(type);
+  return is_kquant(type) ? stage_chunks(type, nt) / 8 * block_bytes(type) : stage_chunks(type, nt) * block_bytes(type);
 }
 // Room for a stage, a start up to 15 bytes into its first 16-byte line, and the word lds_words
 // reads past the stage's last byte.
 __host__ __device__ constexpr int row_pitch(int type, int nt) {
   return (gemv_stage_bytes(type, nt) + 15 + 4 + 15) / 16 * 16;
 }
-__host__ __device__ constexpr int stage_window(int type, int nt) { return rows_per_warp(nt) * row_pitch(type, nt); }
+__host__ __device__ constexpr int stage_window(int type, int nt) { return rows_per_warp(type, nt) * row_pitch(type, nt); }
 __host__ __device__ constexpr int ring_stages(int type, int nt) {
   const int fit = kWarpRingBudget / stage_window(type, nt);
   return fit < 2 ? 2 : fit > 4 ? 4 : fit;
@@ -159,10 +172,10 @@ __global__ void __launch_bounds__(kThreads)
     mmq_gemv_kernel(const uint8_t* __restrict__ w, size_t row_bytes, GemvActs act, float* __restrict__ y, int nt,
                     int od, int nchunks) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  constexpr int kRpw = rows_per_warp(NT);
-  constexpr int kSplit = ksplit(NT);
-  constexpr int kLaneChunks = lane_chunks(NT);
-  constexpr int kStageChunksG = stage_chunks(NT);
+  constexpr int kRpw = rows_per_warp(TYPE, NT);
+  constexpr int kSplit = ksplit(TYPE, NT);
+  constexpr int kLaneChunks = lane_chunks(TYPE, NT);
+  constexpr int kStageChunksG = stage_chunks(TYPE, NT);
   constexpr int kSB = gemv_stage_bytes(TYPE, NT);
   constexpr int kPitch = row_pitch(TYPE, NT);
   constexpr int kWindow = stage_window(TYPE, NT);
@@ -176,18 +189,24 @@ __global__ void __launch_bounds__(kThreads)
   const int row0 = blockIdx.x * kRowsCta + group * kRpw;
   uint8_t* ring = smem + warp * kStages * kWindow;
 
-  // This warp's stages: a contiguous share of the rows' ceil(nchunks / stage_chunks).
+  // This warp's stages: a contiguous share of the rows' ceil(nchunks / stage_chunks), so its chunks
+  // are [c_begin, c_end) and its stage st = 0.. starts at chunk c_begin + st * stage_chunks. (Shares
+  // of whole super-blocks, more even when the stages do not divide among the warps, measured 0.4-1
+  // us slower at 1 token and k = 14336 on the H200.)
   const int nstages = (nchunks + kStageChunksG - 1) / kStageChunksG;
   const int per = (nstages + kSplit - 1) / kSplit;
-  const int st_begin = min(nstages, part * per);
-  const int st_end = min(nstages, st_begin + per);
+  const int c_begin = min(nchunks, part * per * kStageChunksG);
+  const int c_end = min(nchunks, c_begin + per * kStageChunksG);
+  const int st_end = (c_end - c_begin + kStageChunksG - 1) / kStageChunksG;
+  const size_t base_bytes = static_cast<size_t>(is_kquant(TYPE) ? c_begin / 8 : c_begin) * block_bytes(TYPE);
 
   // Row r's first byte (rows past od read row od-1; they are never stored), and the 16-byte lines
   // of its stages this lane copies: line lane + 32 j of the stage, counted from the 16-byte boundary
   // at or below the stage's first byte. Addresses are worked out once; a stage adds kSB.
-  const uint8_t* row_start[kRpw];
+  const uint8_t* row_start[kRpw];  // this warp's first chunk of each row
 #pragma unroll
-  for (int r = 0; r < kRpw; ++r) row_start[r] = w + static_cast<size_t>(min(row0 + r, od - 1)) * row_bytes;
+  for (int r = 0; r < kRpw; ++r)
+    row_start[r] = w + static_cast<size_t>(min(row0 + r, od - 1)) * row_bytes + base_bytes;
   const uint32_t ring_s = smem_addr(ring) + 16u * lane;  // this lane's first line in the ring
   // Where row r's stage st begins inside its first 16-byte line.
   const auto stage_lead = [&](int r, int st) -> int {
@@ -196,7 +215,7 @@ __global__ void __launch_bounds__(kThreads)
   };
   const auto issue = [&](int st, int buf) {
     // The last stage may be short (K-quant rows are whole super-blocks, 8 chunks each).
-    const int chunks = min(kStageChunksG, nchunks - st * kStageChunksG);
+    const int chunks = min(kStageChunksG, c_end - c_begin - st * kStageChunksG);
     const int bytes = (is_kquant(TYPE) ? chunks / 8 : chunks) * block_bytes(TYPE);
 #pragma unroll
     for (int r = 0; r < kRpw; ++r) {
@@ -213,7 +232,7 @@ __global__ void __launch_bounds__(kThreads)
   // This lane's activations: chunk lane + 32 i of a stage, token n, at entry (chunk * nt + n) of the
   // decode layout's three regions. The pointers start at this warp's first stage and move on by a
   // stage's entries each stage.
-  const size_t first = (static_cast<size_t>(st_begin) * kStageChunksG + lane) * nt;
+  const size_t first = (static_cast<size_t>(c_begin) + lane) * nt;
   const size_t stage_entries = static_cast<size_t>(kStageChunksG) * nt;
   const uint32_t chunk_entries = 32u * static_cast<uint32_t>(nt);  // from chunk lane to lane + 32
   const uint4* lane_q = reinterpret_cast<const uint4*>(act.q) + 2 * first;  // 32 bytes an entry
@@ -229,14 +248,14 @@ __global__ void __launch_bounds__(kThreads)
   // Weights do not depend on the activation quantizer that runs just before this kernel.
 #pragma unroll
   for (int p = 0; p < kStages - 1; ++p) {
-    if (st_begin + p < st_end) issue(st_begin + p, p);
+    if (p < st_end) issue(p, p);
     else cp_async_commit();  // empty group: the wait count below stays uniform
   }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
 #endif
-  for (int st = st_begin; st < st_end; ++st) {
-    const int buf = (st - st_begin) % kStages;
+  for (int st = 0; st < st_end; ++st) {
+    const int buf = st % kStages;
     // Every token's quants, scale and sum for this lane's chunks (L1/L2), requested before the
     // weights' wait and next copy, and kept raw: converting them here would wait for them.
     uint4 aq[kLaneChunks][NT][2];
@@ -244,7 +263,7 @@ __global__ void __launch_bounds__(kThreads)
     int isum[kLaneChunks][NT];
 #pragma unroll
     for (int i = 0; i < kLaneChunks; ++i) {
-      const bool chunk_live = st * kStageChunksG + lane + 32 * i < nchunks;
+      const bool chunk_live = c_begin + st * kStageChunksG + lane + 32 * i < c_end;
 #pragma unroll
       for (int n = 0; n < NT; ++n) {
         const bool live = chunk_live && n < nt;
@@ -260,7 +279,7 @@ __global__ void __launch_bounds__(kThreads)
     lane_d += stage_entries;
     lane_sum += stage_entries;
     const int next = st + kStages - 1;
-    if (next < st_end) issue(next, (next - st_begin) % kStages);
+    if (next < st_end) issue(next, next % kStages);
     else cp_async_commit();
     cp_async_wait<kStages - 1>();  // stage st's group is complete
     __syncwarp();
@@ -271,7 +290,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int i = 0; i < kLaneChunks; ++i) {
       const int c = lane + 32 * i;  // chunk of the stage
-      if (st * kStageChunksG + c >= nchunks) continue;
+      if (c_begin + st * kStageChunksG + c >= c_end) continue;
 #pragma unroll
       for (int r = 0; r < kRpw; ++r) {
         const uint8_t* s = ring + buf * kWindow + r * kPitch + lead[r];
@@ -339,7 +358,7 @@ template <int TYPE, int NT>
 int launch_typed(const void* weights, int64_t od, int64_t k, const void* q8, int64_t nt, float* y,
                  cudaStream_t stream) {
   constexpr int kSmem = gemv_smem_bytes(TYPE, NT);
-  static_assert(kSmem >= kWarps * rows_per_warp(NT) * NT * 4, "the reduction reuses the rings");
+  static_assert(kSmem >= kWarps * rows_per_warp(TYPE, NT) * NT * 4, "the reduction reuses the rings");
   bool pdl = false;
   if (const cudaError_t e = launch::prepare<mmq_gemv_kernel<TYPE, NT>>(kSmem, &pdl); e != cudaSuccess)
     return static_cast<int>(e);
