@@ -189,14 +189,18 @@ __global__ void __launch_bounds__(kThreads)
   const int row0 = blockIdx.x * kRowsCta + group * kRpw;
   uint8_t* ring = smem + warp * kStages * kWindow;
 
-  // This warp's stages: a contiguous share of the rows' ceil(nchunks / stage_chunks), so its chunks
-  // are [c_begin, c_end) and its stage st = 0.. starts at chunk c_begin + st * stage_chunks. (Shares
-  // of whole super-blocks, more even when the stages do not divide among the warps, measured 0.4-1
-  // us slower at 1 token and k = 14336 on the H200.)
+  // This warp's chunks [c_begin, c_end), whose stage st = 0.. starts at chunk c_begin + st *
+  // stage_chunks: a contiguous share of the row's ceil(nchunks / stage_chunks) stages, unless that
+  // leaves a warp of the row group without one (k = 4096 at 2 chunks a lane: 2 stages for 4 warps);
+  // then an even share in whole super-blocks (8 chunks), the last stage of each short. Measured on
+  // the H200 at 1 token: the stage shares win at k = 14336 (q4_0 12.5 against 12.8 us), the even
+  // shares where stages would be left idle (k = 4096: 8.0 against 8.7).
   const int nstages = (nchunks + kStageChunksG - 1) / kStageChunksG;
-  const int per = (nstages + kSplit - 1) / kSplit;
-  const int c_begin = min(nchunks, part * per * kStageChunksG);
-  const int c_end = min(nchunks, c_begin + per * kStageChunksG);
+  const int per_stages = (nstages + kSplit - 1) / kSplit;
+  const bool even = (kSplit - 1) * per_stages >= nstages;
+  const int per = even ? (nchunks + 8 * kSplit - 1) / (8 * kSplit) * 8 : per_stages * kStageChunksG;
+  const int c_begin = min(nchunks, part * per);
+  const int c_end = min(nchunks, c_begin + per);
   const int st_end = (c_end - c_begin + kStageChunksG - 1) / kStageChunksG;
   const size_t base_bytes = static_cast<size_t>(is_kquant(TYPE) ? c_begin / 8 : c_begin) * block_bytes(TYPE);
 
