@@ -4,9 +4,9 @@
 // useful work on 32 chunks at once and the kernel is left bound by one read of the weights. The
 // math per chunk is the tile kernel's (out += da * (ds * dot + dm * sum(q_a)); q6_K two k16 dots),
 // with its f32 operations in its order; only the order of adding chunks differs.
-//  - A CTA owns 8 weight rows. For NT tokens its 8 warps form row groups of R = min(NT, 4) rows, and
-//    the R warps of a row group split k into contiguous ranges of stages (a lane's activations serve
-//    R rows).
+//  - A CTA owns 8 weight rows. For NT tokens its 8 warps form row groups of R rows (min(NT, 4), and
+//    per type at 1 token), and the R warps of a row group split k into contiguous ranges (a lane's
+//    activations serve R rows).
 //  - A warp streams its rows' raw ggml bytes through a private ring of 2..4 shared-memory windows
 //    with 16-byte cp.async: each lane copies fixed 16-byte lines of each row, from the 16-byte
 //    boundary at or below the stage's first byte (the bytes before and after are in the same line of
