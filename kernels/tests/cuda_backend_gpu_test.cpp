@@ -383,12 +383,22 @@ TEST(CudaMmqGemv, AgreesWithTheTileKernel) {
 }
 
 // The k-major layout holds the same numbers as the pad40 blocks: per block, every token's first 16
-// quants, then every token's last 16; the scales and sums as f32 rows of ntp; and it fits in the
-// scratch the backend allocates ((nt + 3) pad40 blocks per k/32).
+// quants, then every token's last 16; the scales and sums as f32 rows of ntp, each token in its
+// slot (a permutation within each 16 tokens); and it fits in the scratch the backend allocates
+// ((nt + 3) pad40 blocks per k/32).
 TEST(CudaActivationQuant, KMajorLayoutHoldsThePad40Numbers) {
-  for (int64_t nt : {9, 13, 130}) {
+  std::vector<int64_t> slots;
+  for (int64_t tok = 0; tok < 48; ++tok) slots.push_back(cuda::q8_kmajor_token_slot(tok));
+  for (int64_t tok = 0; tok < 48; ++tok) {
+    ASSERT_EQ(slots[static_cast<size_t>(tok)] / 16, tok / 16) << "a slot stays within its 16 tokens";
+    ASSERT_EQ(std::count(slots.begin(), slots.end(), slots[static_cast<size_t>(tok)]), 1) << "slots are distinct";
+  }
+  EXPECT_EQ(cuda::q8_kmajor_token_slot(2), 4);   // t = 1
+  EXPECT_EQ(cuda::q8_kmajor_token_slot(9), 3);   // a = 1, e = 1
+  EXPECT_EQ(cuda::q8_kmajor_token_slot(27), 23);  // 16 + (a 1, t 1, e 1): 16 + 4 + 2 + 1
+  for (int64_t nt : {9, 13, 130, 253}) {
     const int64_t k = 32 * 37, nb = k / 32, ntp = cuda::q8_kmajor_padded_tokens(nt);
-    ASSERT_EQ(ntp % 4, 0);
+    ASSERT_EQ(ntp % 16, 0);
     const auto x = uniform(static_cast<size_t>(nt * k), 70 + static_cast<uint32_t>(nt));
     ASSERT_LE(cuda::q8_kmajor_bytes(nt, k), cuda::q8_activation_bytes(nt + 3, k)) << "nt " << nt;
     const size_t bytes = cuda::q8_activation_bytes(nt + 3, k);
@@ -411,8 +421,9 @@ TEST(CudaActivationQuant, KMajorLayoutHoldsThePad40Numbers) {
         int32_t sum = 0;
         std::memcpy(&d, blk + 32, 2);
         std::memcpy(&sum, blk + 36, 4);
-        ASSERT_EQ(scales[b * ntp + tok], quant::f16_to_f32(d)) << "nt " << nt << " block " << b;
-        ASSERT_EQ(sums[b * ntp + tok], static_cast<float>(sum)) << "nt " << nt << " block " << b;
+        const int64_t slot = b * ntp + cuda::q8_kmajor_token_slot(tok);
+        ASSERT_EQ(scales[slot], quant::f16_to_f32(d)) << "nt " << nt << " block " << b << " token " << tok;
+        ASSERT_EQ(sums[slot], static_cast<float>(sum)) << "nt " << nt << " block " << b << " token " << tok;
       }
   }
 }

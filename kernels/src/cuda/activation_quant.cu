@@ -48,8 +48,9 @@ struct KMajorLayout {
     return out + ((col * 2 + (j >> 2)) * nt + row) * 16 + (j & 3) * 4;
   }
   __device__ void scale_and_sum(uint8_t* out, int64_t row, int64_t col, int64_t, uint16_t d, int32_t sum) const {
-    reinterpret_cast<float*>(out + scales_at)[col * ntp + row] = __half2float(__ushort_as_half(d));
-    reinterpret_cast<float*>(out + sums_at)[col * ntp + row] = static_cast<float>(sum);
+    const int64_t slot = col * ntp + q8_kmajor_token_slot(row);
+    reinterpret_cast<float*>(out + scales_at)[slot] = __half2float(__ushort_as_half(d));
+    reinterpret_cast<float*>(out + sums_at)[slot] = static_cast<float>(sum);
   }
 };
 

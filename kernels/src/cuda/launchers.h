@@ -48,12 +48,21 @@ inline size_t q8_decode_sums_offset(int64_t nt, int64_t k) {
 int launch_quantize_q8_decode(const float* x, int64_t nt, int64_t k, void* q8_out, void* stream);
 
 /// The "k-major" layout of the same q8 blocks, read by the wgmma kernel (launch_mmq_wgmma), in three
-/// regions; ntp = nt rounded up to a multiple of 4, so that every row of the last two is 16-byte aligned:
+/// regions; ntp = nt rounded up to a multiple of 16:
 ///   quants  [k/32][2][nt][16] int8: block b's elements 0..15 of every token, then its 16..31
 ///   scales  [k/32][ntp] f32, the f16 d as f32 (exact), at q8_kmajor_scales_offset
 ///   sums    [k/32][ntp] f32, the int sum as f32 (exact), at q8_kmajor_sums_offset
-/// Tokens nt..ntp-1 of the last two are never written and never read.
-inline int64_t q8_kmajor_padded_tokens(int64_t nt) { return (nt + 3) / 4 * 4; }
+/// In the last two, token tok sits in slot q8_kmajor_token_slot(tok) of its row: within each 16
+/// tokens 16m + 8a + 2t + e, slot 16m + 4t + 2a + e, so that the four scales one thread of a wgmma
+/// accumulator fragment needs (tokens 2t, 2t + 1, 8 + 2t, 9 + 2t) are one 16-byte load. Slots of
+/// tokens nt..ntp-1 are never written and never read for an output that is stored.
+inline int64_t q8_kmajor_padded_tokens(int64_t nt) { return (nt + 15) / 16 * 16; }
+#if defined(__CUDACC__)
+__host__ __device__
+#endif
+inline int64_t q8_kmajor_token_slot(int64_t tok) {
+  return (tok & ~int64_t{15}) | (((tok >> 1) & 3) << 2) | (((tok >> 3) & 1) << 1) | (tok & 1);
+}
 inline size_t q8_kmajor_scales_offset(int64_t nt, int64_t k) { return static_cast<size_t>(nt) * static_cast<size_t>(k); }
 inline size_t q8_kmajor_sums_offset(int64_t nt, int64_t k) {
   return q8_kmajor_scales_offset(nt, k) + static_cast<size_t>(q8_kmajor_padded_tokens(nt)) * static_cast<size_t>(k / kQ8BlockElems) * 4;

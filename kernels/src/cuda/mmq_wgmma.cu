@@ -335,13 +335,19 @@ __device__ void consume(const CtaProblem& p, float* __restrict__ y) {
                            const Frag& f1) {
     fence_operands(d);
     if constexpr (TYPE == kQ6_K) fence_operands(d_hi);
-    const float* sc = v.scales + c * kTokCta + half * 64 + 2 * t;
-    const float* sm = v.sums + c * kTokCta + half * 64 + 2 * t;
+    // Tokens 8i + 2t and 8i + 2t + 1 of the half for i = 2m, 2m + 1: one 16-byte load at slot
+    // 16m + 4t (q8_kmajor_token_slot), for the scales and for the sums.
+    const float* sc = v.scales + c * kTokCta + half * 64 + 4 * t;
+    const float* sm = v.sums + c * kTokCta + half * 64 + 4 * t;
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
-      const float2 da = *reinterpret_cast<const float2*>(sc + 8 * i);
+      const float4 d4 = *reinterpret_cast<const float4*>(sc + 16 * (i >> 1));
+      const float2 da = (i & 1) != 0 ? make_float2(d4.z, d4.w) : make_float2(d4.x, d4.y);
       float2 sa = make_float2(0.0f, 0.0f);
-      if constexpr (kMin) sa = *reinterpret_cast<const float2*>(sm + 8 * i);
+      if constexpr (kMin) {
+        const float4 s4 = *reinterpret_cast<const float4*>(sm + 16 * (i >> 1));
+        sa = (i & 1) != 0 ? make_float2(s4.z, s4.w) : make_float2(s4.x, s4.y);
+      }
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         const Frag& f = j < 2 ? f0 : f1;
