@@ -1,8 +1,9 @@
 // The CUDA backend of libqgate_ref.so: owns the device-resident copy of a prepared weight matrix
 // and its activation scratch, and enqueues the two kernels of a run on the caller's stream.
 //   MMQ path: raw ggml blocks uploaded unchanged + q8 activation scratch for max_nt tokens;
-//             run = quantize activations (activation_quant.cu) + an MMQ GEMM: for 1 token the
-//             dp4a GEMV (mmq_gemv.cu; not q8_0), for 2..8 the decode kernel (mmq_decode.cu); above, on an
+//             run = quantize activations (activation_quant.cu) + an MMQ GEMM: for 1 and 2 tokens
+//             the dp4a GEMV (mmq_gemv.cu; not q8_0, q5_K at 1 only), to 8 the decode kernel
+//             (mmq_decode.cu); above, on an
 //             sm_90 device and k % 256 == 0, the wgmma kernel (mmq_wgmma.cu); else the tile kernel
 //             (mmq_gemm.cu). Each kernel reads its own q8 layout, which the quantizer writes.
 //             QGATE_REF_MMQ_KERNEL overrides the choice for measurements (see below).
@@ -67,9 +68,14 @@ constexpr int64_t kMmqTileRows = 64;
 constexpr int64_t kF16TileRows = 128;
 
 // The most tokens the GEMV serves for a type; from there to kDecodeMaxTokens the decode kernel does.
-// Measured on the H200 at 4096 x 14336 (bench/RESULTS.md): the GEMV is ahead at 1 token (q4_0 15.2
-// against 20.7 us), the decode kernel's n8 mma from 2 tokens, and for q8_0 (34-byte blocks) at 1 too.
-int64_t gemv_tokens(quant::WeightType type) { return type == quant::WeightType::q8_0 ? 0 : 1; }
+// Measured on the H200 at the 7B shapes (bench/RESULTS.md, mmq-v7): with 4-row groups the GEMV is
+// ahead at 1 and 2 tokens (q4_0 at 4096 x 14336: 12.2 against 20.7 us, and 17.1 against 20.9), the
+// decode kernel's n8 mma from 3 tokens, at 2 for q5_K (27.4 against 27.4, and behind at k = 4096),
+// and at every count for q8_0 (34-byte blocks).
+int64_t gemv_tokens(quant::WeightType type) {
+  if (type == quant::WeightType::q8_0) return 0;
+  return type == quant::WeightType::q5_K ? 1 : 2;
+}
 
 // The MMQ path's kernels (launchers.h), chosen per run by token count, device and shape.
 enum class MmqKernel { gemv, decode, wgmma, tile };

@@ -4,8 +4,8 @@
 // useful work on 32 chunks at once and the kernel is left bound by one read of the weights. The
 // math per chunk is the tile kernel's (out += da * (ds * dot + dm * sum(q_a)); q6_K two k16 dots),
 // with its f32 operations in its order; only the order of adding chunks differs.
-//  - A CTA owns 8 weight rows. For NT tokens its 8 warps form row groups of R rows (min(NT, 4), and
-//    per type at 1 token), and the R warps of a row group split k into contiguous ranges (a lane's
+//  - A CTA owns 8 weight rows. For NT tokens its 8 warps form row groups of R rows (4, and per type
+//    at 1 token), and the R warps of a row group split k into contiguous ranges (a lane's
 //    activations serve R rows).
 //  - A warp streams its rows' raw ggml bytes through a private ring of 2..4 shared-memory windows
 //    with 16-byte cp.async: each lane copies fixed 16-byte lines of each row, from the 16-byte
@@ -45,9 +45,9 @@ constexpr int kWarpRingBudget = 9 * 1024;  // bytes of ring per warp: three CTAs
 
 // The shape of the work for NT tokens (1, 2, 4 or 8): R rows per warp, so that a lane's activation
 // loads serve R rows, and R warps splitting k, so that every CTA has 8 rows; a lane takes one or two
-// chunks per stage. From 2 tokens, R = min(NT, 4) and one chunk per lane from 4 tokens on
-// (registers). At 1 token, measured per type on the H200 (bench/RESULTS.md, mmq-v7): 4 rows and two
-// chunks for the legacy types, 4 rows and one chunk for q4_K and q5_K, 2 rows and two chunks for q6_K.
+// chunks per stage. From 2 tokens, R = 4, and one chunk per lane from 4 tokens on (registers). At 1
+// token, measured per type on the H200 (bench/RESULTS.md, mmq-v7): 4 rows and two chunks for the
+// legacy types, 4 rows and one chunk for q4_K and q5_K, 2 rows and two chunks for q6_K.
 #if defined(QGATE_GEMV_R1) && defined(QGATE_GEMV_LC1)  // an experiment's override of the 1-token shape
 __host__ __device__ constexpr int rows_one_token(int) { return QGATE_GEMV_R1; }
 __host__ __device__ constexpr int chunks_one_token(int) { return QGATE_GEMV_LC1; }
@@ -55,9 +55,7 @@ __host__ __device__ constexpr int chunks_one_token(int) { return QGATE_GEMV_LC1;
 __host__ __device__ constexpr int rows_one_token(int type) { return type == kQ6_K ? 2 : 4; }
 __host__ __device__ constexpr int chunks_one_token(int type) { return type == kQ4_K || type == kQ5_K ? 1 : 2; }
 #endif
-__host__ __device__ constexpr int rows_per_warp(int type, int nt) {
-  return nt == 1 ? rows_one_token(type) : nt < 4 ? nt : 4;
-}
+__host__ __device__ constexpr int rows_per_warp(int type, int nt) { return nt == 1 ? rows_one_token(type) : 4; }
 __host__ __device__ constexpr int ksplit(int type, int nt) { return rows_per_warp(type, nt); }
 __host__ __device__ constexpr int lane_chunks(int type, int nt) {
   return nt == 1 ? chunks_one_token(type) : nt >= 4 ? 1 : 2;
