@@ -35,7 +35,8 @@ inline constexpr int64_t kDecodeMaxTokens = 8;
 ///           are elements 4i..4i+3 and bytes 8i+4..8i+7 elements 16+4i..16+4i+3
 ///   scales  [k/32][nt] f16 d, at q8_decode_scales_offset
 ///   sums    [k/32][nt] int32, at q8_decode_sums_offset
-/// It never needs more than q8_activation_bytes(nt, k).
+/// It never needs more than q8_activation_bytes(nt + 1, k) (the sums' 8-byte alignment can take
+/// it past q8_activation_bytes(nt, k) for a single block), within the backend's nt + 3.
 inline size_t q8_decode_scales_offset(int64_t nt, int64_t k) {
   return static_cast<size_t>(nt) * static_cast<size_t>(k / kQ8BlockElems) * 32;
 }
