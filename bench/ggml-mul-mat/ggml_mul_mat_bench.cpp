@@ -83,7 +83,10 @@ Options parse(int argc, char** argv) {
     } else if (a == "--backend") {
       o.backend = v;
     } else if (a == "--min-seconds") {
-      o.min_seconds = std::atof(v.c_str());
+      char* end = nullptr;
+      o.min_seconds = std::strtod(v.c_str(), &end);
+      if (end == v.c_str() || *end != '\0' || !(o.min_seconds > 0.0))
+        throw std::invalid_argument("--min-seconds wants a positive number of seconds, not '" + v + "'");
     } else if (a == "--json-out") {
       o.json_out = v;
     } else {

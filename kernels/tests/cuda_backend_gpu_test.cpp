@@ -293,8 +293,7 @@ TEST(CudaActivationQuant, DecodeLayoutHoldsThePad40Numbers) {
 // At 1..8 tokens the decode kernel must agree with the tile kernel to f32 rounding, for every type.
 TEST(CudaMmqDecode, AgreesWithTheTileKernel) {
   const int64_t od = 83, k = 256 * 6;
-  for (WeightType type : {WeightType::q4_0, WeightType::q4_1, WeightType::q5_0, WeightType::q5_1,
-                          WeightType::q8_0, WeightType::q4_K, WeightType::q5_K, WeightType::q6_K}) {
+  for (WeightType type : quant::all_types()) {
     const auto w = uniform(static_cast<size_t>(od * k), 60);
     const auto blocks = quant::quantize_matrix(type, w.data(), od, k);
     DeviceBuffer dw(blocks.size());
@@ -329,8 +328,7 @@ TEST(CudaMmqDecode, AgreesWithTheTileKernel) {
 // every result is written (the output starts as NaN).
 TEST(CudaMmqGemv, AgreesWithTheTileKernel) {
   for (int64_t k : {int64_t{256 * 6}, int64_t{256 * 43}})
-  for (WeightType type : {WeightType::q4_0, WeightType::q4_1, WeightType::q5_0, WeightType::q5_1,
-                          WeightType::q8_0, WeightType::q4_K, WeightType::q5_K, WeightType::q6_K}) {
+  for (WeightType type : quant::all_types()) {
     const int64_t od = k > 2048 ? 21 : 83;
     const auto w = uniform(static_cast<size_t>(od * k), 62);
     const auto blocks = quant::quantize_matrix(type, w.data(), od, k);
@@ -439,8 +437,7 @@ TEST(CudaMmqWgmma, BitIdenticalToTheTileKernel) {
   // bulk copies (offset 2, and q6_K's 1050-byte rows at k = 1280).
   const int64_t od = 200;
   for (int64_t k : {int64_t{256 * 5}, int64_t{256 * 8}})
-  for (WeightType type : {WeightType::q4_0, WeightType::q4_1, WeightType::q5_0, WeightType::q5_1,
-                          WeightType::q8_0, WeightType::q4_K, WeightType::q5_K, WeightType::q6_K}) {
+  for (WeightType type : quant::all_types()) {
     const auto w = uniform(static_cast<size_t>(od * k), 80);
     const auto blocks = quant::quantize_matrix(type, w.data(), od, k);
     // The tile kernel reads its weights with aligned loads: it gets an aligned copy of the same blocks.
