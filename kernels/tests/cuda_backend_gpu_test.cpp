@@ -380,6 +380,46 @@ TEST(CudaMmqGemv, AgreesWithTheTileKernel) {
       << "q4_K needs whole 256-k super-blocks";
 }
 
+// The GEMV's grid holds only as many CTAs as the device keeps resident (at most 3 a multiprocessor
+// with its shared memory), so with 6 row blocks per multiprocessor and one more each CTA works through
+// several row blocks in turn, one ring across them, the last row block ragged. It must still agree
+// with the tile kernel, bit-identically run to run, with every output written.
+TEST(CudaMmqGemv, AgreesAcrossTheRowBlocksOfEachCta) {
+  int sms = 0;
+  ASSERT_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  const int64_t k = 256 * 6, od = 8 * 6 * int64_t{sms} + 5;
+  for (WeightType type : quant::all_types()) {
+    const auto w = uniform(static_cast<size_t>(od * k), 72);
+    const auto blocks = quant::quantize_matrix(type, w.data(), od, k);
+    DeviceBuffer dw(blocks.size());
+    ASSERT_CUDA(cudaMemcpy(dw.get(), blocks.data(), blocks.size(), cudaMemcpyHostToDevice));
+    for (int64_t nt : {int64_t{1}, int64_t{2}, int64_t{3}, cuda::kGemvMaxTokens}) {
+      const auto x = uniform(static_cast<size_t>(nt * k), 73 + static_cast<uint32_t>(nt));
+      DeviceBuffer dx(x.size() * 4), dq(cuda::q8_activation_bytes(nt, k)), dy1(nt * od * 4), dy2(nt * od * 4),
+          dy3(nt * od * 4);
+      ASSERT_CUDA(cudaMemcpy(dx.get(), x.data(), dx.bytes(), cudaMemcpyHostToDevice));
+      ASSERT_CUDA(cudaMemset(dy2.get(), 0xff, dy2.bytes()));
+      ASSERT_CUDA(cudaMemset(dy3.get(), 0xff, dy3.bytes()));
+      const auto t = static_cast<int32_t>(type);
+      ASSERT_EQ(cuda::launch_quantize_q8(dx.get<float>(), nt, k, dq.get(), nullptr), 0);
+      ASSERT_EQ(cuda::launch_mmq_gemm(t, dw.get(), od, k, dq.get(), nt, dy1.get<float>(), nullptr), 0);
+      ASSERT_EQ(cuda::launch_quantize_q8_decode(dx.get<float>(), nt, k, dq.get(), nullptr), 0);
+      ASSERT_EQ(cuda::launch_mmq_gemv(t, dw.get(), od, k, dq.get(), nt, dy2.get<float>(), nullptr), 0);
+      ASSERT_EQ(cuda::launch_mmq_gemv(t, dw.get(), od, k, dq.get(), nt, dy3.get<float>(), nullptr), 0);
+      std::vector<float> y1(static_cast<size_t>(nt * od)), y2(y1.size()), y3(y1.size());
+      ASSERT_CUDA(cudaMemcpy(y1.data(), dy1.get(), dy1.bytes(), cudaMemcpyDeviceToHost));
+      ASSERT_CUDA(cudaMemcpy(y2.data(), dy2.get(), dy2.bytes(), cudaMemcpyDeviceToHost));
+      ASSERT_CUDA(cudaMemcpy(y3.data(), dy3.get(), dy3.bytes(), cudaMemcpyDeviceToHost));
+      const double per_block = 2e-7 * static_cast<double>(k / 32);
+      for (size_t i = 0; i < y1.size(); ++i) {
+        ASSERT_NEAR(y2[i], y1[i], per_block * (1.0 + std::fabs(y1[i])))
+            << quant::traits(type).name << " nt " << nt << " token " << i / od << " row " << i % od;
+        ASSERT_EQ(std::memcmp(&y2[i], &y3[i], 4), 0) << quant::traits(type).name << " run to run, element " << i;
+      }
+    }
+  }
+}
+
 // The k-major layout holds the same numbers as the pad40 blocks: per block, every token's first 16
 // quants, then every token's last 16; the scales and sums as f32 rows of ntp, each token in its
 // slot (a permutation within each 16 tokens); and it fits in the scratch the backend allocates

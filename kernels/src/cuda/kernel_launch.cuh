@@ -40,6 +40,33 @@ cudaError_t prepare(int smem, bool* pdl) {
   return cudaSuccess;
 }
 
+/// How many CTAs of `Kernel` (`threads` threads, `smem` bytes of dynamic shared memory) the current
+/// device holds at once, over all its multiprocessors, into `*ctas` (at least 1); worked out once per
+/// device (every call for devices past the 64th). A persistent grid of that size loops over its work
+/// instead of leaving it to a second wave.
+template <auto Kernel>
+cudaError_t resident_ctas(int threads, int smem, int* ctas) {
+  int dev = 0;
+  cudaError_t e = cudaGetDevice(&dev);
+  if (e != cudaSuccess) return e;
+  static std::mutex mu;
+  static int known[64] = {};
+  std::lock_guard<std::mutex> lock(mu);
+  if (dev < 64 && known[dev] > 0) {
+    *ctas = known[dev];
+    return cudaSuccess;
+  }
+  int per_sm = 0, sms = 0;
+  e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, Kernel, threads, static_cast<size_t>(smem));
+  if (e != cudaSuccess) return e;
+  e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  if (e != cudaSuccess) return e;
+  const int n = per_sm * sms > 0 ? per_sm * sms : 1;
+  if (dev < 64) known[dev] = n;
+  *ctas = n;
+  return cudaSuccess;
+}
+
 /// Enqueues `kernel` on `stream`, as a programmatic dependent of the work before it when `pdl`
 /// (the kernel then waits with griddepcontrol.wait before it reads that work's results). Returns a
 /// cudaError_t value as int.

@@ -4,10 +4,13 @@
 // useful work on 32 chunks at once and the kernel is left bound by one read of the weights. The
 // math per chunk is the tile kernel's (out += da * (ds * dot + dm * sum(q_a)); q6_K two k16 dots),
 // with its f32 operations in its order; only the order of adding chunks differs.
-//  - A CTA owns 8 weight rows. For NT tokens its 8 warps form row groups of R rows (4, and per type
-//    at 1 token), and the R warps of a row group split k into contiguous ranges (a lane's
-//    activations serve R rows).
-//  - A warp streams its rows' raw ggml bytes through a private ring of 2..4 shared-memory windows
+//  - A CTA works on 8 weight rows at a time (a row block). For NT tokens its 8 warps form row groups
+//    of R rows (4, and per type at 1 token), and the R warps of a row group split k into contiguous
+//    ranges (a lane's activations serve R rows). The grid is as many CTAs as the device holds at
+//    once, each taking row blocks blockIdx.x, + gridDim.x, ... in turn, so there is no second wave.
+//  - A warp streams its rows' raw ggml bytes through a private ring of 2..4 shared-memory windows, one
+//    ring across all its row blocks (the next row block's first stages are in flight while this
+//    one's last are added up),
 //    with 16-byte cp.async: each lane copies fixed 16-byte lines of each row, from the 16-byte
 //    boundary at or below the stage's first byte (the bytes before and after are in the same line of
 //    the same allocation).
@@ -15,8 +18,8 @@
 //    funnel shifts, q4_0's and q5_0's offset folded into the activation sum; K-quants through
 //    weight_fragments.cuh's quarters) and takes every token's 32 quants as two 16-byte loads of the
 //    decode layout (launchers.h).
-//  - Partial sums meet in a fixed order (a lane butterfly, then the k-split warps in order), so runs
-//    are bit-identical.
+//  - Partial sums meet in a fixed order (a lane butterfly, then the k-split warps in order, at a named
+//    barrier of the row group), so runs are bit-identical.
 //  - On sm_90 the kernel is a programmatic dependent of the activation quantizer: its first weight
 //    stages are in flight while the quantizer runs.
 #include <cuda_fp16.h>
@@ -75,7 +78,9 @@ __host__ __device__ constexpr int ring_stages(int type, int nt) {
   const int fit = kWarpRingBudget / stage_window(type, nt);
   return fit < 2 ? 2 : fit > 4 ? 4 : fit;
 }
-__host__ __device__ constexpr int gemv_smem_bytes(int type, int nt) { return kWarps * ring_stages(type, nt) * stage_window(type, nt); }
+__host__ __device__ constexpr int gemv_smem_bytes(int type, int nt) {
+  return kWarps * ring_stages(type, nt) * stage_window(type, nt) + 2 * kWarps * rows_per_warp(type, nt) * nt * 4;
+}
 
 struct GemvActs {
   const uint8_t* q;    // [nb][nt][32] quants, fragment order
@@ -165,10 +170,21 @@ __device__ __forceinline__ ChunkWords chunk_words(const uint8_t* s, int c) {
   return q;
 }
 
+// The named barrier 1 + group (0 is __syncthreads') for the THREADS threads of a row group; the ids
+// are immediates, so ptxas reserves only the barriers used.
+template <int GROUPS, int THREADS>
+__device__ __forceinline__ void group_barrier(int group) {
+  static_assert(GROUPS >= 1 && GROUPS <= 4, "row groups of a CTA");
+  if (group == 0) asm volatile("bar.sync 1, %0;\n" ::"n"(THREADS) : "memory");
+  if constexpr (GROUPS > 1) if (group == 1) asm volatile("bar.sync 2, %0;\n" ::"n"(THREADS) : "memory");
+  if constexpr (GROUPS > 2) if (group == 2) asm volatile("bar.sync 3, %0;\n" ::"n"(THREADS) : "memory");
+  if constexpr (GROUPS > 3) if (group == 3) asm volatile("bar.sync 4, %0;\n" ::"n"(THREADS) : "memory");
+}
+
 template <int TYPE, int NT>
 __global__ void __launch_bounds__(kThreads)
     mmq_gemv_kernel(const uint8_t* __restrict__ w, size_t row_bytes, GemvActs act, float* __restrict__ y, int nt,
-                    int od, int nchunks) {
+                    int od, int nchunks, int row_blocks) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   constexpr int kRpw = rows_per_warp(TYPE, NT);
   constexpr int kSplit = ksplit(TYPE, NT);
@@ -184,8 +200,9 @@ __global__ void __launch_bounds__(kThreads)
   extern __shared__ __align__(16) uint8_t smem[];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int group = warp / kSplit, part = warp - group * kSplit;
-  const int row0 = blockIdx.x * kRowsCta + group * kRpw;
   uint8_t* ring = smem + warp * kStages * kWindow;
+  // The k-split warps' partial sums, two row blocks' worth so that one barrier per row block suffices.
+  float* part_sums = reinterpret_cast<float*>(smem + kWarps * kStages * kWindow);  // [2][warp][kRpw][NT]
 
   // This warp's chunks [c_begin, c_end), whose stage st = 0.. starts at chunk c_begin + st *
   // stage_chunks: a contiguous share of the row's ceil(nchunks / stage_chunks) stages, unless that
@@ -202,27 +219,31 @@ __global__ void __launch_bounds__(kThreads)
   const int st_end = (c_end - c_begin + kStageChunksG - 1) / kStageChunksG;
   const size_t base_bytes = static_cast<size_t>(is_kquant(TYPE) ? c_begin / 8 : c_begin) * block_bytes(TYPE);
 
-  // Row r's first byte (rows past od read row od-1; they are never stored), and the 16-byte lines
-  // of its stages this lane copies: line lane + 32 j of the stage, counted from the 16-byte boundary
-  // at or below the stage's first byte. Addresses are worked out once; a stage adds kSB.
-  const uint8_t* row_start[kRpw];  // this warp's first chunk of each row
-#pragma unroll
-  for (int r = 0; r < kRpw; ++r)
-    row_start[r] = w + static_cast<size_t>(min(row0 + r, od - 1)) * row_bytes + base_bytes;
-  const uint32_t ring_s = smem_addr(ring) + 16u * lane;  // this lane's first line in the ring
-  // Where row r's stage st begins inside its first 16-byte line.
-  const auto stage_lead = [&](int r, int st) -> int {
-    return static_cast<int>((static_cast<uint32_t>(reinterpret_cast<uintptr_t>(row_start[r])) +
-                             static_cast<uint32_t>(st) * kSB) & 15u);
+  // The CTA's row blocks are blockIdx.x, + gridDim.x, ...; the warp's work is their stages in turn, one
+  // ring across all of them, so the next row block's weights are in flight while this one finishes.
+  const int my_blocks = blockIdx.x < row_blocks ? (row_blocks - 1 - blockIdx.x) / gridDim.x + 1 : 0;
+  const int items = my_blocks * st_end;
+  // Row r of row block rb: its first byte of this warp's share (rows past od read row od-1; they are
+  // never stored).
+  const auto row_start = [&](int rb, int r) -> const uint8_t* {
+    return w + static_cast<size_t>(min(rb * kRowsCta + group * kRpw + r, od - 1)) * row_bytes + base_bytes;
   };
-  const auto issue = [&](int st, int buf) {
+  const uint32_t ring_s = smem_addr(ring) + 16u * lane;  // this lane's first line in the ring
+  // Where a stage that starts at `p` begins inside its first 16-byte line.
+  const auto lead_of = [](const uint8_t* p) -> int {
+    return static_cast<int>(static_cast<uint32_t>(reinterpret_cast<uintptr_t>(p)) & 15u);
+  };
+  // Item (rb, st) into ring buffer buf: lane l copies the 16-byte lines l + 32 j of each row's stage,
+  // counted from the 16-byte boundary at or below the stage's first byte.
+  const auto issue = [&](int rb, int st, int buf) {
     // The last stage may be short (K-quant rows are whole super-blocks, 8 chunks each).
     const int chunks = min(kStageChunksG, c_end - c_begin - st * kStageChunksG);
     const int bytes = (is_kquant(TYPE) ? chunks / 8 : chunks) * block_bytes(TYPE);
 #pragma unroll
     for (int r = 0; r < kRpw; ++r) {
-      const int lead = stage_lead(r, st);
-      const uint8_t* src = row_start[r] + static_cast<size_t>(st) * kSB - lead + 16 * lane;
+      const uint8_t* first = row_start(rb, r) + static_cast<size_t>(st) * kSB;
+      const int lead = lead_of(first);
+      const uint8_t* src = first - lead + 16 * lane;
       const uint32_t dst = ring_s + static_cast<uint32_t>(buf * kWindow + r * kPitch);
       const int lines = (lead + bytes + 15) >> 4;
 #pragma unroll
@@ -231,128 +252,142 @@ __global__ void __launch_bounds__(kThreads)
     }
     cp_async_commit();
   };
+  // The next item to issue, as (row block, stage).
+  int issue_rb = blockIdx.x, issue_st = 0, issued = 0;
+  const auto issue_next = [&](int buf) {
+    if (issued < items) {
+      issue(issue_rb, issue_st, buf);
+      if (++issue_st == st_end) {
+        issue_st = 0;
+        issue_rb += gridDim.x;
+      }
+      ++issued;
+    } else {
+      cp_async_commit();  // empty group: the wait count below stays uniform
+    }
+  };
   // This lane's activations: chunk lane + 32 i of a stage, token n, at entry (chunk * nt + n) of the
-  // decode layout's three regions. The pointers start at this warp's first stage and move on by a
-  // stage's entries each stage.
+  // decode layout's three regions, from this warp's first stage; a stage is stage_entries further.
   const size_t first = (static_cast<size_t>(c_begin) + lane) * nt;
   const size_t stage_entries = static_cast<size_t>(kStageChunksG) * nt;
   const uint32_t chunk_entries = 32u * static_cast<uint32_t>(nt);  // from chunk lane to lane + 32
-  const uint4* lane_q = reinterpret_cast<const uint4*>(act.q) + 2 * first;  // 32 bytes an entry
-  const uint16_t* lane_d = act.d + first;
-  const int32_t* lane_sum = act.sum + first;
-
-  float acc[kRpw][NT];
-#pragma unroll
-  for (int r = 0; r < kRpw; ++r)
-#pragma unroll
-    for (int n = 0; n < NT; ++n) acc[r][n] = 0.0f;
 
   // Weights do not depend on the activation quantizer that runs just before this kernel.
 #pragma unroll
-  for (int p = 0; p < kStages - 1; ++p) {
-    if (p < st_end) issue(p, p);
-    else cp_async_commit();  // empty group: the wait count below stays uniform
-  }
+  for (int p = 0; p < kStages - 1; ++p) issue_next(p);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
 #endif
-  for (int st = 0; st < st_end; ++st) {
-    const int buf = st % kStages;
-    // Every token's quants, scale and sum for this lane's chunks (L1/L2), requested before the
-    // weights' wait and next copy, and kept raw: converting them here would wait for them.
-    uint4 aq[kLaneChunks][NT][2];
-    uint32_t dbits[kLaneChunks][NT];
-    int isum[kLaneChunks][NT];
-#pragma unroll
-    for (int i = 0; i < kLaneChunks; ++i) {
-      const bool chunk_live = c_begin + st * kStageChunksG + lane + 32 * i < c_end;
-#pragma unroll
-      for (int n = 0; n < NT; ++n) {
-        const bool live = chunk_live && n < nt;
-        const uint32_t at = i * chunk_entries + n;
-        aq[i][n][0] = live ? lane_q[2 * at] : make_uint4(0u, 0u, 0u, 0u);
-        aq[i][n][1] = live ? lane_q[2 * at + 1] : make_uint4(0u, 0u, 0u, 0u);
-        dbits[i][n] = live ? lane_d[at] : 0u;
-        isum[i][n] = 0;
-        if constexpr (has_min(TYPE) || quant_offset(TYPE) != 0) isum[i][n] = live ? lane_sum[at] : 0;
-      }
-    }
-    lane_q += 2 * stage_entries;
-    lane_d += stage_entries;
-    lane_sum += stage_entries;
-    const int next = st + kStages - 1;
-    if (next < st_end) issue(next, next % kStages);
-    else cp_async_commit();
-    cp_async_wait<kStages - 1>();  // stage st's group is complete
-    __syncwarp();
-    int lead[kRpw];
-#pragma unroll
-    for (int r = 0; r < kRpw; ++r) lead[r] = stage_lead(r, st);
-
-#pragma unroll
-    for (int i = 0; i < kLaneChunks; ++i) {
-      const int c = lane + 32 * i;  // chunk of the stage
-      if (c_begin + st * kStageChunksG + c >= c_end) continue;
-#pragma unroll
-      for (int r = 0; r < kRpw; ++r) {
-        const uint8_t* s = ring + buf * kWindow + r * kPitch + lead[r];
-        const ChunkWords q = chunk_words<TYPE>(s, c);
-#pragma unroll
-        for (int n = 0; n < NT; ++n) {
-          const uint4& a0 = aq[i][n][0];
-          const uint4& a1 = aq[i][n][1];
-          // Fragment order: the words of quarter t are lo = a[2t], hi = a[2t + 1]. The k 0..15 and
-          // k 16..31 dots are two independent chains (q6_K scales them apart).
-          int lo = __dp4a(static_cast<int>(q.lo[0]), static_cast<int>(a0.x), 0);
-          int hi = __dp4a(static_cast<int>(q.hi[0]), static_cast<int>(a0.y), 0);
-          lo = __dp4a(static_cast<int>(q.lo[1]), static_cast<int>(a0.z), lo);
-          hi = __dp4a(static_cast<int>(q.hi[1]), static_cast<int>(a0.w), hi);
-          lo = __dp4a(static_cast<int>(q.lo[2]), static_cast<int>(a1.x), lo);
-          hi = __dp4a(static_cast<int>(q.hi[2]), static_cast<int>(a1.y), hi);
-          lo = __dp4a(static_cast<int>(q.lo[3]), static_cast<int>(a1.z), lo);
-          hi = __dp4a(static_cast<int>(q.hi[3]), static_cast<int>(a1.w), hi);
-          float v;
-          if constexpr (TYPE == kQ6_K) {
-            v = q.ds * static_cast<float>(lo);  // k 0..15: scales[2s]
-            v = fmaf(q.ds1, static_cast<float>(hi), v);
-          } else {
-            int dot = lo + hi;
-            if constexpr (quant_offset(TYPE) != 0) dot -= quant_offset(TYPE) * isum[i][n];
-            v = q.ds * static_cast<float>(dot);
-          }
-          if constexpr (has_min(TYPE)) v = fmaf(q.dm, static_cast<float>(isum[i][n]), v);
-          acc[r][n] = fmaf(f16_bits_to_f32(dbits[i][n]), v, acc[r][n]);
-        }
-      }
-    }
-    __syncwarp();  // every lane is done with this buffer before the next issue overwrites it
-  }
-
-  // The 32 lanes' sums, by a butterfly (the same order on every run).
-#pragma unroll
-  for (int r = 0; r < kRpw; ++r)
-#pragma unroll
-    for (int n = 0; n < NT; ++n)
-#pragma unroll
-      for (int m = 16; m >= 1; m >>= 1) acc[r][n] += __shfl_xor_sync(0xffffffffu, acc[r][n], m);
-
-  // Then the row group's k-split warps, in order, through shared memory (the rings are free by then).
-  cp_async_wait<0>();
-  __syncthreads();
-  float* part_sums = reinterpret_cast<float*>(smem);  // [warp][kRpw][NT]
-  if (lane == 0) {
+  int item = 0;  // items consumed, for the ring buffer index
+  for (int j = 0; j < my_blocks; ++j) {
+    const int rb = blockIdx.x + j * gridDim.x;
+    float acc[kRpw][NT];
 #pragma unroll
     for (int r = 0; r < kRpw; ++r)
 #pragma unroll
-      for (int n = 0; n < NT; ++n) part_sums[(warp * kRpw + r) * NT + n] = acc[r][n];
-  }
-  __syncthreads();
-  if (part != 0 || lane >= kRpw * NT) return;
-  const int r = lane / NT, n = lane - r * NT;
-  float sum = part_sums[(warp * kRpw + r) * NT + n];
+      for (int n = 0; n < NT; ++n) acc[r][n] = 0.0f;
+    const uint4* lane_q = reinterpret_cast<const uint4*>(act.q) + 2 * first;  // 32 bytes an entry
+    const uint16_t* lane_d = act.d + first;
+    const int32_t* lane_sum = act.sum + first;
+    for (int st = 0; st < st_end; ++st, ++item) {
+      const int buf = item % kStages;
+      // Every token's quants, scale and sum for this lane's chunks (L1/L2), requested before the
+      // weights' wait and next copy, and kept raw: converting them here would wait for them.
+      uint4 aq[kLaneChunks][NT][2];
+      uint32_t dbits[kLaneChunks][NT];
+      int isum[kLaneChunks][NT];
 #pragma unroll
-  for (int p = 1; p < kSplit; ++p) sum += part_sums[((warp + p) * kRpw + r) * NT + n];
-  if (row0 + r < od && n < nt) y[static_cast<size_t>(n) * od + row0 + r] = sum;
+      for (int i = 0; i < kLaneChunks; ++i) {
+        const bool chunk_live = c_begin + st * kStageChunksG + lane + 32 * i < c_end;
+#pragma unroll
+        for (int n = 0; n < NT; ++n) {
+          const bool live = chunk_live && n < nt;
+          const uint32_t at = i * chunk_entries + n;
+          aq[i][n][0] = live ? lane_q[2 * at] : make_uint4(0u, 0u, 0u, 0u);
+          aq[i][n][1] = live ? lane_q[2 * at + 1] : make_uint4(0u, 0u, 0u, 0u);
+          dbits[i][n] = live ? lane_d[at] : 0u;
+          isum[i][n] = 0;
+          if constexpr (has_min(TYPE) || quant_offset(TYPE) != 0) isum[i][n] = live ? lane_sum[at] : 0;
+        }
+      }
+      lane_q += 2 * stage_entries;
+      lane_d += stage_entries;
+      lane_sum += stage_entries;
+      issue_next((item + kStages - 1) % kStages);
+      cp_async_wait<kStages - 1>();  // this item's group is complete
+      __syncwarp();
+      int lead[kRpw];
+#pragma unroll
+      for (int r = 0; r < kRpw; ++r) lead[r] = lead_of(row_start(rb, r) + static_cast<size_t>(st) * kSB);
+
+#pragma unroll
+      for (int i = 0; i < kLaneChunks; ++i) {
+        const int c = lane + 32 * i;  // chunk of the stage
+        if (c_begin + st * kStageChunksG + c >= c_end) continue;
+#pragma unroll
+        for (int r = 0; r < kRpw; ++r) {
+          const uint8_t* s = ring + buf * kWindow + r * kPitch + lead[r];
+          const ChunkWords q = chunk_words<TYPE>(s, c);
+#pragma unroll
+          for (int n = 0; n < NT; ++n) {
+            const uint4& a0 = aq[i][n][0];
+            const uint4& a1 = aq[i][n][1];
+            // Fragment order: the words of quarter t are lo = a[2t], hi = a[2t + 1]. The k 0..15 and
+            // k 16..31 dots are two independent chains (q6_K scales them apart).
+            int lo = __dp4a(static_cast<int>(q.lo[0]), static_cast<int>(a0.x), 0);
+            int hi = __dp4a(static_cast<int>(q.hi[0]), static_cast<int>(a0.y), 0);
+            lo = __dp4a(static_cast<int>(q.lo[1]), static_cast<int>(a0.z), lo);
+            hi = __dp4a(static_cast<int>(q.hi[1]), static_cast<int>(a0.w), hi);
+            lo = __dp4a(static_cast<int>(q.lo[2]), static_cast<int>(a1.x), lo);
+            hi = __dp4a(static_cast<int>(q.hi[2]), static_cast<int>(a1.y), hi);
+            lo = __dp4a(static_cast<int>(q.lo[3]), static_cast<int>(a1.z), lo);
+            hi = __dp4a(static_cast<int>(q.hi[3]), static_cast<int>(a1.w), hi);
+            float v;
+            if constexpr (TYPE == kQ6_K) {
+              v = q.ds * static_cast<float>(lo);  // k 0..15: scales[2s]
+              v = fmaf(q.ds1, static_cast<float>(hi), v);
+            } else {
+              int dot = lo + hi;
+              if constexpr (quant_offset(TYPE) != 0) dot -= quant_offset(TYPE) * isum[i][n];
+              v = q.ds * static_cast<float>(dot);
+            }
+            if constexpr (has_min(TYPE)) v = fmaf(q.dm, static_cast<float>(isum[i][n]), v);
+            acc[r][n] = fmaf(f16_bits_to_f32(dbits[i][n]), v, acc[r][n]);
+          }
+        }
+      }
+      __syncwarp();  // every lane is done with this buffer before the next issue overwrites it
+    }
+
+    // The 32 lanes' sums, by a butterfly (the same order on every run).
+#pragma unroll
+    for (int r = 0; r < kRpw; ++r)
+#pragma unroll
+      for (int n = 0; n < NT; ++n)
+#pragma unroll
+        for (int m = 16; m >= 1; m >>= 1) acc[r][n] += __shfl_xor_sync(0xffffffffu, acc[r][n], m);
+
+    // Then the row group's k-split warps, in order, through shared memory. The group's warps meet at
+    // a named barrier (1 + group; 0 is __syncthreads'); the sums of row block j go to half j & 1, which
+    // no warp writes again before passing the next row block's barrier, after part 0 has read them.
+    float* sums = part_sums + (j & 1) * (kWarps * kRpw * NT);
+    if (lane == 0) {
+#pragma unroll
+      for (int r = 0; r < kRpw; ++r)
+#pragma unroll
+        for (int n = 0; n < NT; ++n) sums[(warp * kRpw + r) * NT + n] = acc[r][n];
+    }
+    group_barrier<kRowsCta / kRpw, 32 * kSplit>(group);
+    if (part == 0 && lane < kRpw * NT) {
+      const int r = lane / NT, n = lane - r * NT;
+      const int row = rb * kRowsCta + group * kRpw + r;
+      float sum = sums[(warp * kRpw + r) * NT + n];
+#pragma unroll
+      for (int p = 1; p < kSplit; ++p) sum += sums[((warp + p) * kRpw + r) * NT + n];
+      if (row < od && n < nt) y[static_cast<size_t>(n) * od + row] = sum;
+    }
+  }
+  cp_async_wait<0>();
 #endif
 }
 
@@ -360,19 +395,26 @@ template <int TYPE, int NT>
 int launch_typed(const void* weights, int64_t od, int64_t k, const void* q8, int64_t nt, float* y,
                  cudaStream_t stream) {
   constexpr int kSmem = gemv_smem_bytes(TYPE, NT);
-  static_assert(kSmem >= kWarps * rows_per_warp(TYPE, NT) * NT * 4, "the reduction reuses the rings");
   bool pdl = false;
   if (const cudaError_t e = launch::prepare<mmq_gemv_kernel<TYPE, NT>>(kSmem, &pdl); e != cudaSuccess)
     return static_cast<int>(e);
+  int resident = 0;
+  if (const cudaError_t e = launch::resident_ctas<mmq_gemv_kernel<TYPE, NT>>(kThreads, kSmem, &resident);
+      e != cudaSuccess)
+    return static_cast<int>(e);
+  const int64_t row_blocks = (od + kRowsCta - 1) / kRowsCta;
+  // Measured on the H200 (bench/RESULTS.md, mmq-v8): a grid of the resident CTAs, row blocks dealt out
+  // in turn, beats a CTA per row block and beats grids that even out the row blocks per CTA.
+  const int64_t grid = row_blocks < resident ? row_blocks : resident;
   const uint8_t* base = static_cast<const uint8_t*>(q8);
   GemvActs act;
   act.q = base;
   act.d = reinterpret_cast<const uint16_t*>(base + q8_decode_scales_offset(nt, k));
   act.sum = reinterpret_cast<const int32_t*>(base + q8_decode_sums_offset(nt, k));
   const size_t row_bytes = static_cast<size_t>(k / (is_kquant(TYPE) ? 256 : 32)) * block_bytes(TYPE);
-  return launch::dependent(mmq_gemv_kernel<TYPE, NT>, dim3(static_cast<unsigned>((od + kRowsCta - 1) / kRowsCta)),
-                           dim3(kThreads), kSmem, stream, pdl, static_cast<const uint8_t*>(weights), row_bytes, act, y,
-                           static_cast<int>(nt), static_cast<int>(od), static_cast<int>(k / 32));
+  return launch::dependent(mmq_gemv_kernel<TYPE, NT>, dim3(static_cast<unsigned>(grid)), dim3(kThreads), kSmem, stream,
+                           pdl, static_cast<const uint8_t*>(weights), row_bytes, act, y, static_cast<int>(nt),
+                           static_cast<int>(od), static_cast<int>(k / 32), static_cast<int>(row_blocks));
 }
 
 template <int TYPE>
