@@ -41,24 +41,27 @@ bash "$campaign" "$work/bad1" cand 2>"$work/bad1.err"; rc1=$?
 bash "$campaign" "$work/bad2" cand="$work/no-such.so" 2>"$work/bad2.err"; rc2=$?
 bash "$campaign" "$work/bad3" cand="$work/cand.so" cand="$work/base.so" 2>"$work/bad3.err"; rc3=$?
 bash "$campaign" "$work/bad4" cand="$work/cand.so" --fast 2>"$work/bad4.err"; rc4=$?
+QGATE_CAMPAIGN_BACK_TO_BACK=0 bash "$campaign" "$work/bad5" cand="$work/cand.so" 2>"$work/bad5.err"; rc5=$?
 set -e
 check '[ $rc1 -eq 2 ] && grep -q "is not NAME=BUILD.so" "$work/bad1.err"' "a build without a name is refused"
 check '[ $rc2 -eq 2 ] && grep -q "no build at" "$work/bad2.err"' "a missing build is refused"
 check '[ $rc3 -eq 2 ] && grep -q "two names" "$work/bad3.err"' "two builds of one name are refused"
 check '[ $rc4 -eq 2 ] && grep -q "unknown argument" "$work/bad4.err"' "an unknown option is refused"
-check '[ ! -e "$work/bad1" ] && [ ! -e "$work/bad2" ] && [ ! -e "$work/bad3" ] && [ ! -e "$work/bad4" ]' "a refusal writes nothing"
+check '[ $rc5 -eq 2 ] && grep -q "not a positive count" "$work/bad5.err"' "a back-to-back count of 0 is refused"
+check '[ ! -e "$work/bad1" ] && [ ! -e "$work/bad2" ] && [ ! -e "$work/bad3" ] && [ ! -e "$work/bad4" ] && [ ! -e "$work/bad5" ]' \
+  "a refusal writes nothing"
 
 set +e
 QGATE_CAMPAIGN_BACKEND=cpu QGATE_BIN_DIR="$bin" QGATE_CAMPAIGN_TYPES=q4_0,q6_K QGATE_CAMPAIGN_NT=16 \
   QGATE_CAMPAIGN_ODK=256x512 QGATE_CAMPAIGN_GATE_TOKENS=16 QGATE_CAMPAIGN_PARITY=none \
-  QGATE_GGML_BENCH="$work/fake-test-backend-ops" QGATE_GGML_MULMAT="$work/fake-ggml-mul-mat" \
+  QGATE_GGML_BENCH="$work/fake-test-backend-ops" QGATE_GGML_MULMAT="$work/fake-ggml-mul-mat" QGATE_CAMPAIGN_BACK_TO_BACK=3 \
   bash "$campaign" "$work/run" cand="$work/cand.so" base="$work/base.so" --quick >"$work/campaign.out" 2>&1
 rc=$?
 set -e
 run=$work/run
 check '[ $rc -eq 0 ]' "the campaign exits 0 (exit $rc; log: $run/campaign.log)"
-check 'grep -qE "^\| q4_0 \| 16 \| [0-9.]+ \| [0-9.]+ \| 111\.1 \| [0-9.]+x \| [0-9.]+ \| - \| 45\.6 \|$" "$run/table.md"' \
-  "table.md: q4_0 at 16 tokens with both builds, qgate-ggml-mul-mat's figure first and test-backend-ops' f16"
+check 'grep -qE "^\| q4_0 \| 16 \| [0-9.]+ \| [0-9.]+ \| 111\.1 \| [0-9.]+x \| [0-9.]+ \| - \| 45\.6 \| [0-9.]+ \| [0-9.]+ \| [0-9.]+x \| - \|$" "$run/table.md"' \
+  "table.md: q4_0 at 16 tokens with both builds, qgate-ggml-mul-mat's figure first, test-backend-ops' f16, both builds back to back"
 check 'grep -qE "^\| q6_K \| 16 \| [0-9.]+ \| [0-9.]+ \| 77\.7 \| [0-9.]+x \|" "$run/table.md"' \
   "table.md: q6_K, which only qgate-ggml-mul-mat timed"
 check 'python3 -c "
@@ -75,6 +78,10 @@ assert rows[(\"q4_0\", 16)][\"ggml_test_backend_ops_us\"] == 123.4, rows
 assert rows[(\"q6_K\", 16)][\"ggml_test_backend_ops_us\"] is None, rows
 assert rows[(\"q4_0\", 16)][\"ggml_source\"] == \"qgate-ggml-mul-mat\", rows
 assert all(r[\"mmq_us\"] > 0 and r[\"baseline_mmq_us\"] > 0 and r[\"f16_us\"] > 0 for r in rows.values()), rows
-"' "summary.json: the three jobs done with verdicts, the rows with both builds and ggml's figure"
+assert s[\"calls_per_sample_back_to_back\"] == 3, s[\"calls_per_sample_back_to_back\"]
+assert all(r[\"mmq_back_to_back_us\"] > 0 and r[\"baseline_mmq_back_to_back_us\"] > 0 for r in rows.values()), rows
+b2b = json.load(open(\"$run/bench-cand-b2b.json\"))[\"timings\"]
+assert b2b and all(t[\"calls_per_sample\"] == 3 for t in b2b), b2b
+"' "summary.json: the three jobs done with verdicts, the rows with both builds (isolated and back to back) and ggml's figure"
 check '[ -s "$run/export.json" ] && [ -s "$run/bench-cand.json" ] && [ -s "$run/bench-base.json" ]' "the export and both benchmarks are kept"
 exit $failed

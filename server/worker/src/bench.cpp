@@ -9,6 +9,14 @@
 
 namespace qgate::worker {
 
+double per_call_us(DeviceApi& device, int calls, const std::function<void()>& enqueue) {
+  const int n = calls > 1 ? calls : 1;
+  return device.time_us([&] {
+           for (int i = 0; i < n; ++i) enqueue();
+         }) /
+         double(n);
+}
+
 SampleStats summarize(std::vector<double> samples) {
   SampleStats s;
   if (samples.empty()) return s;
@@ -89,6 +97,7 @@ void BenchRunner::run(const BenchOptions& options,
           t.set_warmup(options.warmup);
           t.set_repetitions(options.repetitions);
           t.set_input_sets(options.cold ? 0 : 1);
+          t.set_calls_per_sample(options.calls_per_sample);
           return t;
         };
         if (!contexts[p]) {
@@ -112,12 +121,15 @@ void BenchRunner::run(const BenchOptions& options,
             continue;
           }
           qgate_status status = QGATE_OK;
-          auto call = [&] { status = gemm.run(dx.as<float>(), nt, dy.as<float>(), device_.stream()); };
-          for (int i = 0; i < options.warmup && status == QGATE_OK; ++i) device_.time_us(call);
+          auto call = [&] {
+            if (status == QGATE_OK) status = gemm.run(dx.as<float>(), nt, dy.as<float>(), device_.stream());
+          };
+          for (int i = 0; i < options.warmup && status == QGATE_OK; ++i)
+            per_call_us(device_, options.calls_per_sample, call);
           std::vector<double> samples;
           for (int i = 0; i < options.repetitions && status == QGATE_OK; ++i) {
             if (options.cold) device_.flush_cache();
-            samples.push_back(device_.time_us(call));
+            samples.push_back(per_call_us(device_, options.calls_per_sample, call));
           }
           if (status != QGATE_OK) {
             t.set_outcome(v1::CASE_OUTCOME_ERROR);
@@ -143,8 +155,10 @@ void BenchRunner::run(const BenchOptions& options,
           t.set_path(v1::GEMM_PATH_CUBLASLT_F16);
           t.set_warmup(options.warmup);
           t.set_repetitions(options.repetitions);
+          t.set_calls_per_sample(options.calls_per_sample);
           try {
-            baseline->time(w, x, nt, od, k, options.warmup, options.repetitions, options.cold, &t);
+            baseline->time(w, x, nt, od, k, options.warmup, options.repetitions, options.cold,
+                           options.calls_per_sample, &t);
             if (t.outcome() == v1::CASE_OUTCOME_PASSED) {
               std::vector<double> samples(t.samples_us().begin(), t.samples_us().end());
               t.clear_samples_us();

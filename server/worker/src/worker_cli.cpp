@@ -345,7 +345,7 @@ int cmd_parity(const CommonOptions& o, const ParityCommand& cmd) {
 }
 
 // ---------------------------------------------------------------------------------------------
-void print_bench_table(std::ostream& out, const std::vector<v1::GemmTiming>& timings) {
+void print_bench_table(std::ostream& out, const std::vector<v1::GemmTiming>& timings, int calls_per_sample) {
   // One row per (type, shape): the build's paths side by side with cuBLASLt f16.
   using Key = std::tuple<int64_t, int64_t, int64_t, std::string>;
   std::map<Key, std::map<v1::GemmPath, const v1::GemmTiming*>> rows;
@@ -392,29 +392,47 @@ void print_bench_table(std::ostream& out, const std::vector<v1::GemmTiming>& tim
     out << line;
   }
   out << "mmq/f16 and mmq/cublt are speed ratios (time of the other path / time of MMQ; > 1 means MMQ is faster).\n";
+  if (calls_per_sample > 1)
+    out << "times are per call, each sample " << calls_per_sample << " calls back to back.\n";
 }
 
-int cmd_bench(const CommonOptions& o, const std::string& types_text, const std::vector<int64_t>& nts,
-              const std::vector<std::string>& odk_texts, const std::string& path_text, int warmup,
-              int reps, bool no_cublaslt, bool warm_cache, const std::string& json_out) {
+// The bench subcommand's options as given on the command line.
+struct BenchCommand {
+  std::string types = "all", path = "both", json_out;
+  std::vector<int64_t> nts;
+  std::vector<std::string> odk;
+  int warmup = 3, reps = 20, back_to_back = 1;
+  bool no_cublaslt = false, warm_cache = false;
+};
+
+int cmd_bench(const CommonOptions& o, const BenchCommand& cmd) {
+  const std::string& types_text = cmd.types;
+  const std::string& json_out = cmd.json_out;
   std::string error;
   BenchOptions bo;
   bo.seed = o.seed;
   bo.threads = o.threads;
-  bo.warmup = warmup;
-  bo.repetitions = reps;
-  bo.cublaslt = !no_cublaslt;
-  bo.cold = !warm_cache;
+  bo.warmup = cmd.warmup;
+  bo.repetitions = cmd.reps;
+  bo.cublaslt = !cmd.no_cublaslt;
+  bo.cold = !cmd.warm_cache;
+  bo.calls_per_sample = cmd.back_to_back;
+  if (cmd.back_to_back > 1 && bo.cold) {
+    // A flush before a sample would reach only its first call: the others find what it left in L2.
+    std::cerr << "qgate-worker: --back-to-back " << cmd.back_to_back
+              << " needs --warm-l2 (a cold L2 can only be had for one isolated call per sample)\n";
+    return kExitUsage;
+  }
   auto types = parse_types(types_text, &error);
   if (!types) {
     std::cerr << "qgate-worker: " << error << "\n";
     return kExitUsage;
   }
   bo.types = *types;
-  if (!nts.empty()) bo.token_counts = nts;
-  if (!odk_texts.empty()) {
+  if (!cmd.nts.empty()) bo.token_counts = cmd.nts;
+  if (!cmd.odk.empty()) {
     bo.od_k.clear();
-    for (const auto& text : odk_texts) {
+    for (const auto& text : cmd.odk) {
       auto shape = parse_shape("1x" + text, &error);
       if (!shape) {
         std::cerr << "qgate-worker: --odk '" << text << "' must be ODxK, e.g. 4096x14336\n";
@@ -423,7 +441,7 @@ int cmd_bench(const CommonOptions& o, const std::string& types_text, const std::
       bo.od_k.emplace_back(shape->od, shape->k);
     }
   }
-  if (!parse_paths(path_text, &bo.paths, &error)) {
+  if (!parse_paths(cmd.path, &bo.paths, &error)) {
     std::cerr << "qgate-worker: " << error << "\n";
     return kExitUsage;
   }
@@ -433,10 +451,11 @@ int cmd_bench(const CommonOptions& o, const std::string& types_text, const std::
   RecordWriter writer(records ? resolve_format(o) : OutputFormat::json, records ? std::cout : devnull);
   Session s;
   std::map<std::string, std::string> opts = {{"command", "bench"}, {"types", types_text},
-                                             {"warmup", std::to_string(warmup)},
-                                             {"repetitions", std::to_string(reps)},
+                                             {"warmup", std::to_string(cmd.warmup)},
+                                             {"repetitions", std::to_string(cmd.reps)},
                                              {"cold_l2", bo.cold ? "true" : "false"},
-                                             {"path", path_text}};
+                                             {"calls_per_sample", std::to_string(bo.calls_per_sample)},
+                                             {"path", cmd.path}};
   if (int rc = open_session(o, opts, writer, &s); rc != kExitOk) return rc;
 
   std::vector<v1::GemmTiming> timings;
@@ -452,7 +471,7 @@ int cmd_bench(const CommonOptions& o, const std::string& types_text, const std::
       },
       [&](const std::string& msg) { std::cerr << "# " << msg << "\n"; });
 
-  if (!records) print_bench_table(std::cout, timings);
+  if (!records) print_bench_table(std::cout, timings, bo.calls_per_sample);
   if (!json_out.empty()) {
     nlohmann::json doc;
     doc["schema_version"] = kSchemaVersion;
@@ -629,20 +648,22 @@ int run_worker_cli(int argc, char** argv) {
 
   auto* bench = app.add_subcommand("bench", "time the build's paths (and cuBLASLt f16) per type");
   add_common(bench, bench_o);
-  std::string bench_types = "all", bench_path = "both", json_out;
-  std::vector<int64_t> nts;
-  std::vector<std::string> odk;
-  int warmup = 3, reps = 20;
-  bool no_cublaslt = false, warm_cache = false;
-  bench->add_option("--types", bench_types, "all, or a comma-separated list")->capture_default_str();
-  bench->add_option("--nt", nts, "token counts (default 512 2048)")->delimiter(',');
-  bench->add_option("--odk", odk, "ODxK weight shapes (default 4096x14336,14336x4096)")->delimiter(',');
-  bench->add_option("--path", bench_path, "env, f16, mmq or both")->capture_default_str();
-  bench->add_option("--warmup", warmup, "untimed runs first")->check(CLI::NonNegativeNumber)->capture_default_str();
-  bench->add_option("--reps", reps, "timed repetitions (median reported)")->check(CLI::PositiveNumber)->capture_default_str();
-  bench->add_flag("--no-cublaslt", no_cublaslt, "do not time the cuBLASLt f16 baseline");
-  bench->add_flag("--warm-l2", warm_cache, "do not flush L2 between repetitions");
-  bench->add_option("--json-out", json_out, "write the full report as JSON to this file");
+  BenchCommand bench_cmd;
+  bench->add_option("--types", bench_cmd.types, "all, or a comma-separated list")->capture_default_str();
+  bench->add_option("--nt", bench_cmd.nts, "token counts (default 512 2048)")->delimiter(',');
+  bench->add_option("--odk", bench_cmd.odk, "ODxK weight shapes (default 4096x14336,14336x4096)")->delimiter(',');
+  bench->add_option("--path", bench_cmd.path, "env, f16, mmq or both")->capture_default_str();
+  bench->add_option("--warmup", bench_cmd.warmup, "untimed runs first")->check(CLI::NonNegativeNumber)->capture_default_str();
+  bench->add_option("--reps", bench_cmd.reps, "timed repetitions (median reported)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  bench->add_flag("--no-cublaslt", bench_cmd.no_cublaslt, "do not time the cuBLASLt f16 baseline");
+  bench->add_flag("--warm-l2", bench_cmd.warm_cache, "do not flush L2 between repetitions");
+  bench->add_option("--back-to-back", bench_cmd.back_to_back,
+                    "calls queued back to back per timed sample, reported per call (needs --warm-l2)")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  bench->add_option("--json-out", bench_cmd.json_out, "write the full report as JSON to this file");
 
   auto* argmax = app.add_subcommand("argmax", "compare greedy argmax over an output head, f16 vs MMQ");
   add_common(argmax, argmax_o);
@@ -680,7 +701,7 @@ int run_worker_cli(int argc, char** argv) {
       parity_cmd.shapes_given = parity->count("--shapes") > 0;
       return cmd_parity(parity_o, parity_cmd);
     }
-    if (*bench) return cmd_bench(bench_o, bench_types, nts, odk, bench_path, warmup, reps, no_cublaslt, warm_cache, json_out);
+    if (*bench) return cmd_bench(bench_o, bench_cmd);
     if (*serve) return cmd_serve(serve_o);
     if (*command) return cmd_command(command_o);
     if (*describe) {

@@ -2,6 +2,7 @@
 // error and a distinct exit code for every kind of bad input, and never a crash.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <fstream>
 #include <set>
 #include <thread>
@@ -382,6 +383,36 @@ TEST(WorkerCli, InfoDescribesTheBuild) {
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["name"], "qgate-ref");
   EXPECT_EQ(j["sha256"].get<std::string>().size(), 64u);
+}
+
+TEST(WorkerCli, BenchTimesBackToBackCallsPerCall) {
+  const std::string json_path = ::testing::TempDir() + "/bench-b2b.json";
+  auto r = run_worker("bench --backend cpu --types q4_0 --nt 4 --odk 64x256 --warmup 0 --reps 3 --warm-l2 "
+                      "--back-to-back 5 --json-out " + json_path + kBuild);
+  ASSERT_EQ(r.exit_code, kExitOk) << r.err;
+  EXPECT_NE(r.out.find("each sample 5 calls back to back"), std::string::npos) << r.out;
+  std::ifstream in(json_path);
+  auto doc = nlohmann::json::parse(in);
+  ASSERT_EQ(doc["timings"].size(), 2u);
+  for (const auto& t : doc["timings"]) {
+    EXPECT_EQ(t["outcome"], "CASE_OUTCOME_PASSED");
+    EXPECT_EQ(t["calls_per_sample"], 5);
+    EXPECT_EQ(t["samples_us"].size(), 3u);
+  }
+  EXPECT_EQ(doc["context"]["options"]["calls_per_sample"], "5");
+}
+
+TEST(WorkerCli, BenchRefusesBackToBackCallsWithACleanL2OrNone) {
+  const std::string json_path = ::testing::TempDir() + "/bench-refused.json";
+  std::remove(json_path.c_str());
+  auto cold = run_worker("bench --backend cpu --types q4_0 --nt 4 --odk 64x256 --reps 2 --back-to-back 4 --json-out " +
+                         json_path + kBuild);
+  EXPECT_EQ(cold.exit_code, kExitUsage);
+  EXPECT_NE(cold.err.find("needs --warm-l2"), std::string::npos) << cold.err;
+  EXPECT_FALSE(std::ifstream(json_path).good()) << "a refused run writes nothing";
+  auto none = run_worker("bench --backend cpu --types q4_0 --nt 4 --odk 64x256 --warm-l2 --back-to-back 0" + kBuild);
+  EXPECT_EQ(none.exit_code, kExitUsage);
+  EXPECT_NE(none.err.find("--back-to-back"), std::string::npos) << none.err;
 }
 
 TEST(WorkerCli, BenchPrintsATableAndWritesJson) {

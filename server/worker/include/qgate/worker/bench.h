@@ -23,9 +23,17 @@ struct BenchOptions {
   int repetitions = 20;
   bool cublaslt = true;   // time cuBLASLt f16 beside the build where the library is found
   bool cold = true;       // flush L2 before every timed repetition
+  // Calls queued back to back in each timed sample, whose time is divided among them: 1 times one
+  // isolated call; more amortizes the launch and drain of an idle stream, as an engine's decode loop
+  // does (and llama.cpp's test-backend-ops perf mode). More than 1 needs a warm L2.
+  int calls_per_sample = 1;
   uint64_t seed = 20260831;
   int threads = 0;
 };
+
+/// One timed sample: `calls` back-to-back calls of `enqueue`, all queued before the clock starts,
+/// as microseconds per call.
+double per_call_us(DeviceApi& device, int calls, const std::function<void()>& enqueue);
 
 /// Summary statistics of a list of samples, in the units given.
 struct SampleStats {
@@ -51,7 +59,8 @@ class F16Baseline {
   virtual ~F16Baseline() = default;
   /// Times y = x*W^T for f16 copies of the given dequantized operands; fills `timing`.
   virtual void time(const std::vector<float>& w_dequant, const std::vector<float>& x, int64_t nt,
-                    int64_t od, int64_t k, int warmup, int reps, bool cold, v1::GemmTiming* timing) = 0;
+                    int64_t od, int64_t k, int warmup, int reps, bool cold, int calls_per_sample,
+                    v1::GemmTiming* timing) = 0;
 };
 /// nullptr with *why set when no baseline can be used on this device.
 std::unique_ptr<F16Baseline> make_cublaslt_baseline(DeviceApi& device, std::string* why);
