@@ -321,6 +321,38 @@ TEST(CudaMmqDecode, AgreesWithTheTileKernel) {
   }
 }
 
+// The GEMV against the tile kernel for one case: nt tokens of seeded activations, the tile kernel on
+// `tile_weights` and the GEMV twice on `weights` (the same blocks, perhaps at another offset), into
+// outputs that start as NaN. The GEMV must agree to f32 rounding, within a bound that grows with the
+// number of 32-k blocks, write every element, and repeat itself bit for bit.
+void expect_gemv_agrees(WeightType type, const void* tile_weights, const void* weights, int64_t od, int64_t k,
+                        int64_t nt, uint32_t seed, const std::string& what) {
+  const auto x = uniform(static_cast<size_t>(nt * k), seed);
+  DeviceBuffer dx(x.size() * 4), dq(cuda::q8_activation_bytes(nt, k)), dy1(nt * od * 4), dy2(nt * od * 4),
+      dy3(nt * od * 4);
+  ASSERT_CUDA(cudaMemcpy(dx.get(), x.data(), dx.bytes(), cudaMemcpyHostToDevice));
+  ASSERT_CUDA(cudaMemset(dy2.get(), 0xff, dy2.bytes()));
+  ASSERT_CUDA(cudaMemset(dy3.get(), 0xff, dy3.bytes()));
+  const auto t = static_cast<int32_t>(type);
+  ASSERT_EQ(cuda::launch_quantize_q8(dx.get<float>(), nt, k, dq.get(), nullptr), 0);
+  ASSERT_EQ(cuda::launch_mmq_gemm(t, tile_weights, od, k, dq.get(), nt, dy1.get<float>(), nullptr), 0);
+  ASSERT_EQ(cuda::launch_quantize_q8_decode(dx.get<float>(), nt, k, dq.get(), nullptr), 0);
+  ASSERT_EQ(cuda::launch_mmq_gemv(t, weights, od, k, dq.get(), nt, dy2.get<float>(), nullptr), 0);
+  ASSERT_EQ(cuda::launch_mmq_gemv(t, weights, od, k, dq.get(), nt, dy3.get<float>(), nullptr), 0);
+  std::vector<float> y1(static_cast<size_t>(nt * od)), y2(y1.size()), y3(y1.size());
+  ASSERT_CUDA(cudaMemcpy(y1.data(), dy1.get(), dy1.bytes(), cudaMemcpyDeviceToHost));
+  ASSERT_CUDA(cudaMemcpy(y2.data(), dy2.get(), dy2.bytes(), cudaMemcpyDeviceToHost));
+  ASSERT_CUDA(cudaMemcpy(y3.data(), dy3.get(), dy3.bytes(), cudaMemcpyDeviceToHost));
+  // Reordering a sum of n f32 terms moves it by a few ulps per term: the bound grows with the
+  // number of 32-k blocks (2e-7 each, 1e-5 at 48 blocks).
+  const double per_block = 2e-7 * static_cast<double>(k / 32);
+  for (size_t i = 0; i < y1.size(); ++i) {
+    ASSERT_NEAR(y2[i], y1[i], per_block * (1.0 + std::fabs(y1[i])))
+        << quant::traits(type).name << " " << what << " nt " << nt << " token " << i / od << " row " << i % od;
+    ASSERT_EQ(std::memcmp(&y2[i], &y3[i], 4), 0) << quant::traits(type).name << " run to run, element " << i;
+  }
+}
+
 // The GEMV computes the tile kernel's per-chunk sums in another f32 order, so at 1..8 tokens it must
 // agree to f32 rounding, for every type: one short stage (k = 1536), many stages split over the
 // warps of a row group in unequal shares, with q6_K's rows not a multiple of 16 bytes (k = 11008),
@@ -338,30 +370,9 @@ TEST(CudaMmqGemv, AgreesWithTheTileKernel) {
       uint8_t* weights = dw.get<uint8_t>() + offset;
       ASSERT_CUDA(cudaMemcpy(weights, blocks.data(), blocks.size(), cudaMemcpyHostToDevice));
       for (int64_t nt = 1; nt <= cuda::kGemvMaxTokens; ++nt) {
-        const auto x = uniform(static_cast<size_t>(nt * k), 63 + static_cast<uint32_t>(nt));
-        DeviceBuffer dx(x.size() * 4), dq(cuda::q8_activation_bytes(nt, k)), dy1(nt * od * 4), dy2(nt * od * 4),
-            dy3(nt * od * 4);
-        ASSERT_CUDA(cudaMemcpy(dx.get(), x.data(), dx.bytes(), cudaMemcpyHostToDevice));
-        ASSERT_CUDA(cudaMemset(dy2.get(), 0xff, dy2.bytes()));
-        const auto t = static_cast<int32_t>(type);
-        ASSERT_EQ(cuda::launch_quantize_q8(dx.get<float>(), nt, k, dq.get(), nullptr), 0);
-        ASSERT_EQ(cuda::launch_mmq_gemm(t, dw_tile.get(), od, k, dq.get(), nt, dy1.get<float>(), nullptr), 0);
-        ASSERT_EQ(cuda::launch_quantize_q8_decode(dx.get<float>(), nt, k, dq.get(), nullptr), 0);
-        ASSERT_EQ(cuda::launch_mmq_gemv(t, weights, od, k, dq.get(), nt, dy2.get<float>(), nullptr), 0);
-        ASSERT_EQ(cuda::launch_mmq_gemv(t, weights, od, k, dq.get(), nt, dy3.get<float>(), nullptr), 0);
-        std::vector<float> y1(static_cast<size_t>(nt * od)), y2(y1.size()), y3(y1.size());
-        ASSERT_CUDA(cudaMemcpy(y1.data(), dy1.get(), dy1.bytes(), cudaMemcpyDeviceToHost));
-        ASSERT_CUDA(cudaMemcpy(y2.data(), dy2.get(), dy2.bytes(), cudaMemcpyDeviceToHost));
-        ASSERT_CUDA(cudaMemcpy(y3.data(), dy3.get(), dy3.bytes(), cudaMemcpyDeviceToHost));
-        // Reordering a sum of n f32 terms moves it by a few ulps per term: the bound grows with the
-        // number of 32-k blocks (2e-7 each, 1e-5 at 48 blocks).
-        const double per_block = 2e-7 * static_cast<double>(k / 32);
-        for (size_t i = 0; i < y1.size(); ++i) {
-          ASSERT_NEAR(y2[i], y1[i], per_block * (1.0 + std::fabs(y1[i])))
-              << quant::traits(type).name << " k " << k << " offset " << offset << " nt " << nt << " token " << i / od
-              << " row " << i % od;
-          ASSERT_EQ(std::memcmp(&y2[i], &y3[i], 4), 0) << quant::traits(type).name << " run to run, element " << i;
-        }
+        expect_gemv_agrees(type, dw_tile.get(), weights, od, k, nt, 63 + static_cast<uint32_t>(nt),
+                           "k " + std::to_string(k) + " offset " + std::to_string(offset));
+        if (::testing::Test::HasFatalFailure()) return;
       }
     }
   }
@@ -394,28 +405,8 @@ TEST(CudaMmqGemv, AgreesAcrossTheRowBlocksOfEachCta) {
     DeviceBuffer dw(blocks.size());
     ASSERT_CUDA(cudaMemcpy(dw.get(), blocks.data(), blocks.size(), cudaMemcpyHostToDevice));
     for (int64_t nt : {int64_t{1}, int64_t{2}, int64_t{3}, cuda::kGemvMaxTokens}) {
-      const auto x = uniform(static_cast<size_t>(nt * k), 73 + static_cast<uint32_t>(nt));
-      DeviceBuffer dx(x.size() * 4), dq(cuda::q8_activation_bytes(nt, k)), dy1(nt * od * 4), dy2(nt * od * 4),
-          dy3(nt * od * 4);
-      ASSERT_CUDA(cudaMemcpy(dx.get(), x.data(), dx.bytes(), cudaMemcpyHostToDevice));
-      ASSERT_CUDA(cudaMemset(dy2.get(), 0xff, dy2.bytes()));
-      ASSERT_CUDA(cudaMemset(dy3.get(), 0xff, dy3.bytes()));
-      const auto t = static_cast<int32_t>(type);
-      ASSERT_EQ(cuda::launch_quantize_q8(dx.get<float>(), nt, k, dq.get(), nullptr), 0);
-      ASSERT_EQ(cuda::launch_mmq_gemm(t, dw.get(), od, k, dq.get(), nt, dy1.get<float>(), nullptr), 0);
-      ASSERT_EQ(cuda::launch_quantize_q8_decode(dx.get<float>(), nt, k, dq.get(), nullptr), 0);
-      ASSERT_EQ(cuda::launch_mmq_gemv(t, dw.get(), od, k, dq.get(), nt, dy2.get<float>(), nullptr), 0);
-      ASSERT_EQ(cuda::launch_mmq_gemv(t, dw.get(), od, k, dq.get(), nt, dy3.get<float>(), nullptr), 0);
-      std::vector<float> y1(static_cast<size_t>(nt * od)), y2(y1.size()), y3(y1.size());
-      ASSERT_CUDA(cudaMemcpy(y1.data(), dy1.get(), dy1.bytes(), cudaMemcpyDeviceToHost));
-      ASSERT_CUDA(cudaMemcpy(y2.data(), dy2.get(), dy2.bytes(), cudaMemcpyDeviceToHost));
-      ASSERT_CUDA(cudaMemcpy(y3.data(), dy3.get(), dy3.bytes(), cudaMemcpyDeviceToHost));
-      const double per_block = 2e-7 * static_cast<double>(k / 32);
-      for (size_t i = 0; i < y1.size(); ++i) {
-        ASSERT_NEAR(y2[i], y1[i], per_block * (1.0 + std::fabs(y1[i])))
-            << quant::traits(type).name << " nt " << nt << " token " << i / od << " row " << i % od;
-        ASSERT_EQ(std::memcmp(&y2[i], &y3[i], 4), 0) << quant::traits(type).name << " run to run, element " << i;
-      }
+      expect_gemv_agrees(type, dw.get(), dw.get(), od, k, nt, 73 + static_cast<uint32_t>(nt), "row blocks");
+      if (::testing::Test::HasFatalFailure()) return;
     }
   }
 }
