@@ -233,15 +233,23 @@ __global__ void __launch_bounds__(kThreads)
   const auto lead_of = [](const uint8_t* p) -> int {
     return static_cast<int>(static_cast<uint32_t>(reinterpret_cast<uintptr_t>(p)) & 15u);
   };
-  // Item (rb, st) into ring buffer buf: lane l copies the 16-byte lines l + 32 j of each row's stage,
-  // counted from the 16-byte boundary at or below the stage's first byte.
-  const auto issue = [&](int rb, int st, int buf) {
+  // Each row's first byte of the next item to issue: a stage further per issue, and the next row
+  // block's rows once a row block's stages are all issued (worked out once per row block, not per
+  // stage: the address arithmetic was a third of a stage's instructions).
+  const uint8_t* issue_row[kRpw];
+  const auto point_rows = [&](int rb) {
+#pragma unroll
+    for (int r = 0; r < kRpw; ++r) issue_row[r] = row_start(rb, r);
+  };
+  // Stage st of the rows at issue_row into ring buffer buf: lane l copies the 16-byte lines l + 32 j
+  // of each row's stage, counted from the 16-byte boundary at or below the stage's first byte.
+  const auto issue = [&](int st, int buf) {
     // The last stage may be short (K-quant rows are whole super-blocks, 8 chunks each).
     const int chunks = min(kStageChunksG, c_end - c_begin - st * kStageChunksG);
     const int bytes = (is_kquant(TYPE) ? chunks / 8 : chunks) * block_bytes(TYPE);
 #pragma unroll
     for (int r = 0; r < kRpw; ++r) {
-      const uint8_t* first = row_start(rb, r) + static_cast<size_t>(st) * kSB;
+      const uint8_t* first = issue_row[r];
       const int lead = lead_of(first);
       const uint8_t* src = first - lead + 16 * lane;
       const uint32_t dst = ring_s + static_cast<uint32_t>(buf * kWindow + r * kPitch);
@@ -254,12 +262,16 @@ __global__ void __launch_bounds__(kThreads)
   };
   // The next item to issue, as (row block, stage).
   int issue_rb = blockIdx.x, issue_st = 0, issued = 0;
+  point_rows(issue_rb);
   const auto issue_next = [&](int buf) {
     if (issued < items) {
-      issue(issue_rb, issue_st, buf);
+      issue(issue_st, buf);
+#pragma unroll
+      for (int r = 0; r < kRpw; ++r) issue_row[r] += kSB;
       if (++issue_st == st_end) {
         issue_st = 0;
         issue_rb += gridDim.x;
+        point_rows(issue_rb);
       }
       ++issued;
     } else {
@@ -281,6 +293,10 @@ __global__ void __launch_bounds__(kThreads)
   int item = 0;  // items consumed, for the ring buffer index
   for (int j = 0; j < my_blocks; ++j) {
     const int rb = blockIdx.x + j * gridDim.x;
+    // The low word of each row's first address: where a stage begins inside its 16-byte line.
+    uint32_t row_lo[kRpw];
+#pragma unroll
+    for (int r = 0; r < kRpw; ++r) row_lo[r] = static_cast<uint32_t>(reinterpret_cast<uintptr_t>(row_start(rb, r)));
     float acc[kRpw][NT];
 #pragma unroll
     for (int r = 0; r < kRpw; ++r)
@@ -318,7 +334,7 @@ __global__ void __launch_bounds__(kThreads)
       __syncwarp();
       int lead[kRpw];
 #pragma unroll
-      for (int r = 0; r < kRpw; ++r) lead[r] = lead_of(row_start(rb, r) + static_cast<size_t>(st) * kSB);
+      for (int r = 0; r < kRpw; ++r) lead[r] = static_cast<int>((row_lo[r] + static_cast<uint32_t>(st) * kSB) & 15u);
 
 #pragma unroll
       for (int i = 0; i < kLaneChunks; ++i) {
