@@ -28,7 +28,9 @@ FAKE
 chmod +x "$work/fake-test-backend-ops"
 cat >"$work/fake-ggml-mul-mat" <<'FAKE'
 #!/usr/bin/env bash
-# Writes qgate-ggml-mul-mat's JSON for q4_0 and q6_K (not f16) at m=256, n=16, k=512 to --json-out.
+# Writes qgate-ggml-mul-mat's JSON for q4_0 and q6_K (not f16) at m=256, n=16, k=512 to --json-out,
+# and its arguments to args.txt beside this script.
+echo "$@" >"$(dirname "$0")/ggml-mul-mat-args.txt"
 while [ $# -gt 0 ]; do [ "$1" = --json-out ] && json=$2; shift; done
 printf '{"rows": [{"type": "q4_0", "m": 256, "n": 16, "k": 512, "us": 111.1, "runs": 9},
  {"type": "q6_K", "m": 256, "n": 16, "k": 512, "us": 77.7, "runs": 9}]}\n' >"$json"
@@ -42,19 +44,22 @@ bash "$campaign" "$work/bad2" cand="$work/no-such.so" 2>"$work/bad2.err"; rc2=$?
 bash "$campaign" "$work/bad3" cand="$work/cand.so" cand="$work/base.so" 2>"$work/bad3.err"; rc3=$?
 bash "$campaign" "$work/bad4" cand="$work/cand.so" --fast 2>"$work/bad4.err"; rc4=$?
 QGATE_CAMPAIGN_BACK_TO_BACK=0 bash "$campaign" "$work/bad5" cand="$work/cand.so" 2>"$work/bad5.err"; rc5=$?
+QGATE_GGML_MULMAT_SECONDS=0 bash "$campaign" "$work/bad6" cand="$work/cand.so" 2>"$work/bad6.err"; rc6=$?
 set -e
 check '[ $rc1 -eq 2 ] && grep -q "is not NAME=BUILD.so" "$work/bad1.err"' "a build without a name is refused"
 check '[ $rc2 -eq 2 ] && grep -q "no build at" "$work/bad2.err"' "a missing build is refused"
 check '[ $rc3 -eq 2 ] && grep -q "two names" "$work/bad3.err"' "two builds of one name are refused"
 check '[ $rc4 -eq 2 ] && grep -q "unknown argument" "$work/bad4.err"' "an unknown option is refused"
 check '[ $rc5 -eq 2 ] && grep -q "not a positive count" "$work/bad5.err"' "a back-to-back count of 0 is refused"
-check '[ ! -e "$work/bad1" ] && [ ! -e "$work/bad2" ] && [ ! -e "$work/bad3" ] && [ ! -e "$work/bad4" ] && [ ! -e "$work/bad5" ]' \
+check '[ $rc6 -eq 2 ] && grep -q "not a positive number of seconds" "$work/bad6.err"' "0 seconds per ggml case is refused"
+check '[ ! -e "$work/bad1" ] && [ ! -e "$work/bad2" ] && [ ! -e "$work/bad3" ] && [ ! -e "$work/bad4" ] && [ ! -e "$work/bad5" ] && [ ! -e "$work/bad6" ]' \
   "a refusal writes nothing"
 
 set +e
 QGATE_CAMPAIGN_BACKEND=cpu QGATE_BIN_DIR="$bin" QGATE_CAMPAIGN_TYPES=q4_0,q6_K QGATE_CAMPAIGN_NT=16 \
   QGATE_CAMPAIGN_ODK=256x512 QGATE_CAMPAIGN_GATE_TOKENS=16 QGATE_CAMPAIGN_PARITY=none \
   QGATE_GGML_BENCH="$work/fake-test-backend-ops" QGATE_GGML_MULMAT="$work/fake-ggml-mul-mat" QGATE_CAMPAIGN_BACK_TO_BACK=3 \
+  QGATE_GGML_MULMAT_SECONDS=0.25 \
   bash "$campaign" "$work/run" cand="$work/cand.so" base="$work/base.so" --quick >"$work/campaign.out" 2>&1
 rc=$?
 set -e
@@ -83,5 +88,6 @@ assert all(r[\"mmq_back_to_back_us\"] > 0 and r[\"baseline_mmq_back_to_back_us\"
 b2b = json.load(open(\"$run/bench-cand-b2b.json\"))[\"timings\"]
 assert b2b and all(t[\"calls_per_sample\"] == 3 for t in b2b), b2b
 "' "summary.json: the three jobs done with verdicts, the rows with both builds (isolated and back to back) and ggml's figure"
+check 'grep -q -- "--min-seconds 0.25 " "$work/ggml-mul-mat-args.txt"' "the campaign gives qgate-ggml-mul-mat its seconds per case"
 check '[ -s "$run/export.json" ] && [ -s "$run/bench-cand.json" ] && [ -s "$run/bench-base.json" ]' "the export and both benchmarks are kept"
 exit $failed
