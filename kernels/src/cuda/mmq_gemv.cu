@@ -235,7 +235,7 @@ __global__ void __launch_bounds__(kThreads)
   };
   // Each row's first byte of the next item to issue: a stage further per issue, and the next row
   // block's rows once a row block's stages are all issued (worked out once per row block, not per
-  // stage: the address arithmetic was a third of a stage's instructions).
+  // stage: in SASS, the per-stage address arithmetic was about a sixth of a stage's instructions).
   const uint8_t* issue_row[kRpw];
   const auto point_rows = [&](int rb) {
 #pragma unroll
