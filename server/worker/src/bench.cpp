@@ -157,8 +157,7 @@ void BenchRunner::run(const BenchOptions& options,
           t.set_repetitions(options.repetitions);
           t.set_calls_per_sample(options.calls_per_sample);
           try {
-            baseline->time(w, x, nt, od, k, options.warmup, options.repetitions, options.cold,
-                           options.calls_per_sample, &t);
+            baseline->time(w, x, nt, od, k, options, &t);
             if (t.outcome() == v1::CASE_OUTCOME_PASSED) {
               std::vector<double> samples(t.samples_us().begin(), t.samples_us().end());
               t.clear_samples_us();

@@ -17,7 +17,7 @@ class CublasLtBaseline final : public F16Baseline {
       : device_(device), gemm_(std::move(gemm)) {}
 
   void time(const std::vector<float>& w, const std::vector<float>& x, int64_t nt, int64_t od, int64_t k,
-            int warmup, int reps, bool cold, int calls_per_sample, v1::GemmTiming* timing) override {
+            const BenchOptions& plan, v1::GemmTiming* timing) override {
     std::vector<uint16_t> wh(w.size()), xh(size_t(nt) * size_t(k));
     for (size_t i = 0; i < w.size(); ++i) wh[i] = quant::f32_to_f16(w[i]);
     for (size_t i = 0; i < xh.size(); ++i) xh[i] = quant::f32_to_f16(x[i]);
@@ -34,10 +34,10 @@ class CublasLtBaseline final : public F16Baseline {
       error = gemm_->run(dx.as<void>(), dw.as<void>(), dy.as<float>(), device_.stream());
       if (!error.empty()) throw std::runtime_error("cuBLASLt: " + error);
     };
-    for (int i = 0; i < warmup; ++i) per_call_us(device_, calls_per_sample, call);
-    for (int i = 0; i < reps; ++i) {
-      if (cold) device_.flush_cache();
-      timing->add_samples_us(per_call_us(device_, calls_per_sample, call));
+    for (int i = 0; i < plan.warmup; ++i) per_call_us(device_, plan.calls_per_sample, call);
+    for (int i = 0; i < plan.repetitions; ++i) {
+      if (plan.cold) device_.flush_cache();
+      timing->add_samples_us(per_call_us(device_, plan.calls_per_sample, call));
     }
     timing->set_outcome(v1::CASE_OUTCOME_PASSED);
     timing->set_message(gemm_->library());

@@ -345,7 +345,7 @@ int cmd_parity(const CommonOptions& o, const ParityCommand& cmd) {
 }
 
 // ---------------------------------------------------------------------------------------------
-void print_bench_table(std::ostream& out, const std::vector<v1::GemmTiming>& timings, int calls_per_sample) {
+void print_bench_table(std::ostream& out, const std::vector<v1::GemmTiming>& timings) {
   // One row per (type, shape): the build's paths side by side with cuBLASLt f16.
   using Key = std::tuple<int64_t, int64_t, int64_t, std::string>;
   std::map<Key, std::map<v1::GemmPath, const v1::GemmTiming*>> rows;
@@ -392,8 +392,9 @@ void print_bench_table(std::ostream& out, const std::vector<v1::GemmTiming>& tim
     out << line;
   }
   out << "mmq/f16 and mmq/cublt are speed ratios (time of the other path / time of MMQ; > 1 means MMQ is faster).\n";
-  if (calls_per_sample > 1)
-    out << "times are per call, each sample " << calls_per_sample << " calls back to back.\n";
+  // Every timing of one run has the same calls per sample; the first says it.
+  if (!timings.empty() && timings.front().calls_per_sample() > 1)
+    out << "times are per call, each sample " << timings.front().calls_per_sample() << " calls back to back.\n";
 }
 
 // The bench subcommand's options as given on the command line.
@@ -406,8 +407,6 @@ struct BenchCommand {
 };
 
 int cmd_bench(const CommonOptions& o, const BenchCommand& cmd) {
-  const std::string& types_text = cmd.types;
-  const std::string& json_out = cmd.json_out;
   std::string error;
   BenchOptions bo;
   bo.seed = o.seed;
@@ -423,7 +422,7 @@ int cmd_bench(const CommonOptions& o, const BenchCommand& cmd) {
               << " needs --warm-l2 (a cold L2 can only be had for one isolated call per sample)\n";
     return kExitUsage;
   }
-  auto types = parse_types(types_text, &error);
+  auto types = parse_types(cmd.types, &error);
   if (!types) {
     std::cerr << "qgate-worker: " << error << "\n";
     return kExitUsage;
@@ -450,7 +449,7 @@ int cmd_bench(const CommonOptions& o, const BenchCommand& cmd) {
   std::ofstream devnull;
   RecordWriter writer(records ? resolve_format(o) : OutputFormat::json, records ? std::cout : devnull);
   Session s;
-  std::map<std::string, std::string> opts = {{"command", "bench"}, {"types", types_text},
+  std::map<std::string, std::string> opts = {{"command", "bench"}, {"types", cmd.types},
                                              {"warmup", std::to_string(cmd.warmup)},
                                              {"repetitions", std::to_string(cmd.reps)},
                                              {"cold_l2", bo.cold ? "true" : "false"},
@@ -471,20 +470,20 @@ int cmd_bench(const CommonOptions& o, const BenchCommand& cmd) {
       },
       [&](const std::string& msg) { std::cerr << "# " << msg << "\n"; });
 
-  if (!records) print_bench_table(std::cout, timings, bo.calls_per_sample);
-  if (!json_out.empty()) {
+  if (!records) print_bench_table(std::cout, timings);
+  if (!cmd.json_out.empty()) {
     nlohmann::json doc;
     doc["schema_version"] = kSchemaVersion;
     doc["context"] = nlohmann::json::parse(to_json(s.context));
     doc["timings"] = nlohmann::json::array();
     for (const auto& t : timings) doc["timings"].push_back(nlohmann::json::parse(to_json(t)));
-    std::ofstream f(json_out);
+    std::ofstream f(cmd.json_out);
     if (!f) {
-      std::cerr << "qgate-worker: cannot write " << json_out << "\n";
+      std::cerr << "qgate-worker: cannot write " << cmd.json_out << "\n";
       return kExitUsage;
     }
     f << doc.dump(2) << "\n";
-    std::cerr << "# wrote " << json_out << "\n";
+    std::cerr << "# wrote " << cmd.json_out << "\n";
   }
   bool any_error = false;
   for (const auto& t : timings) any_error |= t.outcome() == v1::CASE_OUTCOME_ERROR;

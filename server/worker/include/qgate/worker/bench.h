@@ -57,10 +57,10 @@ class BenchRunner {
 class F16Baseline {
  public:
   virtual ~F16Baseline() = default;
-  /// Times y = x*W^T for f16 copies of the given dequantized operands; fills `timing`.
+  /// Times y = x*W^T for f16 copies of the given dequantized operands as `plan` says (its warm-up,
+  /// repetitions, L2 flush and calls per sample); fills `timing`.
   virtual void time(const std::vector<float>& w_dequant, const std::vector<float>& x, int64_t nt,
-                    int64_t od, int64_t k, int warmup, int reps, bool cold, int calls_per_sample,
-                    v1::GemmTiming* timing) = 0;
+                    int64_t od, int64_t k, const BenchOptions& plan, v1::GemmTiming* timing) = 0;
 };
 /// nullptr with *why set when no baseline can be used on this device.
 std::unique_ptr<F16Baseline> make_cublaslt_baseline(DeviceApi& device, std::string* why);
