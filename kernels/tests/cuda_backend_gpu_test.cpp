@@ -411,10 +411,10 @@ TEST(CudaMmqGemv, AgreesAcrossTheRowBlocksOfEachCta) {
   }
 }
 
-// The k-major layout holds the same numbers as the pad40 blocks: each quant as the f16 of its
-// integer, at q8_kmajor_quant_index (four groups of 8 per block and token); the scales and sums as
-// f32 rows of ntp, each token in its slot (a permutation within each 16 tokens); and it fits in the
-// scratch the backend allocates (q8_scratch_bytes).
+// The k-major layout holds the same numbers as the pad40 blocks: per block, every token's first 16
+// quants, then every token's last 16; the scales and sums as f32 rows of ntp, each token in its
+// slot (a permutation within each 16 tokens); and it fits in the scratch the backend allocates
+// ((nt + 3) pad40 blocks per k/32).
 TEST(CudaActivationQuant, KMajorLayoutHoldsThePad40Numbers) {
   std::vector<int64_t> slots;
   for (int64_t tok = 0; tok < 48; ++tok) slots.push_back(cuda::q8_kmajor_token_slot(tok));
@@ -429,8 +429,8 @@ TEST(CudaActivationQuant, KMajorLayoutHoldsThePad40Numbers) {
     const int64_t k = 32 * 37, nb = k / 32, ntp = cuda::q8_kmajor_padded_tokens(nt);
     ASSERT_EQ(ntp % 16, 0);
     const auto x = uniform(static_cast<size_t>(nt * k), 70 + static_cast<uint32_t>(nt));
-    ASSERT_LE(cuda::q8_kmajor_bytes(nt, k), cuda::q8_scratch_bytes(nt, k)) << "nt " << nt;
-    const size_t bytes = cuda::q8_scratch_bytes(nt, k);
+    ASSERT_LE(cuda::q8_kmajor_bytes(nt, k), cuda::q8_activation_bytes(nt + 3, k)) << "nt " << nt;
+    const size_t bytes = cuda::q8_activation_bytes(nt + 3, k);
     DeviceBuffer dx(x.size() * 4), dpad(bytes), dkm(bytes);
     ASSERT_CUDA(cudaMemcpy(dx.get(), x.data(), dx.bytes(), cudaMemcpyHostToDevice));
     ASSERT_EQ(cuda::launch_quantize_q8(dx.get<float>(), nt, k, dpad.get(), nullptr), 0);
@@ -443,12 +443,9 @@ TEST(CudaActivationQuant, KMajorLayoutHoldsThePad40Numbers) {
     for (int64_t tok = 0; tok < nt; ++tok)
       for (int64_t b = 0; b < nb; ++b) {
         const uint8_t* blk = pad.data() + (tok * nb + b) * cuda::kQ8BlockBytes;
-        for (int j = 0; j < 32; ++j) {
-          uint16_t h = 0;
-          std::memcpy(&h, km.data() + 2 * cuda::q8_kmajor_quant_index(nt, tok, b, j), 2);
-          ASSERT_EQ(quant::f16_to_f32(h), static_cast<float>(static_cast<int8_t>(blk[j])))
+        for (int j = 0; j < 32; ++j)
+          ASSERT_EQ(km[static_cast<size_t>(((b * 2 + j / 16) * nt + tok) * 16 + j % 16)], blk[j])
               << "nt " << nt << " token " << tok << " block " << b << " elem " << j;
-        }
         uint16_t d = 0;
         int32_t sum = 0;
         std::memcpy(&d, blk + 32, 2);
@@ -482,7 +479,7 @@ TEST(CudaMmqWgmma, BitIdenticalToTheTileKernel) {
       ASSERT_CUDA(cudaMemcpy(weights, blocks.data(), blocks.size(), cudaMemcpyHostToDevice));
       for (int64_t nt : {9, 130, 300}) {
         const auto x = uniform(static_cast<size_t>(nt * k), 81 + static_cast<uint32_t>(nt));
-        DeviceBuffer dx(x.size() * 4), dq(cuda::q8_scratch_bytes(nt, k)), dy1(nt * od * 4), dy2(nt * od * 4);
+        DeviceBuffer dx(x.size() * 4), dq(cuda::q8_activation_bytes(nt + 3, k)), dy1(nt * od * 4), dy2(nt * od * 4);
         ASSERT_CUDA(cudaMemcpy(dx.get(), x.data(), dx.bytes(), cudaMemcpyHostToDevice));
         ASSERT_CUDA(cudaMemset(dy2.get(), 0xff, dy2.bytes()));  // NaN: a result never written shows
         const auto t = static_cast<int32_t>(type);

@@ -17,12 +17,12 @@ constexpr int kLanesPerBlock = 8;  // each lane quantizes 4 consecutive elements
 constexpr int kBlocksPerCta = kQuantThreads / kLanesPerBlock;
 
 // Where the quantizer writes one block: the MMQ tile kernel's pad40 blocks [nt][k/32], the decode
-// kernel's three regions [k/32][nt], or the wgmma kernel's k-major regions (launchers.h).
-// store_quants() writes elements 4j..4j+3 of the block, given as four s8 in one word (element 4j in
-// the low byte).
+// kernel's three regions [k/32][nt], or the wgmma kernel's k-major regions (launchers.h). quant()
+// returns where elements 4j..4j+3 of the block go: four consecutive, 4-byte aligned bytes in every
+// layout.
 struct Pad40Layout {
-  __device__ void store_quants(uint8_t* out, int64_t, int64_t, int64_t blk, int j, uint32_t packed) const {
-    *reinterpret_cast<uint32_t*>(out + blk * kQ8BlockBytes + 4 * j) = packed;
+  __device__ uint8_t* quant(uint8_t* out, int64_t, int64_t, int64_t blk, int j) const {
+    return out + blk * kQ8BlockBytes + 4 * j;
   }
   __device__ void scale_and_sum(uint8_t* out, int64_t, int64_t, int64_t blk, uint16_t d, int32_t sum) const {
     uint8_t* b = out + blk * kQ8BlockBytes;
@@ -33,9 +33,9 @@ struct Pad40Layout {
 };
 struct DecodeLayout {
   int64_t nt, scales_at, sums_at;
-  __device__ void store_quants(uint8_t* out, int64_t row, int64_t col, int64_t, int j, uint32_t packed) const {
+  __device__ uint8_t* quant(uint8_t* out, int64_t row, int64_t col, int64_t, int j) const {
     // Fragment order: elements 4i..4i+3 go to bytes 8i.., elements 16+4i.. to bytes 8i+4.. (i < 4).
-    *reinterpret_cast<uint32_t*>(out + (col * nt + row) * 32 + (j & 3) * 8 + (j >> 2) * 4) = packed;
+    return out + (col * nt + row) * 32 + (j & 3) * 8 + (j >> 2) * 4;
   }
   __device__ void scale_and_sum(uint8_t* out, int64_t row, int64_t col, int64_t, uint16_t d, int32_t sum) const {
     reinterpret_cast<uint16_t*>(out + scales_at)[col * nt + row] = d;
@@ -44,17 +44,8 @@ struct DecodeLayout {
 };
 struct KMajorLayout {
   int64_t nt, ntp, scales_at, sums_at;
-  __device__ void store_quants(uint8_t* out, int64_t row, int64_t col, int64_t, int j, uint32_t packed) const {
-    // Each quant as the f16 of its integer (exact: |q| <= 128); elements 4j, 4j + 1 and 4j + 2, 4j + 3
-    // are f16 pairs, each pair 4-byte aligned (q8_kmajor_quant_index).
-    __half* q = reinterpret_cast<__half*>(out);
-#pragma unroll
-    for (int p = 0; p < 2; ++p) {
-      const int e = 4 * j + 2 * p;
-      const __half2 pair = __halves2half2(__int2half_rn(static_cast<int8_t>(packed >> (16 * p))),
-                                          __int2half_rn(static_cast<int8_t>(packed >> (16 * p + 8))));
-      *reinterpret_cast<__half2*>(q + q8_kmajor_quant_index(nt, row, col, e)) = pair;
-    }
+  __device__ uint8_t* quant(uint8_t* out, int64_t row, int64_t col, int64_t, int j) const {
+    return out + ((col * 2 + (j >> 2)) * nt + row) * 16 + (j & 3) * 4;
   }
   __device__ void scale_and_sum(uint8_t* out, int64_t row, int64_t col, int64_t, uint16_t d, int32_t sum) const {
     const int64_t slot = col * ntp + q8_kmajor_token_slot(row);
@@ -128,7 +119,7 @@ __global__ void __launch_bounds__(kQuantThreads)
   for (int off = kLanesPerBlock / 2; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
 
   if (!live) return;
-  layout.store_quants(out, row, col, blk, j, packed);
+  *reinterpret_cast<uint32_t*>(layout.quant(out, row, col, blk, j)) = packed;
   if (j == 0) layout.scale_and_sum(out, row, col, blk, __half_as_ushort(__float2half_rn(d)), sum);
 }
 

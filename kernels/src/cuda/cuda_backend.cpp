@@ -247,10 +247,8 @@ class CudaBackend final : public GemmBackend {
     const int64_t host_row_bytes = static_cast<int64_t>(quant::row_bytes(type, k));
     bool fits = checked_mul(od, k, &elems);
     fits = fits && checked_mul(od, mmq ? host_row_bytes : 2 * k, &weight_bytes);
-    // The MMQ scratch holds any of the three q8 layouts (cuda::q8_scratch_bytes), at most 72 bytes a
-    // block for 15 tokens past max_nt; the size is worked out once that bound is known to fit.
-    fits = fits && checked_mul(mmq && max_nt < INT64_MAX - 16 ? max_nt + 16 : max_nt, mmq ? (k / 32) * 72 : 2 * k, &scratch_bytes);
-    if (fits && mmq) scratch_bytes = static_cast<int64_t>(cuda::q8_scratch_bytes(max_nt, k));
+    // The MMQ scratch holds any of the three q8 layouts; the k-major one pads tokens to 4.
+    fits = fits && checked_mul(mmq && max_nt < INT64_MAX - 3 ? max_nt + 3 : max_nt, mmq ? (k / 32) * cuda::kQ8BlockBytes : 2 * k, &scratch_bytes);
     fits = fits && weight_bytes <= INT64_MAX - scratch_bytes;
     if (!fits)
       return CallResult::fail(QGATE_ERR_OUT_OF_MEMORY, "od x k x max_nt is too large to address");

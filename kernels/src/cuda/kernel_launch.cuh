@@ -68,33 +68,21 @@ cudaError_t resident_ctas(int threads, int smem, int* ctas) {
 }
 
 /// Enqueues `kernel` on `stream`, as a programmatic dependent of the work before it when `pdl`
-/// (the kernel then waits with griddepcontrol.wait before it reads that work's results), in clusters
-/// of `cluster_x` CTAs along x when that is more than 1 (grid.x a multiple of it). Returns a
+/// (the kernel then waits with griddepcontrol.wait before it reads that work's results). Returns a
 /// cudaError_t value as int.
 template <class... Params, class... Args>
 int dependent(void (*kernel)(Params...), dim3 grid, dim3 block, int smem, cudaStream_t stream, bool pdl,
-              int cluster_x, Args&&... args) {
+              Args&&... args) {
   cudaLaunchConfig_t config = {};
   config.gridDim = grid;
   config.blockDim = block;
   config.dynamicSmemBytes = static_cast<size_t>(smem);
   config.stream = stream;
-  cudaLaunchAttribute attribute[2];
-  unsigned n = 0;
-  if (pdl) {
-    attribute[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attribute[n].val.programmaticStreamSerializationAllowed = 1;
-    ++n;
-  }
-  if (cluster_x > 1) {
-    attribute[n].id = cudaLaunchAttributeClusterDimension;
-    attribute[n].val.clusterDim.x = static_cast<unsigned>(cluster_x);
-    attribute[n].val.clusterDim.y = 1;
-    attribute[n].val.clusterDim.z = 1;
-    ++n;
-  }
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute[0].val.programmaticStreamSerializationAllowed = 1;
   config.attrs = attribute;
-  config.numAttrs = n;
+  config.numAttrs = pdl ? 1 : 0;
   const cudaError_t e = cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
   if (e != cudaSuccess) return static_cast<int>(e);
   return static_cast<int>(cudaGetLastError());

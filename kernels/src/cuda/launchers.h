@@ -36,7 +36,7 @@ inline constexpr int64_t kDecodeMaxTokens = 8;
 ///   scales  [k/32][nt] f16 d, at q8_decode_scales_offset
 ///   sums    [k/32][nt] int32, at q8_decode_sums_offset
 /// It never needs more than q8_activation_bytes(nt + 1, k) (the sums' 8-byte alignment can take
-/// it past q8_activation_bytes(nt, k) for a single block), within q8_scratch_bytes.
+/// it past q8_activation_bytes(nt, k) for a single block), within the backend's nt + 3.
 inline size_t q8_decode_scales_offset(int64_t nt, int64_t k) {
   return static_cast<size_t>(nt) * static_cast<size_t>(k / kQ8BlockElems) * 32;
 }
@@ -50,11 +50,7 @@ int launch_quantize_q8_decode(const float* x, int64_t nt, int64_t k, void* q8_ou
 
 /// The "k-major" layout of the same q8 blocks, read by the wgmma kernel (launch_mmq_wgmma), in three
 /// regions; ntp = nt rounded up to a multiple of 16:
-///   quants  [k/32][4][nt][8] f16, each quant as the f16 of its integer (exact): block b's 32 in four
-///           groups of 8 per token, at q8_kmajor_quant_index; groups 0-1 hold elements 0..15 and
-///           groups 2-3 elements 16..31, permuted so that the A fragment of an f16 wgmma built from
-///           the s8 fragment of weight_fragments.cuh (elements 4t..4t+3 of a 16-k half) meets its
-///           own elements
+///   quants  [k/32][2][nt][16] int8: block b's elements 0..15 of every token, then its 16..31
 ///   scales  [k/32][ntp] f32, the f16 d as f32 (exact), at q8_kmajor_scales_offset
 ///   sums    [k/32][ntp] f32, the int sum as f32 (exact), at q8_kmajor_sums_offset
 /// In the last two, token tok sits in slot q8_kmajor_token_slot(tok) of its row: within each 16
@@ -68,31 +64,12 @@ __host__ __device__
 inline int64_t q8_kmajor_token_slot(int64_t tok) {
   return (tok & ~int64_t{15}) | (((tok >> 1) & 3) << 2) | (((tok >> 3) & 1) << 1) | (tok & 1);
 }
-/// Where element e (0..31) of block blk of token tok sits among the quants, in f16 units. Element
-/// 16h + 4t + 2u + v goes to group 2h + u, position 2t + v: an f16 wgmma A fragment thread t holds
-/// positions 2t, 2t + 1 of a 16-k half's first group and of its second, and the s8 fragment gives
-/// it elements 4t..4t+3, so the two k orders agree (the dot is the same sum, exact in f32).
-#if defined(__CUDACC__)
-__host__ __device__
-#endif
-inline int64_t q8_kmajor_quant_index(int64_t nt, int64_t tok, int64_t blk, int e) {
-  const int h = e >> 4, t = (e >> 2) & 3, u = (e >> 1) & 1, v = e & 1;
-  return ((blk * 4 + 2 * h + u) * nt + tok) * 8 + 2 * t + v;
-}
-inline size_t q8_kmajor_scales_offset(int64_t nt, int64_t k) { return static_cast<size_t>(nt) * static_cast<size_t>(k) * 2; }
+inline size_t q8_kmajor_scales_offset(int64_t nt, int64_t k) { return static_cast<size_t>(nt) * static_cast<size_t>(k); }
 inline size_t q8_kmajor_sums_offset(int64_t nt, int64_t k) {
   return q8_kmajor_scales_offset(nt, k) + static_cast<size_t>(q8_kmajor_padded_tokens(nt)) * static_cast<size_t>(k / kQ8BlockElems) * 4;
 }
 inline size_t q8_kmajor_bytes(int64_t nt, int64_t k) {
   return q8_kmajor_sums_offset(nt, k) + static_cast<size_t>(q8_kmajor_padded_tokens(nt)) * static_cast<size_t>(k / kQ8BlockElems) * 4;
-}
-
-/// Bytes of MMQ activation scratch for up to max_nt tokens of k elements: room for any of the three
-/// layouts (the pad40 blocks, the decode layout up to kDecodeMaxTokens, the k-major layout).
-inline size_t q8_scratch_bytes(int64_t max_nt, int64_t k) {
-  const size_t pad40 = q8_activation_bytes(max_nt + 1, k);  // the decode layout's sums alignment included
-  const size_t kmajor = q8_kmajor_bytes(max_nt, k);
-  return pad40 > kmajor ? pad40 : kmajor;
 }
 
 /// x[nt][k] f32 (device) -> the k-major layout above (same rounding as launch_quantize_q8).

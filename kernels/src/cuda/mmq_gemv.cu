@@ -429,7 +429,7 @@ int launch_typed(const void* weights, int64_t od, int64_t k, const void* q8, int
   act.sum = reinterpret_cast<const int32_t*>(base + q8_decode_sums_offset(nt, k));
   const size_t row_bytes = static_cast<size_t>(k / (is_kquant(TYPE) ? 256 : 32)) * block_bytes(TYPE);
   return launch::dependent(mmq_gemv_kernel<TYPE, NT>, dim3(static_cast<unsigned>(grid)), dim3(kThreads), kSmem, stream,
-                           pdl, 1, static_cast<const uint8_t*>(weights), row_bytes, act, y, static_cast<int>(nt),
+                           pdl, static_cast<const uint8_t*>(weights), row_bytes, act, y, static_cast<int>(nt),
                            static_cast<int>(od), static_cast<int>(k / 32), static_cast<int>(row_blocks));
 }
 

@@ -54,18 +54,10 @@ constexpr int kConsumers = 256;  // threads of the two consumer warpgroups (warp
 constexpr int kConsumerWarps = kConsumers / 32;
 constexpr int kThreads = kConsumers + 128;              // and the producer warpgroup (warps 8..11)
 constexpr int kProducerRegs = 40, kConsumerRegs = 232;  // setmaxnreg: 128 x 40 + 256 x 232 <= 64K
-constexpr int kStages = 2;                                    // a stage is ~100 KB (the f16 quants 64)
-#ifndef QGATE_WGMMA_CLUSTER
-#define QGATE_WGMMA_CLUSTER 2
-#endif
-// CTAs of a cluster: neighbours along the weight rows, which read the same tokens. Each copies a
-// 1/kCluster slice of every stage's activations and multicasts it to all of them, so the L2 serves
-// the tokens once per cluster rather than once per CTA.
-constexpr int kCluster = QGATE_WGMMA_CLUSTER;
-static_assert(kCluster == 1 || kCluster == 2 || kCluster == 4, "a stage's 32 quant groups and 8 chunks split evenly");
-constexpr int kQuantBytes = kStageChunks * 4 * kTokCta * 16;  // a stage's B: [chunk][group][token][8 f16]
+constexpr int kStages = 3;
+constexpr int kQuantBytes = kStageChunks * 2 * kTokCta * 16;  // a stage's B: [chunk][half][token][16]
 constexpr int kScaleBytes = kStageChunks * kTokCta * 4;       // [chunk][token] f32
-constexpr int kGroupStride = kTokCta * 16;                    // between a chunk's 8-k groups of quants
+constexpr int kHalfStride = kTokCta * 16;                     // between a chunk's two 16-k halves
 constexpr int kProducers = kThreads - kConsumers;             // the producer warpgroup's threads
 static_assert(kProducers == kRowsCta, "on the cp.async path each producer thread copies one weight row");
 
@@ -81,7 +73,7 @@ __host__ __device__ constexpr int smem_bytes(int type) { return barriers_at(type
 // 8-token groups, all in 16-byte units; layout type 0 (no swizzle). The start address is the low
 // 14 bits, so a later chunk's descriptor is this one plus its offset / 16 (shared memory < 256 KB).
 __device__ __forceinline__ uint64_t kmajor_desc(uint32_t smem_byte_addr) {
-  return static_cast<uint64_t>((smem_byte_addr & 0x3ffffu) >> 4) | (static_cast<uint64_t>(kGroupStride >> 4) << 16) |
+  return static_cast<uint64_t>((smem_byte_addr & 0x3ffffu) >> 4) | (static_cast<uint64_t>(kHalfStride >> 4) << 16) |
          (static_cast<uint64_t>(128 >> 4) << 32);
 }
 
@@ -94,9 +86,9 @@ __device__ __forceinline__ void wgmma_wait() {
 }
 /// Orders every later use of d after the wgmma.wait_group before it (the registers are written
 /// asynchronously; without this the compiler may read them early).
-__device__ __forceinline__ void fence_operands(float (&d)[32]) {
+__device__ __forceinline__ void fence_operands(int (&d)[32]) {
 #pragma unroll
-  for (int i = 0; i < 32; ++i) asm volatile("" : "+f"(d[i])::"memory");
+  for (int i = 0; i < 32; ++i) asm volatile("" : "+r"(d[i])::"memory");
 }
 
 // mbarriers (PTX ISA, mbarrier): a stage's "full" barrier counts the producer's arrival with the
@@ -129,24 +121,6 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
 __device__ __forceinline__ void cp_async_arrive(uint32_t bar) {
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
 }
-/// An arrival on the barrier at `bar` (this CTA's shared address) in cluster CTA `rank`'s shared memory.
-__device__ __forceinline__ void mbar_arrive_cluster(uint32_t bar, uint32_t rank) {
-  asm volatile(
-      "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
-      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}\n" ::"r"(bar),
-      "r"(rank)
-      : "memory");
-}
-__device__ __forceinline__ uint32_t cluster_rank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
-/// Every thread of every CTA of the cluster meets here; what each wrote to shared memory before is
-/// visible to all after.
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
 /// Tensor copies of one box at element coordinates {x, y(, z)} of `map` into this CTA's shared memory.
 __device__ __forceinline__ void tensor_copy_2d(uint32_t dst, const CUtensorMap& map, int x, int y, uint32_t bar) {
   asm volatile(
@@ -163,24 +137,6 @@ __device__ __forceinline__ void tensor_copy_3d(uint32_t dst, const CUtensorMap& 
       "l"(reinterpret_cast<uint64_t>(&map)), "r"(x), "r"(y), "r"(z), "r"(bar)
       : "memory");
 }
-/// The same copies, landing at the same shared address in every CTA of the cluster whose bit is set
-/// in `ctas`, each completing on the barrier at `bar` in its own shared memory.
-__device__ __forceinline__ void tensor_multicast_2d(uint32_t dst, const CUtensorMap& map, int x, int y, uint32_t bar,
-                                                   uint16_t ctas) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster "
-      "[%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(dst),
-      "l"(reinterpret_cast<uint64_t>(&map)), "r"(x), "r"(y), "r"(bar), "h"(ctas)
-      : "memory");
-}
-__device__ __forceinline__ void tensor_multicast_3d(uint32_t dst, const CUtensorMap& map, int x, int y, int z,
-                                                   uint32_t bar, uint16_t ctas) {
-  asm volatile(
-      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster "
-      "[%0], [%1, {%2, %3, %4}], [%5], %6;\n" ::"r"(dst),
-      "l"(reinterpret_cast<uint64_t>(&map)), "r"(x), "r"(y), "r"(z), "r"(bar), "h"(ctas)
-      : "memory");
-}
 template <int N>
 __device__ __forceinline__ void setmaxnreg_inc() {
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
@@ -190,52 +146,24 @@ __device__ __forceinline__ void setmaxnreg_dec() {
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
 }
 
-/// D (64 rows x 64 tokens, f32) = A (64 x 16 f16) * B (16 x 64 f16), or D += A * B (_acc): this
-/// warp's 16 rows of A in registers (the m16n8k16 A fragment a0..a3), B K-major in shared memory,
-/// described by `desc`. Both operands hold integers (quants, |q| <= 128), so every product and sum is
-/// an integer below 2^24 and exact in f32: D is the same dot an s8 mma gives. The first form writes D
-/// only (scale-d = 0, an immediate): inputs to d, or a register for scale-d, would be values the
-/// compiler moves into the accumulators, and ptxas serializes every wgmma when a non-wgmma
-/// instruction touches the accumulators of one in flight; the second takes D from the wgmma before it
-/// in the same group. Register 4i + j of d holds row g + 8(j >> 1) of the warp's 16, token 8i + 2t + (j & 1).
-#define QGATE_WGMMA_D32(c)                                                                                        \
-  c(d[0]), c(d[1]), c(d[2]), c(d[3]), c(d[4]), c(d[5]), c(d[6]), c(d[7]), c(d[8]), c(d[9]), c(d[10]), c(d[11]),   \
-      c(d[12]), c(d[13]), c(d[14]), c(d[15]), c(d[16]), c(d[17]), c(d[18]), c(d[19]), c(d[20]), c(d[21]), c(d[22]), \
-      c(d[23]), c(d[24]), c(d[25]), c(d[26]), c(d[27]), c(d[28]), c(d[29]), c(d[30]), c(d[31])
-#define QGATE_WGMMA_OUT(x) "=f"(x)
-#define QGATE_WGMMA_INOUT(x) "+f"(x)
-#define QGATE_WGMMA_F16_ASM(scale_d)                                                                              \
-  "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                                                                    \
-  "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {"                                                         \
-  "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"                                                         \
-  "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31"                                                \
-  "}, {%32,%33,%34,%35}, %36, p, 1, 1, 0;\n}\n"
-__device__ __forceinline__ void wgmma_f16_m64n64k16(float (&d)[32], const uint32_t (&a)[4], uint64_t desc) {
-  asm volatile(QGATE_WGMMA_F16_ASM(0)
-               : QGATE_WGMMA_D32(QGATE_WGMMA_OUT)
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "n"(0));
-}
-__device__ __forceinline__ void wgmma_f16_m64n64k16_acc(float (&d)[32], const uint32_t (&a)[4], uint64_t desc) {
-  asm volatile(QGATE_WGMMA_F16_ASM(1)
-               : QGATE_WGMMA_D32(QGATE_WGMMA_INOUT)
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "n"(1));
-}
-#undef QGATE_WGMMA_F16_ASM
-#undef QGATE_WGMMA_INOUT
-#undef QGATE_WGMMA_OUT
-#undef QGATE_WGMMA_D32
-
-/// Two s8 of a fragment word as an f16 pair (low element in the low half), exact: bytes 2p and
-/// 2p + 1 of w, each x -> (x + 128) in a byte under the f16 exponent of 1024, minus 1152. Bytes known
-/// to be below 128 (UNSIGNED) skip the bias: 1024 + x, minus 1024.
-template <bool UNSIGNED>
-__device__ __forceinline__ uint32_t f16_pair(uint32_t w, int p) {
-  const uint32_t u = UNSIGNED ? w : w ^ 0x80808080u;
-  uint32_t h;
-  asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(h) : "r"(u), "r"(0x64646464u), "r"(p == 0 ? 0x5140u : 0x5342u));
-  uint32_t r;
-  asm("sub.rn.f16x2 %0, %1, %2;\n" : "=r"(r) : "r"(h), "r"(UNSIGNED ? 0x64006400u : 0x64806480u));
-  return r;
+/// D (64 rows x 64 tokens, s32) = A (64 x 32 s8) * B (32 x 64 s8): this warp's 16 rows of A in
+/// registers (the m16n8k32 A fragment a0..a3), B K-major in shared memory, described by `desc`. D is
+/// written only (scale-d = 0, an immediate): inputs to d, or a register for scale-d, would be values
+/// the compiler moves into the accumulators, and ptxas serializes every wgmma when a non-wgmma
+/// instruction touches the accumulators of one in flight. Register 4i + j of d holds row g + 8(j >> 1) of the
+/// warp's 16, token 8i + 2t + (j & 1).
+__device__ __forceinline__ void wgmma_m64n64k32(int (&d)[32], int a0, int a1, int a2, int a3, uint64_t desc) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8 {"
+      "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+      "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31"
+      "}, {%32,%33,%34,%35}, %36, p;\n}\n"
+      : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3]), "=r"(d[4]), "=r"(d[5]), "=r"(d[6]), "=r"(d[7]), "=r"(d[8]),
+        "=r"(d[9]), "=r"(d[10]), "=r"(d[11]), "=r"(d[12]), "=r"(d[13]), "=r"(d[14]), "=r"(d[15]), "=r"(d[16]),
+        "=r"(d[17]), "=r"(d[18]), "=r"(d[19]), "=r"(d[20]), "=r"(d[21]), "=r"(d[22]), "=r"(d[23]), "=r"(d[24]),
+        "=r"(d[25]), "=r"(d[26]), "=r"(d[27]), "=r"(d[28]), "=r"(d[29]), "=r"(d[30]), "=r"(d[31])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "n"(0));
 }
 #endif
 
@@ -243,7 +171,7 @@ __device__ __forceinline__ uint32_t f16_pair(uint32_t w, int p) {
 // through them alone.
 struct TensorMaps {
   CUtensorMap w;    // weights as uint16 [od][row_bytes / 2], box [128][window / 2]; valid when tiled_weights
-  CUtensorMap q;    // quants as uint8 [k/32 * 4][nt][16] (launchers.h's k-major layout, 8 f16 a row), box [16][128][32]
+  CUtensorMap q;    // quants as uint8 [k/32 * 2][nt][16] (launchers.h's k-major layout), box [16][128][16]
   CUtensorMap d;    // scales as f32 [k/32][ntp], box [8][128]
   CUtensorMap sum;  // sums, the same
 };
@@ -253,7 +181,6 @@ struct CtaProblem {
   const uint8_t* w;
   size_t row_bytes;
   int nt, od, row0, tok0, nst;
-  int rank;            // in the cluster: which slice of each stage's activations this CTA copies
   bool tiled_weights;  // the weights come as one tensor copy per stage, from a 16-byte line of each row
   const TensorMaps* maps;
   uint8_t* smem;
@@ -307,26 +234,14 @@ __device__ void produce(const CtaProblem& p) {
     if (leader)
       mbar_arrive_expect_tx(full_bar(p, kBars, buf), kActBytes + (p.tiled_weights ? kRowsCta * kPitch : 0));
   };
-  // This CTA's slice of the stage's activations: quant groups and chunks [rank, rank + 1) / kCluster
-  // of the stage, to the same place in every CTA of the cluster.
   const auto issue_acts = [&](int st, int buf) {
     if (!leader) return;
-    constexpr int kGroups = 4 * kStageChunks / kCluster, kChunks = kStageChunks / kCluster;
-    const uint32_t base = smem_addr(p.smem + buf * kStage);
+    uint8_t* base = p.smem + buf * kStage;
     const uint32_t bar = full_bar(p, kBars, buf);
-    const uint32_t q = base + p.rank * (kQuantBytes / kCluster);
-    const uint32_t d = base + kQuantBytes + p.rank * (kScaleBytes / kCluster);
-    const int z = st * 4 * kStageChunks + p.rank * kGroups, y = st * kStageChunks + p.rank * kChunks;
-    if constexpr (kCluster == 1) {
-      tensor_copy_3d(q, p.maps->q, 0, p.tok0, z, bar);
-      tensor_copy_2d(d, p.maps->d, p.tok0, y, bar);
-      if constexpr (has_min(TYPE)) tensor_copy_2d(d + kScaleBytes, p.maps->sum, p.tok0, y, bar);
-    } else {
-      constexpr uint16_t kAll = (1u << kCluster) - 1u;
-      tensor_multicast_3d(q, p.maps->q, 0, p.tok0, z, bar, kAll);
-      tensor_multicast_2d(d, p.maps->d, p.tok0, y, bar, kAll);
-      if constexpr (has_min(TYPE)) tensor_multicast_2d(d + kScaleBytes, p.maps->sum, p.tok0, y, bar, kAll);
-    }
+    tensor_copy_3d(smem_addr(base), p.maps->q, 0, p.tok0, st * kStageChunks * 2, bar);
+    tensor_copy_2d(smem_addr(base + kQuantBytes), p.maps->d, p.tok0, st * kStageChunks, bar);
+    if constexpr (has_min(TYPE))
+      tensor_copy_2d(smem_addr(base + kQuantBytes + kScaleBytes), p.maps->sum, p.tok0, st * kStageChunks, bar);
   };
 
   const int pre = min(kStages, p.nst);
@@ -384,36 +299,6 @@ __device__ __forceinline__ StageView stage_view(const CtaProblem& p, int st, int
   return v;
 }
 
-// The quants of a fragment word are unsigned (and below 128) for the min-carrying types.
-__host__ __device__ constexpr bool frag_unsigned(int type) {
-  return type == kQ4_1 || type == kQ5_1 || type == kQ4_K || type == kQ5_K;
-}
-
-// One 32-k chunk of this thread's two fragment rows: their scales (r0 = row r_lo, r1 = r_lo + 8) and
-// the f16 A fragments of the chunk's two 16-k halves, a[h] = {r0 k 4t,4t+1; r1 the same; r0 k
-// 4t+2,4t+3; r1 the same} of half h (q8_kmajor_quant_index puts the tokens' quants in that order).
-struct ChunkA {
-  Frag r0, r1;
-  uint32_t a[2][4];
-};
-template <int TYPE>
-__device__ __forceinline__ ChunkA chunk_a(const StageView& v, int c, int t) {
-  constexpr bool kU = frag_unsigned(TYPE);
-  ChunkA x;
-  x.r0 = decode_frag<TYPE>(v.s0, c, t);
-  x.r1 = decode_frag<TYPE>(v.s1, c, t);
-  const uint32_t w[2][2] = {{static_cast<uint32_t>(x.r0.lo), static_cast<uint32_t>(x.r1.lo)},
-                            {static_cast<uint32_t>(x.r0.hi), static_cast<uint32_t>(x.r1.hi)}};
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    x.a[h][0] = f16_pair<kU>(w[h][0], 0);
-    x.a[h][1] = f16_pair<kU>(w[h][1], 0);
-    x.a[h][2] = f16_pair<kU>(w[h][0], 1);
-    x.a[h][3] = f16_pair<kU>(w[h][1], 1);
-  }
-  return x;
-}
-
 template <int TYPE>
 __device__ void consume(const CtaProblem& p, float* __restrict__ y) {
   constexpr int kBars = barriers_at(TYPE);
@@ -426,32 +311,28 @@ __device__ void consume(const CtaProblem& p, float* __restrict__ y) {
   float acc[64];
 #pragma unroll
   for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
-  // Integer dots (as exact f32) of the two 64-token halves (A: tokens 0..63, B: 64..127), used in
-  // turn so that one half's wgmma runs on the tensor cores while the other half is promoted; q6_K has
-  // a second pair for its k16..31 halves.
+  // Integer dots of the two 64-token halves (A: tokens 0..63, B: 64..127), used in turn so that one
+  // half's wgmma runs on the tensor cores while the other half is promoted; q6_K has a second pair
+  // for its k16..31 halves.
   constexpr int kHiDots = TYPE == kQ6_K ? 32 : 1;
-  float dot_a[32], dot_b[32], hi_a[kHiDots], hi_b[kHiDots];  // written by the wgmmas only
+  int dot_a[32], dot_b[32], hi_a[kHiDots], hi_b[kHiDots];  // written by the wgmmas only
 
-  // Chunk c's wgmma(s) of stage view v for one 64-token half, as one commit group: k 0..15 (quant
-  // groups 0-1) and k 16..31 (groups 2-3), added in one dot, or for q6_K kept apart.
-  const auto mma_issue = [&](const StageView& v, int c, int half, float(&d)[32], float(&d_hi)[kHiDots],
-                             const ChunkA& x) {
-    const uint64_t desc = v.desc + static_cast<uint64_t>((c * 4 * kGroupStride + half * 64 * 16) >> 4);
-    const uint64_t desc_hi = desc + static_cast<uint64_t>((2 * kGroupStride) >> 4);
+  // Chunk c's wgmma(s) of stage view v for one 64-token half, as one commit group.
+  const auto mma_issue = [&](const StageView& v, int c, int half, int(&d)[32], int(&d_hi)[kHiDots], const Frag& f0,
+                             const Frag& f1) {
+    const uint64_t desc = v.desc + static_cast<uint64_t>((c * 2 * kHalfStride + half * 64 * 16) >> 4);
     wgmma_fence();
-    wgmma_f16_m64n64k16(d, x.a[0], desc);
     if constexpr (TYPE == kQ6_K) {
-      wgmma_f16_m64n64k16(d_hi, x.a[1], desc_hi);  // k 16..31: scales[2s+1]
+      wgmma_m64n64k32(d, f0.lo, f1.lo, 0, 0, desc);     // k 0..15: scales[2s]
+      wgmma_m64n64k32(d_hi, 0, 0, f0.hi, f1.hi, desc);  // k 16..31: scales[2s+1]
     } else {
-      wgmma_f16_m64n64k16_acc(d, x.a[1], desc_hi);
+      wgmma_m64n64k32(d, f0.lo, f1.lo, f0.hi, f1.hi, desc);
     }
     wgmma_commit();
   };
   // Chunk c's dots of one half folded into the accumulators, once its group has completed.
-  const auto promote = [&](const StageView& v, int c, int half, float(&d)[32], float(&d_hi)[kHiDots],
-                           const ChunkA& x) {
-    const Frag& f0 = x.r0;
-    const Frag& f1 = x.r1;
+  const auto promote = [&](const StageView& v, int c, int half, int(&d)[32], int(&d_hi)[kHiDots], const Frag& f0,
+                           const Frag& f1) {
     fence_operands(d);
     if constexpr (TYPE == kQ6_K) fence_operands(d_hi);
     // Tokens 8i + 2t and 8i + 2t + 1 of the half for i = 2m, 2m + 1: one 16-byte load at slot
@@ -471,8 +352,8 @@ __device__ void consume(const CtaProblem& p, float* __restrict__ y) {
       for (int j = 0; j < 4; ++j) {
         const Frag& f = j < 2 ? f0 : f1;
         const bool odd = (j & 1) != 0;
-        float v2 = f.ds0 * d[4 * i + j];
-        if constexpr (TYPE == kQ6_K) v2 = fmaf(f.ds1, d_hi[4 * i + j], v2);
+        float v2 = f.ds0 * static_cast<float>(d[4 * i + j]);
+        if constexpr (TYPE == kQ6_K) v2 = fmaf(f.ds1, static_cast<float>(d_hi[4 * i + j]), v2);
         if constexpr (kMin) v2 = fmaf(f.dm, odd ? sa.y : sa.x, v2);
         float& a = acc[half * 32 + 4 * i + j];
         a = fmaf(odd ? da.y : da.x, v2, a);
@@ -481,18 +362,9 @@ __device__ void consume(const CtaProblem& p, float* __restrict__ y) {
   };
   // The wgmma instructions are .aligned: a warp reaches them converged, so each of these ends with
   // __syncwarp (the lanes can leave the wait loop in different rounds).
-  // A stage is free once the consumers of every CTA of the cluster are done with it: the producers
-  // multicast into all of them.
   const auto release = [&](int buf) {
     __syncwarp();
-    if (lane == 0) {
-      if constexpr (kCluster == 1) {
-        mbar_arrive(empty_bar(p, kBars, buf));
-      } else {
-#pragma unroll
-        for (int r = 0; r < kCluster; ++r) mbar_arrive_cluster(empty_bar(p, kBars, buf), static_cast<uint32_t>(r));
-      }
-    }
+    if (lane == 0) mbar_arrive(empty_bar(p, kBars, buf));
     __syncwarp();
   };
   const auto await = [&](int st, int buf) {
@@ -508,13 +380,13 @@ __device__ void consume(const CtaProblem& p, float* __restrict__ y) {
       await(st, v.buf);
 #pragma unroll 1
       for (int c = 0; c < kStageChunks; ++c) {
-        const ChunkA x = chunk_a<TYPE>(v, c, t);
-        mma_issue(v, c, 0, dot_a, hi_a, x);
-        mma_issue(v, c, 1, dot_b, hi_b, x);
+        const Frag f0 = decode_frag<TYPE>(v.s0, c, t), f1 = decode_frag<TYPE>(v.s1, c, t);
+        mma_issue(v, c, 0, dot_a, hi_a, f0, f1);
+        mma_issue(v, c, 1, dot_b, hi_b, f0, f1);
         wgmma_wait<1>();
-        promote(v, c, 0, dot_a, hi_a, x);
+        promote(v, c, 0, dot_a, hi_a, f0, f1);
         wgmma_wait<0>();
-        promote(v, c, 1, dot_b, hi_b, x);
+        promote(v, c, 1, dot_b, hi_b, f0, f1);
       }
       release(v.buf);
     }
@@ -528,29 +400,30 @@ __device__ void consume(const CtaProblem& p, float* __restrict__ y) {
     for (int st = 0; st < p.nst; ++st) {
       const StageView v = stage_view<TYPE>(p, st, r_lo);
       await(st, v.buf);
-      ChunkA x = chunk_a<TYPE>(v, 0, t);
-      mma_issue(v, 0, 0, dot_a, hi_a, x);
-      mma_issue(v, 0, 1, dot_b, hi_b, x);
+      Frag x0 = decode_frag<TYPE>(v.s0, 0, t), x1 = decode_frag<TYPE>(v.s1, 0, t);
+      mma_issue(v, 0, 0, dot_a, hi_a, x0, x1);
+      mma_issue(v, 0, 1, dot_b, hi_b, x0, x1);
 #pragma unroll
       for (int c = 0; c < kStageChunks; c += 2) {
         wgmma_wait<1>();  // (c, half 0) is done; (c, half 1) may still run
-        promote(v, c, 0, dot_a, hi_a, x);
-        const ChunkA y = chunk_a<TYPE>(v, c + 1, t);
-        mma_issue(v, c + 1, 0, dot_a, hi_a, y);
+        promote(v, c, 0, dot_a, hi_a, x0, x1);
+        const Frag y0 = decode_frag<TYPE>(v.s0, c + 1, t), y1 = decode_frag<TYPE>(v.s1, c + 1, t);
+        mma_issue(v, c + 1, 0, dot_a, hi_a, y0, y1);
         wgmma_wait<1>();  // (c, half 1) is done
-        promote(v, c, 1, dot_b, hi_b, x);
-        mma_issue(v, c + 1, 1, dot_b, hi_b, y);
+        promote(v, c, 1, dot_b, hi_b, x0, x1);
+        mma_issue(v, c + 1, 1, dot_b, hi_b, y0, y1);
         wgmma_wait<1>();  // (c + 1, half 0) is done
-        promote(v, c + 1, 0, dot_a, hi_a, y);
+        promote(v, c + 1, 0, dot_a, hi_a, y0, y1);
         if (c + 2 < kStageChunks) {
-          x = chunk_a<TYPE>(v, c + 2, t);
-          mma_issue(v, c + 2, 0, dot_a, hi_a, x);
+          x0 = decode_frag<TYPE>(v.s0, c + 2, t);
+          x1 = decode_frag<TYPE>(v.s1, c + 2, t);
+          mma_issue(v, c + 2, 0, dot_a, hi_a, x0, x1);
           wgmma_wait<1>();  // (c + 1, half 1) is done
         } else {
           wgmma_wait<0>();
         }
-        promote(v, c + 1, 1, dot_b, hi_b, y);
-        if (c + 2 < kStageChunks) mma_issue(v, c + 2, 1, dot_b, hi_b, x);
+        promote(v, c + 1, 1, dot_b, hi_b, y0, y1);
+        if (c + 2 < kStageChunks) mma_issue(v, c + 2, 1, dot_b, hi_b, x0, x1);
       }
       release(v.buf);  // every wgmma and load of this warp on the stage is done
     }
@@ -582,23 +455,17 @@ __global__ void __launch_bounds__(kThreads, 1)
   p.row0 = blockIdx.x * kRowsCta;
   p.tok0 = blockIdx.y * kTokCta;
   p.nst = nchunks / kStageChunks;  // k % 256 == 0 (launch_mmq_wgmma)
-  p.rank = kCluster == 1 ? 0 : static_cast<int>(cluster_rank());
   p.tiled_weights = tiled_weights;
   p.maps = &maps;
   p.smem = smem;
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
       mbar_init(full_bar(p, barriers_at(TYPE), s), tiled_weights ? 1 : 1 + kProducers);
-      mbar_init(empty_bar(p, barriers_at(TYPE), s), kConsumerWarps * kCluster);
+      mbar_init(empty_bar(p, barriers_at(TYPE), s), kConsumerWarps);
     }
     mbar_init_fence();
   }
-  // No CTA multicasts into another before that one's barriers exist.
-  if constexpr (kCluster == 1) {
-    __syncthreads();
-  } else {
-    cluster_sync();
-  }
+  __syncthreads();
   if (threadIdx.x >= kConsumers) {
     setmaxnreg_dec<kProducerRegs>();
     produce<TYPE>(p);
@@ -606,8 +473,6 @@ __global__ void __launch_bounds__(kThreads, 1)
     setmaxnreg_inc<kConsumerRegs>();
     consume<TYPE>(p, y);
   }
-  // Nor leaves while another may still multicast into it or arrive on its barriers.
-  if constexpr (kCluster > 1) cluster_sync();
 #endif
 }
 
@@ -672,21 +537,17 @@ int launch_typed(const void* weights, int64_t od, int64_t k, const void* q8, int
       (reinterpret_cast<uintptr_t>(weights) & 15u) == 0 && row_bytes % 16 == 0 &&
       encode_tiled(&maps.w, CU_TENSOR_MAP_DATA_TYPE_UINT16, weights, {row_bytes / 2, static_cast<uint64_t>(od)},
                    {row_bytes}, {static_cast<uint32_t>(window_row_bytes(TYPE) / 2), kRowsCta}) == 0;
-  // The activations' boxes are a CTA's slice of a stage (the cluster multicasts the rest).
-  if (int rc = encode_tiled(&maps.q, CU_TENSOR_MAP_DATA_TYPE_UINT8, quants, {16, static_cast<uint64_t>(nt), nb * 4},
-                            {16, static_cast<uint64_t>(nt) * 16}, {16, kTokCta, 4 * kStageChunks / kCluster}))
+  if (int rc = encode_tiled(&maps.q, CU_TENSOR_MAP_DATA_TYPE_UINT8, quants, {16, static_cast<uint64_t>(nt), nb * 2},
+                            {16, static_cast<uint64_t>(nt) * 16}, {16, kTokCta, 2 * kStageChunks}))
     return rc;
-  if (int rc = encode_tiled(&maps.d, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, scales, {ntp, nb}, {ntp * 4},
-                            {kTokCta, kStageChunks / kCluster}))
+  if (int rc =
+          encode_tiled(&maps.d, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, scales, {ntp, nb}, {ntp * 4}, {kTokCta, kStageChunks}))
     return rc;
   if (int rc = encode_tiled(&maps.sum, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, sums, {ntp, nb}, {ntp * 4},
-                            {kTokCta, kStageChunks / kCluster}))
+                            {kTokCta, kStageChunks}))
     return rc;
-  // Row tiles rounded up to whole clusters; a tile past od computes zeros and stores nothing.
-  const int64_t row_tiles = (od + kRowsCta - 1) / kRowsCta;
-  const dim3 grid(static_cast<unsigned>((row_tiles + kCluster - 1) / kCluster * kCluster),
-                  static_cast<unsigned>((nt + kTokCta - 1) / kTokCta));
-  return launch::dependent(mmq_wgmma_kernel<TYPE>, grid, dim3(kThreads), kSmem, stream, pdl, kCluster, maps, tiled_weights,
+  const dim3 grid(static_cast<unsigned>((od + kRowsCta - 1) / kRowsCta), static_cast<unsigned>((nt + kTokCta - 1) / kTokCta));
+  return launch::dependent(mmq_wgmma_kernel<TYPE>, grid, dim3(kThreads), kSmem, stream, pdl, maps, tiled_weights,
                            static_cast<const uint8_t*>(weights), row_bytes, y, static_cast<int>(nt),
                            static_cast<int>(od), static_cast<int>(k / 32));
 }
