@@ -212,6 +212,53 @@ TEST(CudaBackend, RunsAreBitIdentical) {
   }
 }
 
+// Calls queued back to back on one prepared GEMM share its activation scratch, and on sm_90 each
+// call's quantizer is launched before the GEMM ahead of it has finished: it must not write the
+// scratch before that GEMM is done reading it. Three calls (x1, x2, x1) queued without a sync must
+// give what the same calls give one at a time, bit for bit, at every kernel's token counts.
+TEST(CudaBackend, BackToBackCallsOnOneScratchMatchOneByOne) {
+  const int64_t od = 4096, k = 14336, max_nt = 130;
+  for (WeightType type : {WeightType::q4_0, WeightType::q6_K}) {
+    const auto w = uniform(static_cast<size_t>(od * k), 90);
+    const auto blocks = quant::quantize_matrix(type, w.data(), od, k);
+    CallResult error;
+    auto backend = make_cuda_backend(GemmPath::mmq, 0, &error);
+    ASSERT_NE(backend, nullptr) << error.message;
+    std::unique_ptr<PreparedGemm> gemm;
+    const CallResult prepared = backend->prepare(type, od, k, blocks.data(), max_nt, &gemm);
+    ASSERT_TRUE(prepared) << prepared.message;
+    for (int64_t nt : {int64_t{1}, int64_t{2}, int64_t{8}, max_nt}) {
+      const auto x1 = uniform(static_cast<size_t>(nt * k), 91), x2 = uniform(static_cast<size_t>(nt * k), 92);
+      const size_t ybytes = static_cast<size_t>(nt * od) * sizeof(float);
+      DeviceBuffer dx1(x1.size() * 4), dx2(x2.size() * 4), dy1(ybytes), dy2(ybytes), dy3(ybytes);
+      ASSERT_CUDA(cudaMemcpy(dx1.get(), x1.data(), dx1.bytes(), cudaMemcpyHostToDevice));
+      ASSERT_CUDA(cudaMemcpy(dx2.get(), x2.data(), dx2.bytes(), cudaMemcpyHostToDevice));
+      const auto one_by_one = [&](const DeviceBuffer& dx, std::vector<float>* y) {
+        ASSERT_TRUE(gemm->run(dx.get<float>(), nt, dy1.get<float>(), nullptr));
+        ASSERT_CUDA(cudaDeviceSynchronize());
+        y->resize(static_cast<size_t>(nt * od));
+        ASSERT_CUDA(cudaMemcpy(y->data(), dy1.get(), ybytes, cudaMemcpyDeviceToHost));
+      };
+      std::vector<float> want1, want2;
+      one_by_one(dx1, &want1);
+      one_by_one(dx2, &want2);
+      if (::testing::Test::HasFatalFailure()) return;
+      ASSERT_NE(std::memcmp(want1.data(), want2.data(), ybytes), 0) << "the two activations must give different outputs";
+      ASSERT_TRUE(gemm->run(dx1.get<float>(), nt, dy1.get<float>(), nullptr));
+      ASSERT_TRUE(gemm->run(dx2.get<float>(), nt, dy2.get<float>(), nullptr));
+      ASSERT_TRUE(gemm->run(dx1.get<float>(), nt, dy3.get<float>(), nullptr));
+      ASSERT_CUDA(cudaDeviceSynchronize());
+      std::vector<float> got(static_cast<size_t>(nt * od));
+      for (const auto& [buf, want, which] :
+           {std::tuple{&dy1, &want1, "first"}, std::tuple{&dy2, &want2, "second"}, std::tuple{&dy3, &want1, "third"}}) {
+        ASSERT_CUDA(cudaMemcpy(got.data(), buf->get(), ybytes, cudaMemcpyDeviceToHost));
+        EXPECT_EQ(std::memcmp(got.data(), want->data(), ybytes), 0)
+            << quant::traits(type).name << " nt " << nt << ": the " << which << " of three queued calls differs";
+      }
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // The quantizer must agree with the CPU bit for bit, including ties (x/d exactly k + 0.5), an all
 // zero block (d = 0), a block whose d underflows f16 and a block of large values.

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "cuda/kernel_launch.cuh"
 #include "cuda/launchers.h"
 
 namespace qgate::cuda {
@@ -65,6 +66,9 @@ __global__ void __launch_bounds__(kQuantThreads)
   // A GEMM launched as this kernel's programmatic dependent may start now: it waits for this grid's
   // results (griddepcontrol.wait) before it reads any, and streams its weights meanwhile.
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+  // This kernel is itself a programmatic dependent of the work before it (the last GEMM, or what
+  // wrote x): nothing is read or written before that work is complete.
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
 #endif
   const int j = threadIdx.x & (kLanesPerBlock - 1);
   const int64_t blk = static_cast<int64_t>(blockIdx.x) * kBlocksPerCta + (threadIdx.x / kLanesPerBlock);
@@ -132,9 +136,12 @@ int launch_quantize(const float* x, int64_t nt, int64_t k, void* q8_out, void* s
   const int64_t grid = (total + kBlocksPerCta - 1) / kBlocksPerCta;
   if (grid > 0x7fffffffLL) return static_cast<int>(cudaErrorInvalidValue);
   const bool vec_loads = (reinterpret_cast<uintptr_t>(x) & 15u) == 0;  // rows are 128-byte multiples
-  quantize_q8_kernel<<<static_cast<unsigned>(grid), kQuantThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-      x, total, blocks_per_row, k, vec_loads, static_cast<uint8_t*>(q8_out), layout);
-  return static_cast<int>(cudaGetLastError());
+  bool pdl = false;
+  if (const cudaError_t e = launch::prepare<quantize_q8_kernel<Layout>>(0, &pdl); e != cudaSuccess)
+    return static_cast<int>(e);
+  return launch::dependent(quantize_q8_kernel<Layout>, dim3(static_cast<unsigned>(grid)), dim3(kQuantThreads), 0,
+                           static_cast<cudaStream_t>(stream), pdl, x, total, blocks_per_row, k, vec_loads,
+                           static_cast<uint8_t*>(q8_out), layout);
 }
 
 __global__ void f32_to_f16_kernel(const float* __restrict__ x, __half* __restrict__ y, int64_t n) {

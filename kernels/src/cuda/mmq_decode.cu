@@ -141,6 +141,9 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  // The next call's quantizer may launch now: it waits for this grid to complete before it touches
+  // anything, so its launch overlaps this kernel's work instead of following it.
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
   for (int st = st_begin; st < st_end; ++st) {
     const int buf = (st - st_begin) % kStages;

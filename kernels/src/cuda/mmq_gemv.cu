@@ -289,6 +289,9 @@ __global__ void __launch_bounds__(kThreads)
   for (int p = 0; p < kStages - 1; ++p) issue_next(p);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  // The next call's quantizer may launch now: it waits for this grid to complete before it touches
+  // anything, so its launch overlaps this kernel's work instead of following it.
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
   int item = 0;  // items consumed, for the ring buffer index
   for (int j = 0; j < my_blocks; ++j) {
