@@ -3,7 +3,7 @@
 # (the reference build with bytes appended, so it is its own build) against the reference build, with
 # stand-ins for ggml's test-backend-ops (two perf rows in its SQL format) and for qgate-ggml-mul-mat (its
 # JSON, preferred where both have a figure). The campaign must
-# run every job to its end, put both builds' benchmarks and the ggml rows in table.md and summary.json,
+# run every job to its end (the gate and the A/B with the timing asked for), put both builds' benchmarks and the ggml rows in table.md and summary.json,
 # and refuse bad arguments with exit 2 before it writes anything.
 # Usage: kernel_campaign_cpu_test.sh SOURCE_DIR BIN_DIR REF_LIBRARY WORK_DIR
 set -euo pipefail
@@ -45,6 +45,7 @@ bash "$campaign" "$work/bad3" cand="$work/cand.so" cand="$work/base.so" 2>"$work
 bash "$campaign" "$work/bad4" cand="$work/cand.so" --fast 2>"$work/bad4.err"; rc4=$?
 QGATE_CAMPAIGN_BACK_TO_BACK=0 bash "$campaign" "$work/bad5" cand="$work/cand.so" 2>"$work/bad5.err"; rc5=$?
 QGATE_GGML_MULMAT_SECONDS=0 bash "$campaign" "$work/bad6" cand="$work/cand.so" 2>"$work/bad6.err"; rc6=$?
+QGATE_CAMPAIGN_TIMING=wall bash "$campaign" "$work/bad7" cand="$work/cand.so" 2>"$work/bad7.err"; rc7=$?
 set -e
 check '[ $rc1 -eq 2 ] && grep -q "is not NAME=BUILD.so" "$work/bad1.err"' "a build without a name is refused"
 check '[ $rc2 -eq 2 ] && grep -q "no build at" "$work/bad2.err"' "a missing build is refused"
@@ -52,14 +53,15 @@ check '[ $rc3 -eq 2 ] && grep -q "two names" "$work/bad3.err"' "two builds of on
 check '[ $rc4 -eq 2 ] && grep -q "unknown argument" "$work/bad4.err"' "an unknown option is refused"
 check '[ $rc5 -eq 2 ] && grep -q "not a positive count" "$work/bad5.err"' "a back-to-back count of 0 is refused"
 check '[ $rc6 -eq 2 ] && grep -q "not a positive number of seconds" "$work/bad6.err"' "0 seconds per ggml case is refused"
-check '[ ! -e "$work/bad1" ] && [ ! -e "$work/bad2" ] && [ ! -e "$work/bad3" ] && [ ! -e "$work/bad4" ] && [ ! -e "$work/bad5" ] && [ ! -e "$work/bad6" ]' \
+check '[ $rc7 -eq 2 ] && grep -q "neither gemm nor pass" "$work/bad7.err"' "a timing other than gemm or pass is refused"
+check '[ ! -e "$work/bad1" ] && [ ! -e "$work/bad2" ] && [ ! -e "$work/bad3" ] && [ ! -e "$work/bad4" ] && [ ! -e "$work/bad5" ] && [ ! -e "$work/bad6" ] && [ ! -e "$work/bad7" ]' \
   "a refusal writes nothing"
 
 set +e
 QGATE_CAMPAIGN_BACKEND=cpu QGATE_BIN_DIR="$bin" QGATE_CAMPAIGN_TYPES=q4_0,q6_K QGATE_CAMPAIGN_NT=16 \
   QGATE_CAMPAIGN_ODK=256x512 QGATE_CAMPAIGN_GATE_TOKENS=16 QGATE_CAMPAIGN_PARITY=none \
   QGATE_GGML_BENCH="$work/fake-test-backend-ops" QGATE_GGML_MULMAT="$work/fake-ggml-mul-mat" QGATE_CAMPAIGN_BACK_TO_BACK=3 \
-  QGATE_GGML_MULMAT_SECONDS=0.25 \
+  QGATE_GGML_MULMAT_SECONDS=0.25 QGATE_CAMPAIGN_TIMING=pass \
   bash "$campaign" "$work/run" cand="$work/cand.so" base="$work/base.so" --quick >"$work/campaign.out" 2>&1
 rc=$?
 set -e
@@ -90,4 +92,10 @@ assert b2b and all(t[\"calls_per_sample\"] == 3 for t in b2b), b2b
 "' "summary.json: the three jobs done with verdicts, the rows with both builds (isolated and back to back) and ggml's figure"
 check 'grep -q -- "--min-seconds 0.25 " "$work/ggml-mul-mat-args.txt"' "the campaign gives qgate-ggml-mul-mat its seconds per case"
 check '[ -s "$run/export.json" ] && [ -s "$run/bench-cand.json" ] && [ -s "$run/bench-base.json" ]' "the export and both benchmarks are kept"
+check 'python3 -c "
+import json, glob
+jobs = [json.load(open(f)) for f in glob.glob(\"$run/job-*.json\")]
+runs = [j for j in jobs if \"TIMING_MODE_PASS\" in json.dumps(j)]
+assert len(jobs) == 3 and len(runs) == 2, (len(jobs), len(runs))
+"' "the gate and the A/B ran with pass timing (QGATE_CAMPAIGN_TIMING=pass)"
 exit $failed
