@@ -116,14 +116,44 @@ __host__ __device__ constexpr int quant_offset(int type) { return type == kQ4_0 
 // quant_offset), the scales ds (k 0..15) and ds1 (k 16..31; they differ only for q6_K) and the min
 // term's dm. Same numbers as decode_frag. Legacy types read the chunk as aligned words; the
 // K-quants, whose chunks are sub-blocks of a super-block (`c` = 8 * super-block + sub-block), take
-// decode_frag's four quarters.
+// decode_frag's four quarters, or (q4_K and q5_K from 16-byte aligned weights, `aligned`) their
+// runs of quants as 16-byte words.
 struct ChunkWords {
   uint32_t lo[4], hi[4];
   float ds, ds1, dm;
 };
 template <int TYPE>
-__device__ __forceinline__ ChunkWords chunk_words(const uint8_t* s, int c) {
+__device__ __forceinline__ ChunkWords chunk_words(const uint8_t* s, int c, bool aligned) {
   ChunkWords q;
+  if constexpr (TYPE == kQ4_K || TYPE == kQ5_K) {
+    if (aligned) {
+      // A 16-byte aligned super-block: the chunk's quants (and q5_K's fifth bits) are 16-byte
+      // aligned runs of 32 bytes, read as two 16-byte loads each instead of decode_frag's eight
+      // 2-byte loads per run; the same words, so the same numbers.
+      const uint8_t* sb = s + (c >> 3) * block_bytes(TYPE);
+      const int sub = c & 7, shift = (sub & 1) * 4;
+      const uint8_t* qs = sb + (TYPE == kQ4_K ? 16 : 48) + 32 * (sub >> 1);
+      // Elements 0..15 (lo) from the first 16 bytes, 16..31 (hi) from the next; q5_K's fifth bits
+      // (bit `sub` of qh[l] for element l) the same way from qh.
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const uint4 v = *reinterpret_cast<const uint4*>(qs + 16 * half);
+        const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+        uint32_t* out = half == 0 ? q.lo : q.hi;
+#pragma unroll
+        for (int t = 0; t < 4; ++t) out[t] = (w[t] >> shift) & 0x0f0f0f0fu;
+        if constexpr (TYPE == kQ5_K) {
+          const uint4 hv = *reinterpret_cast<const uint4*>(sb + 16 + 16 * half);
+          const uint32_t h[4] = {hv.x, hv.y, hv.z, hv.w};
+#pragma unroll
+          for (int t = 0; t < 4; ++t) out[t] |= ((h[t] >> sub) & 0x01010101u) << 4;
+        }
+      }
+      kquant_chunk_scales<TYPE>(sb, sub, &q.ds, &q.dm);
+      q.ds1 = q.ds;
+      return q;
+    }
+  }
   if constexpr (is_kquant(TYPE)) {
     const uint8_t* sb = s + (c >> 3) * block_bytes(TYPE);
 #pragma unroll
@@ -182,7 +212,7 @@ __device__ __forceinline__ void group_barrier(int group) {
 }
 
 template <int TYPE, int NT>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, NT == 1 ? 3 : 1)
     mmq_gemv_kernel(const uint8_t* __restrict__ w, size_t row_bytes, GemvActs act, float* __restrict__ y, int nt,
                     int od, int nchunks, int row_blocks) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -229,6 +259,9 @@ __global__ void __launch_bounds__(kThreads)
     return w + static_cast<size_t>(min(rb * kRowsCta + group * kRpw + r, od - 1)) * row_bytes + base_bytes;
   };
   const uint32_t ring_s = smem_addr(ring) + 16u * lane;  // this lane's first line in the ring
+  // K-quant rows are whole 144- or 176-byte super-blocks, multiples of 16 bytes, and so is every
+  // share's start: with 16-byte aligned weights, every super-block in the ring is 16-byte aligned.
+  const bool aligned = (reinterpret_cast<uintptr_t>(w) & 15u) == 0;
   // Where a stage that starts at `p` begins inside its first 16-byte line.
   const auto lead_of = [](const uint8_t* p) -> int {
     return static_cast<int>(static_cast<uint32_t>(reinterpret_cast<uintptr_t>(p)) & 15u);
@@ -346,7 +379,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
         for (int r = 0; r < kRpw; ++r) {
           const uint8_t* s = ring + buf * kWindow + r * kPitch + lead[r];
-          const ChunkWords q = chunk_words<TYPE>(s, c);
+          const ChunkWords q = chunk_words<TYPE>(s, c, aligned);
 #pragma unroll
           for (int n = 0; n < NT; ++n) {
             const uint4& a0 = aq[i][n][0];

@@ -33,6 +33,18 @@ __device__ __forceinline__ uint32_t lds_u16(const uint8_t* p) { return *reinterp
 // Block fields are 2-byte aligned at best (18-, 22-, 34- and 210-byte blocks).
 __device__ __forceinline__ uint32_t lds_u32(const uint8_t* p) { return lds_u16(p) | (lds_u16(p + 2) << 16); }
 
+// The scales of K-quant (q4_K, q5_K) sub-block `c` of the super-block at `s`: ds for its quants and
+// dm for its min term (the quants' dot is ds * dot + dm * sum(q_a)).
+template <int TYPE>
+__device__ __forceinline__ void kquant_chunk_scales(const uint8_t* s, int c, float* ds, float* dm) {
+  static_assert(TYPE == kQ4_K || TYPE == kQ5_K, "the super-blocks with 6-bit scales and mins");
+  uint32_t sc, m;
+  kquant_scale_min([s](int j) -> uint32_t { return s[4 + j]; }, c, &sc, &m);
+  const uint32_t dd = lds_u32(s);
+  *ds = f16_bits_to_f32(dd) * static_cast<float>(sc);
+  *dm = -(f16_bits_to_f32(dd >> 16) * static_cast<float>(m));
+}
+
 // One row's A fragment words for 32-k chunk `c` of a stage (`s` = the stage's first byte in the
 // window): lo = k 4t..4t+3, hi = k 16+4t..16+4t+3 as four s8 each, and the chunk's scales:
 // ds0 for k 0..15, ds1 for k 16..31 (they differ only for q6_K), dm the rank-1 term's.
@@ -92,11 +104,8 @@ __device__ __forceinline__ Frag decode_frag(const uint8_t* s, int c, int t) {
     }
     f.lo = static_cast<int>(lo);
     f.hi = static_cast<int>(hi);
-    uint32_t sc, m;
-    kquant_scale_min([s](int j) -> uint32_t { return s[4 + j]; }, c, &sc, &m);
-    const uint32_t dd = lds_u32(s);
-    f.ds0 = f.ds1 = f16_bits_to_f32(dd) * static_cast<float>(sc);
-    f.dm = -(f16_bits_to_f32(dd >> 16) * static_cast<float>(m));
+    kquant_chunk_scales<TYPE>(s, c, &f.ds0, &f.dm);
+    f.ds1 = f.ds0;
   } else {  // kQ6_K: {u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d}, sub-block c = 4n + g
     const int n = c >> 2, g = c & 3;
     const uint8_t* ql = s + 64 * n + 32 * (g & 1);
