@@ -15,13 +15,15 @@
 //    boundary at or below the stage's first byte (the bytes before and after are in the same line of
 //    the same allocation).
 //  - Lane l decodes chunks l and l + 32 of a stage whole (legacy types with aligned word loads and
-//    funnel shifts, q4_0's and q5_0's offset folded into the activation sum; K-quants through
-//    weight_fragments.cuh's quarters) and takes every token's 32 quants as two 16-byte loads of the
-//    decode layout (launchers.h).
+//    funnel shifts, q4_0's and q5_0's offset folded into the activation sum; q4_K and q5_K from
+//    16-byte aligned weights with 16-byte loads; otherwise K-quants through weight_fragments.cuh's
+//    quarters) and takes every token's 32 quants as two 16-byte loads of the decode layout
+//    (launchers.h).
 //  - Partial sums meet in a fixed order (a lane butterfly, then the k-split warps in order, at a named
 //    barrier of the row group), so runs are bit-identical.
 //  - On sm_90 the kernel is a programmatic dependent of the activation quantizer: its first weight
-//    stages are in flight while the quantizer runs.
+//    stages are in flight while the quantizer runs, and once its inputs are in, the next call's
+//    quantizer may launch (it waits for this grid before it touches anything).
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
