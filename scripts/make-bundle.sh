@@ -20,7 +20,7 @@ for f in "${plugins[@]}"; do [ -n "$f" ] && cp "$f" "$dest/plugins/"; done
 for f in "${faults[@]}"; do [ -n "$f" ] && cp "$f" "$dest/plugins/faults/"; done
 for f in "${tests[@]}"; do [ -n "$f" ] && cp "$f" "$dest/tests/"; done
 cp "$src/scripts/qgate-gpu-check" "$src/scripts/qgate-two-gpu-check" "$src/scripts/qgate-cotenant-experiment" \
-  "$src/scripts/qgate-kernel-campaign" "$src/scripts/qgate-bench-compare" "$dest/bin/"
+  "$src/scripts/qgate-kernel-campaign" "$src/scripts/qgate-bench-compare" "$src/scripts/qgate-ncu-stalls" "$dest/bin/"
 # The dashboard (page, script, vendored chart libraries): qgated --http serves it from ../share.
 if [ -n "${QGATE_BUNDLE_DASHBOARD:-}" ]; then
   [ -f "$QGATE_BUNDLE_DASHBOARD/index.html" ] || { echo "bundle: no dashboard in $QGATE_BUNDLE_DASHBOARD" >&2; exit 1; }
@@ -28,7 +28,7 @@ if [ -n "${QGATE_BUNDLE_DASHBOARD:-}" ]; then
   cp -r "$QGATE_BUNDLE_DASHBOARD" "$dest/share/qgate/dashboard"
 fi
 chmod +x "$dest/bin/qgate-gpu-check" "$dest/bin/qgate-two-gpu-check" "$dest/bin/qgate-cotenant-experiment" \
-  "$dest/bin/qgate-kernel-campaign" "$dest/bin/qgate-bench-compare"
+  "$dest/bin/qgate-kernel-campaign" "$dest/bin/qgate-bench-compare" "$dest/bin/qgate-ncu-stalls"
 # The bundle's own ELF files travel without debug information (the build tree keeps it).
 if command -v strip >/dev/null; then
   for f in "$dest"/bin/* "$dest"/plugins/* "$dest"/plugins/faults/* "$dest"/tests/*; do
