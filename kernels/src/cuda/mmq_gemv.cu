@@ -214,8 +214,8 @@ __device__ __forceinline__ void group_barrier(int group) {
 }
 
 // At 1 token, registers for 3 CTAs an SM (80), as the persistent grid wants. q5_K's kernel then spills
-// 8 bytes; on the H200 that was level with or faster than 96 registers at 2 CTAs an SM, and 4-9% faster
-// than reading its aligned quants word by word to avoid the spill (bench/RESULTS.md, mmq-v11).
+// 8 bytes; on the H200 that was within 3% of 96 registers at 2 CTAs an SM, and 4-9% faster than
+// reading its aligned quants word by word to avoid the spill (bench/RESULTS.md, mmq-v11).
 template <int TYPE, int NT>
 __global__ void __launch_bounds__(kThreads, NT == 1 ? 3 : 1)
     mmq_gemv_kernel(const uint8_t* __restrict__ w, size_t row_bytes, GemvActs act, float* __restrict__ y, int nt,
