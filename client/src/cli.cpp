@@ -787,7 +787,7 @@ int Cli::watch_until_done(HarnessClient& client, std::int64_t job_id) {
     else
       std::cout << fmt::format("job {} ({}) of build {}\n", job.id(), words::spec_word(job.spec().kind()),
                                job.build().metadata().name());
-    std::cout << format_verdict_report(job.verdict(), job.spec().kind());
+    std::cout << format_verdict_report(job.verdict(), job.spec().kind(), job.spec().timing());
   }
   switch (job.state()) {
     case v1::JOB_STATE_DONE:

@@ -364,7 +364,10 @@ std::string progress_line(std::int64_t job_id, v1::JobState state,
   return out;
 }
 
-std::string tokens_per_s_note() {
+std::string tokens_per_s_note(v1::TimingMode timing) {
+  if (timing == v1::TIMING_MODE_PASS)
+    return "tok/s = prefill throughput of the profile's linear layers (prompt tokens / the median time "
+           "of a whole pass over them, in order)";
   return "tok/s = prefill throughput of the profile's linear layers (prompt tokens / summed GEMM "
          "time)";
 }
@@ -373,8 +376,8 @@ namespace {
 
 /// What tok/s means in a table that mixes series: qgate's kernel series, command series and imports.
 std::string series_tokens_per_s_note() {
-  return tokens_per_s_note() + "; a command series (path VAR=value, command-a/b) carries its command's own figure, "
-         "an imported one its tool's";
+  return tokens_per_s_note() + "; a run timed on whole passes (timing pass) carries its median pass; a command "
+         "series (path VAR=value, command-a/b) carries its command's own figure, an imported one its tool's";
 }
 
 }  // namespace
@@ -388,7 +391,7 @@ std::string arm_line(const v1::ArmSummary& arm) {
 
 }  // namespace
 
-std::string format_verdict_report(const v1::VerdictReport& report, v1::JobKind kind) {
+std::string format_verdict_report(const v1::VerdictReport& report, v1::JobKind kind, v1::TimingMode timing) {
   std::vector<std::pair<std::string, std::string>> fields;
   std::string verdict = verdict_name(report.verdict());
   if (report.comparison() != v1::COMPARISON_UNSPECIFIED)
@@ -449,6 +452,9 @@ std::string format_verdict_report(const v1::VerdictReport& report, v1::JobKind k
                             t.gemm_us_a() == 0.0 ? "-" : fmt::format("{:.1f}", t.gemm_us_a()),
                             t.gemm_us_b() == 0.0 ? "-" : fmt::format("{:.1f}", t.gemm_us_b())});
     out += "\n" + format_table(table);
+    if (timing == v1::TIMING_MODE_PASS)
+      out += "per type: each GEMM timed alone; the ratio above times whole passes, so what a build gains "
+             "or loses between its GEMMs shows there only\n";
   }
   if (report.leaks_size() > 0) {
     out += "\nmemory kept by the build:\n";
@@ -461,7 +467,7 @@ std::string format_verdict_report(const v1::VerdictReport& report, v1::JobKind k
     for (const auto& reason : report.reasons()) out += "  - " + reason + "\n";
   }
   // A command job's tok/s is the command's own figure; its reasons say how it was read.
-  if (kind != v1::JOB_KIND_COMMAND) out += "\n" + tokens_per_s_note() + "\n";
+  if (kind != v1::JOB_KIND_COMMAND) out += "\n" + tokens_per_s_note(timing) + "\n";
   return out;
 }
 
@@ -581,7 +587,7 @@ std::string format_job_details(const v1::Job& job, std::int64_t now_ms) {
                                            (job.disposition_detail().empty() ? "" : ": " + job.disposition_detail()));
   std::string out = format_fields(fields);
   if (job.has_verdict() && job.verdict().verdict() != v1::VERDICT_UNSPECIFIED)
-    out += "\n" + format_verdict_report(job.verdict(), job.spec().kind());
+    out += "\n" + format_verdict_report(job.verdict(), job.spec().kind(), job.spec().timing());
   return out;
 }
 

@@ -197,6 +197,24 @@ TEST(Verdict, ReportSaysRatioArmsPairsTypesReasonsAndWhatTokPerSIs) {
   EXPECT_NE(text.find("prefill throughput of the profile's linear layers"), std::string::npos);
 }
 
+TEST(Verdict, APassTimedReportSaysWhatItsTokPerSAndItsPerTypeFiguresTime) {
+  const v1::Job job = sample_job();
+  const std::string gemm = format_verdict_report(job.verdict(), job.spec().kind(), v1::TIMING_MODE_GEMM);
+  const std::string pass = format_verdict_report(job.verdict(), job.spec().kind(), v1::TIMING_MODE_PASS);
+  EXPECT_NE(gemm.find("(prompt tokens / summed GEMM time)"), std::string::npos) << gemm;
+  EXPECT_EQ(gemm.find("whole pass"), std::string::npos) << gemm;
+  EXPECT_NE(pass.find("(prompt tokens / the median time of a whole pass over them, in order)"), std::string::npos)
+      << pass;
+  EXPECT_EQ(pass.find("summed GEMM time"), std::string::npos) << pass;
+  // The per-type line comes right under the per-type table, and only on pass timing.
+  const auto table_row = pass.find("q4_K      1.310");
+  const auto note = pass.find("per type: each GEMM timed alone; the ratio above times whole passes");
+  ASSERT_NE(table_row, std::string::npos) << pass;
+  ASSERT_NE(note, std::string::npos) << pass;
+  EXPECT_LT(table_row, note);
+  EXPECT_EQ(gemm.find("per type: each GEMM timed alone"), std::string::npos) << gemm;
+}
+
 TEST(Progress, AnEarlyLookThatCannotBoundTheRatioSaysSo) {
   v1::JobProgress progress;
   progress.set_pairs_done(5);

@@ -93,12 +93,16 @@ nlohmann::json to_json(const google::protobuf::Message& message);
 /// "job 12 running (ab): parity 64/64, pairs 6/40, ratio 1.023 [0.998, 1.049]".
 std::string progress_line(std::int64_t job_id, v1::JobState state, const v1::JobProgress& progress);
 
-/// The say-so that goes wherever tok/s is shown (ARCHITECTURE.md, "Figures").
-std::string tokens_per_s_note();
+/// The say-so that goes wherever tok/s is shown (ARCHITECTURE.md, "Figures"): what a run's tok/s
+/// was timed over, its GEMMs each timed alone and summed, or whole passes (TIMING_MODE_PASS).
+std::string tokens_per_s_note(v1::TimingMode timing = v1::TIMING_MODE_GEMM);
 
 /// The verdict report: verdict and comparison, overall ratio with its interval, both arms' tok/s,
-/// pairs and contended pairs, parity counts, the per-type ratio table and the reasons.
-std::string format_verdict_report(const v1::VerdictReport& report, v1::JobKind kind = v1::JOB_KIND_AB);
+/// pairs and contended pairs, parity counts, the per-type ratio table and the reasons, and what the
+/// job's tok/s was timed over. On pass timing the per-type figures are still each GEMM timed alone,
+/// and the report says so: what a build gains between its GEMMs shows in the overall ratio only.
+std::string format_verdict_report(const v1::VerdictReport& report, v1::JobKind kind = v1::JOB_KIND_AB,
+                                  v1::TimingMode timing = v1::TIMING_MODE_GEMM);
 
 /// `qgate jobs`: id, kind, state, build, profile, verdict, ratio, created, age.
 std::string format_jobs_table(const std::vector<v1::Job>& jobs, std::int64_t now_ms);
