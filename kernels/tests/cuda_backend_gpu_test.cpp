@@ -300,6 +300,15 @@ TEST(CudaActivationQuant, BitIdenticalToTheCpu) {
     ASSERT_EQ(blk[34], 0);
     ASSERT_EQ(blk[35], 0);
   }
+
+  // x 4 bytes off 16-byte alignment: the scalar loads give the same bytes.
+  DeviceBuffer dx_off((x.size() + 1) * sizeof(float)), dq_off(dq.bytes());
+  ASSERT_CUDA(cudaMemcpy(dx_off.get<float>() + 1, x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice));
+  ASSERT_CUDA(cudaMemset(dq_off.get(), 0xAB, dq_off.bytes()));
+  ASSERT_EQ(cuda::launch_quantize_q8(dx_off.get<float>() + 1, nt, k, dq_off.get(), nullptr), 0);
+  std::vector<uint8_t> q8_off(dq_off.bytes());
+  ASSERT_CUDA(cudaMemcpy(q8_off.data(), dq_off.get(), q8_off.size(), cudaMemcpyDeviceToHost));
+  EXPECT_EQ(q8_off, q8) << "unaligned x";
 }
 
 // The decode layout holds the same numbers as the pad40 blocks, moved: quants in fragment order
@@ -551,17 +560,23 @@ TEST(CudaMmqWgmma, BitIdenticalToTheTileKernel) {
       << "k must be a multiple of 256";
 }
 
+// Both kernels: n % 4 != 0 takes the scalar one; n = 4 * 25001 the vector one, whose last CTA is
+// partly past the end.
 TEST(CudaActivationQuant, F16ConversionMatchesTheHost) {
-  auto x = uniform(100003, 9);
-  const float specials[] = {0.0f, -0.0f, 65504.0f, 65520.0f, 1e-8f, 5.96e-8f, 2.98e-8f, 1e10f, -1e10f, 0.1f};
-  for (size_t i = 0; i < sizeof specials / sizeof specials[0]; ++i) x[i] = specials[i];
-  for (size_t i = 10; i < 2000; ++i) x[i] *= 70000.0f;  // overflow to inf and large values
-  DeviceBuffer dx(x.size() * 4), dy(x.size() * 2);
-  ASSERT_CUDA(cudaMemcpy(dx.get(), x.data(), dx.bytes(), cudaMemcpyHostToDevice));
-  ASSERT_EQ(cuda::launch_f32_to_f16(dx.get<float>(), dy.get(), static_cast<int64_t>(x.size()), nullptr), 0);
-  std::vector<uint16_t> y(x.size());
-  ASSERT_CUDA(cudaMemcpy(y.data(), dy.get(), dy.bytes(), cudaMemcpyDeviceToHost));
-  for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(y[i], quant::f32_to_f16(x[i])) << "x = " << x[i];
+  for (const size_t n : {size_t{100003}, size_t{100004}}) {
+    auto x = uniform(n, 9);
+    const float specials[] = {0.0f, -0.0f, 65504.0f, 65520.0f, 1e-8f, 5.96e-8f, 2.98e-8f, 1e10f, -1e10f, 0.1f};
+    for (size_t i = 0; i < sizeof specials / sizeof specials[0]; ++i) x[i] = specials[i];
+    for (size_t i = 10; i < 2000; ++i) x[i] *= 70000.0f;  // overflow to inf and large values
+    DeviceBuffer dx(x.size() * 4), dy(x.size() * 2 + 64);
+    ASSERT_CUDA(cudaMemcpy(dx.get(), x.data(), dx.bytes(), cudaMemcpyHostToDevice));
+    ASSERT_CUDA(cudaMemset(dy.get(), 0x7c, dy.bytes()));
+    ASSERT_EQ(cuda::launch_f32_to_f16(dx.get<float>(), dy.get(), static_cast<int64_t>(x.size()), nullptr), 0);
+    std::vector<uint16_t> y(x.size() + 32);
+    ASSERT_CUDA(cudaMemcpy(y.data(), dy.get(), dy.bytes(), cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(y[i], quant::f32_to_f16(x[i])) << "n " << n << ", x = " << x[i];
+    for (size_t i = x.size(); i < y.size(); ++i) ASSERT_EQ(y[i], 0x7c7c) << "n " << n << ": written past the end";
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -13,17 +13,32 @@
 namespace qgate::cuda {
 namespace {
 
-constexpr int kQuantThreads = 256;
-constexpr int kLanesPerBlock = 8;  // each lane quantizes 4 consecutive elements of a 32-element block
-constexpr int kBlocksPerCta = kQuantThreads / kLanesPerBlock;
+// A lane's quants: N words of elements E*j.. of its block (E = 4N, j = the lane), element 4i + e in
+// byte e of word i.
+template <int N>
+struct LaneQuants {
+  uint32_t w[N];
+};
 
 // Where the quantizer writes one block: the MMQ tile kernel's pad40 blocks [nt][k/32], the decode
-// kernel's three regions [k/32][nt], or the wgmma kernel's k-major regions (launchers.h). quant()
-// returns where elements 4j..4j+3 of the block go: four consecutive, 4-byte aligned bytes in every
-// layout.
+// kernel's three regions [k/32][nt], or the wgmma kernel's k-major regions (launchers.h).
+// store() writes one lane's quants; scale_and_sum() the block's d and int sum.
+// kLanes, kThreads: lanes per block and threads per CTA. Two lanes (16 elements a lane, d and 1/d
+// computed once a lane pair) in CTAs of 128 where the token count is large; for the decode layout's
+// 1..8 tokens, eight lanes in CTAs of 256, which measured 4-16% faster at 1 token (bench/RESULTS.md,
+// mmq-v12): the GEMV waits for this kernel.
+// kTokensFastest: the order in which consecutive lane groups take blocks. Pad40 is [token][block],
+// so they take consecutive blocks of one token; the other two layouts are [block][token], so they
+// take one block of consecutive tokens, and a warp's stores land on consecutive bytes (its loads are
+// whole runs of a row either way).
 struct Pad40Layout {
-  __device__ uint8_t* quant(uint8_t* out, int64_t, int64_t, int64_t blk, int j) const {
-    return out + blk * kQ8BlockBytes + 4 * j;
+  static constexpr int kLanes = 2, kThreads = 128;
+  static constexpr bool kTokensFastest = false;
+  __device__ void store(uint8_t* out, int64_t, int64_t, int64_t blk, int h, const LaneQuants<4>& q) const {
+    // A block is 40 bytes, so its halves are 8-byte aligned only.
+    uint2* b = reinterpret_cast<uint2*>(out + blk * kQ8BlockBytes + 16 * h);
+    b[0] = make_uint2(q.w[0], q.w[1]);
+    b[1] = make_uint2(q.w[2], q.w[3]);
   }
   __device__ void scale_and_sum(uint8_t* out, int64_t, int64_t, int64_t blk, uint16_t d, int32_t sum) const {
     uint8_t* b = out + blk * kQ8BlockBytes;
@@ -33,10 +48,12 @@ struct Pad40Layout {
   }
 };
 struct DecodeLayout {
+  static constexpr int kLanes = 8, kThreads = 256;
+  static constexpr bool kTokensFastest = true;
   int64_t nt, scales_at, sums_at;
-  __device__ uint8_t* quant(uint8_t* out, int64_t row, int64_t col, int64_t, int j) const {
+  __device__ void store(uint8_t* out, int64_t row, int64_t col, int64_t, int j, const LaneQuants<1>& q) const {
     // Fragment order: elements 4i..4i+3 go to bytes 8i.., elements 16+4i.. to bytes 8i+4.. (i < 4).
-    return out + (col * nt + row) * 32 + (j & 3) * 8 + (j >> 2) * 4;
+    *reinterpret_cast<uint32_t*>(out + (col * nt + row) * 32 + (j & 3) * 8 + (j >> 2) * 4) = q.w[0];
   }
   __device__ void scale_and_sum(uint8_t* out, int64_t row, int64_t col, int64_t, uint16_t d, int32_t sum) const {
     reinterpret_cast<uint16_t*>(out + scales_at)[col * nt + row] = d;
@@ -44,9 +61,11 @@ struct DecodeLayout {
   }
 };
 struct KMajorLayout {
+  static constexpr int kLanes = 2, kThreads = 128;
+  static constexpr bool kTokensFastest = true;
   int64_t nt, ntp, scales_at, sums_at;
-  __device__ uint8_t* quant(uint8_t* out, int64_t row, int64_t col, int64_t, int j) const {
-    return out + ((col * 2 + (j >> 2)) * nt + row) * 16 + (j & 3) * 4;
+  __device__ void store(uint8_t* out, int64_t row, int64_t col, int64_t, int h, const LaneQuants<4>& q) const {
+    *reinterpret_cast<uint4*>(out + ((col * 2 + h) * nt + row) * 16) = make_uint4(q.w[0], q.w[1], q.w[2], q.w[3]);
   }
   __device__ void scale_and_sum(uint8_t* out, int64_t row, int64_t col, int64_t, uint16_t d, int32_t sum) const {
     const int64_t slot = col * ntp + q8_kmajor_token_slot(row);
@@ -55,13 +74,16 @@ struct KMajorLayout {
   }
 };
 
-// Eight lanes per 32-element block, four elements per lane (one 16-byte load when x allows it):
-// the max and the sum are reductions over the eight lanes, which are exact (max is order-free; the
-// sum is of small ints). Every element is rounded on its own, exactly as the CPU does.
+// Layout::kLanes lanes per 32-element block, E = 32 / kLanes consecutive elements per lane (16-byte
+// loads, issued together, when x allows it): the max and the sum are reductions over the block's
+// lanes, which are exact (max is order-free; the sum is of small ints). Every element is rounded on
+// its own, exactly as the CPU does.
 template <class Layout>
-__global__ void __launch_bounds__(kQuantThreads)
-    quantize_q8_kernel(const float* __restrict__ x, int64_t total_blocks, int64_t blocks_per_row,
+__global__ void __launch_bounds__(Layout::kThreads)
+    quantize_q8_kernel(const float* __restrict__ x, int64_t total_blocks, int64_t blocks_per_row, int64_t nt,
                        int64_t k, bool vec_loads, uint8_t* __restrict__ out, Layout layout) {
+  constexpr int kLanes = Layout::kLanes, kElems = kQ8BlockElems / kLanes, kWords = kElems / 4;
+  constexpr int kBlocksPerCta = Layout::kThreads / kLanes;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // A GEMM launched as this kernel's programmatic dependent may start now: it waits for this grid's
   // results (griddepcontrol.wait) before it reads any, and streams its weights meanwhile.
@@ -70,60 +92,78 @@ __global__ void __launch_bounds__(kQuantThreads)
   // wrote x): nothing is read or written before that work is complete.
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
 #endif
-  const int j = threadIdx.x & (kLanesPerBlock - 1);
-  const int64_t blk = static_cast<int64_t>(blockIdx.x) * kBlocksPerCta + (threadIdx.x / kLanesPerBlock);
+  const int j = threadIdx.x & (kLanes - 1);
+  const int64_t blk = static_cast<int64_t>(blockIdx.x) * kBlocksPerCta + (threadIdx.x / kLanes);
   // Lanes past the last block stay for the shuffles (their group's mask is the whole warp) but
   // neither load nor store.
   const bool live = blk < total_blocks;
-  int64_t row = 0, col = 0;
+  int64_t row = 0, col = 0;  // token, block
   if (live) {
+    // blk = major * minor_count + minor: minor is the token when the layout wants tokens fastest.
+    const int64_t minor_count = Layout::kTokensFastest ? nt : blocks_per_row;
+    int64_t major = 0, minor = 0;
     if (total_blocks <= 0xffffffffLL) {  // 32-bit division where it suffices
-      const uint32_t r = static_cast<uint32_t>(blk) / static_cast<uint32_t>(blocks_per_row);
-      row = r;
-      col = static_cast<uint32_t>(blk) - r * static_cast<uint32_t>(blocks_per_row);
+      const uint32_t q = static_cast<uint32_t>(blk) / static_cast<uint32_t>(minor_count);
+      major = q;
+      minor = static_cast<uint32_t>(blk) - q * static_cast<uint32_t>(minor_count);
     } else {
-      row = blk / blocks_per_row;
-      col = blk - row * blocks_per_row;
+      major = blk / minor_count;
+      minor = blk - major * minor_count;
     }
+    row = Layout::kTokensFastest ? minor : major;
+    col = Layout::kTokensFastest ? major : minor;
   }
-  float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  float v[kElems];
+#pragma unroll
+  for (int e = 0; e < kElems; ++e) v[e] = 0.0f;
   if (live) {
-    const float* p = x + row * k + col * kQ8BlockElems + 4 * j;
+    const float* p = x + row * k + col * kQ8BlockElems + kElems * j;
     if (vec_loads) {
-      const float4 f = *reinterpret_cast<const float4*>(p);
-      v[0] = f.x;
-      v[1] = f.y;
-      v[2] = f.z;
-      v[3] = f.w;
+      float4 f[kWords];
+#pragma unroll
+      for (int i = 0; i < kWords; ++i) f[i] = reinterpret_cast<const float4*>(p)[i];
+#pragma unroll
+      for (int i = 0; i < kWords; ++i) {
+        v[4 * i] = f[i].x;
+        v[4 * i + 1] = f[i].y;
+        v[4 * i + 2] = f[i].z;
+        v[4 * i + 3] = f[i].w;
+      }
     } else {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) v[e] = p[e];
+      for (int e = 0; e < kElems; ++e) v[e] = p[e];
     }
   }
 
-  float amax = fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
+  float amax = 0.0f;
 #pragma unroll
-  for (int off = kLanesPerBlock / 2; off > 0; off >>= 1)
-    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+  for (int e = 0; e < kElems; ++e) amax = fmaxf(amax, fabsf(v[e]));
+#pragma unroll
+  for (int off = kLanes / 2; off > 0; off >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
 
   // IEEE division and reciprocal (the build has no fast-math), 1/d from the unrounded d.
   const float d = amax / 127.0f;
   const float di = d != 0.0f ? 1.0f / d : 0.0f;
   int sum = 0;
-  uint32_t packed = 0;
+  LaneQuants<kWords> q;
 #pragma unroll
-  for (int e = 0; e < 4; ++e) {
-    float r = rintf(v[e] * di);  // round half to even, as the CPU does
-    r = fminf(fmaxf(r, -128.0f), 127.0f);
-    const int q = static_cast<int>(r);
-    sum += q;
-    packed |= static_cast<uint32_t>(static_cast<uint8_t>(static_cast<int8_t>(q))) << (8 * e);
+  for (int i = 0; i < kWords; ++i) {
+    uint32_t packed = 0;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      float r = rintf(v[4 * i + e] * di);  // round half to even, as the CPU does
+      r = fminf(fmaxf(r, -128.0f), 127.0f);
+      const int qe = static_cast<int>(r);
+      sum += qe;
+      packed |= static_cast<uint32_t>(static_cast<uint8_t>(static_cast<int8_t>(qe))) << (8 * e);
+    }
+    q.w[i] = packed;
   }
 #pragma unroll
-  for (int off = kLanesPerBlock / 2; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+  for (int off = kLanes / 2; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
 
   if (!live) return;
-  *reinterpret_cast<uint32_t*>(layout.quant(out, row, col, blk, j)) = packed;
+  layout.store(out, row, col, blk, j, q);
   if (j == 0) layout.scale_and_sum(out, row, col, blk, __half_as_ushort(__float2half_rn(d)), sum);
 }
 
@@ -133,14 +173,15 @@ int launch_quantize(const float* x, int64_t nt, int64_t k, void* q8_out, void* s
     return static_cast<int>(cudaErrorInvalidValue);
   const int64_t blocks_per_row = k / kQ8BlockElems;
   const int64_t total = nt * blocks_per_row;
+  constexpr int64_t kBlocksPerCta = Layout::kThreads / Layout::kLanes;
   const int64_t grid = (total + kBlocksPerCta - 1) / kBlocksPerCta;
   if (grid > 0x7fffffffLL) return static_cast<int>(cudaErrorInvalidValue);
   const bool vec_loads = (reinterpret_cast<uintptr_t>(x) & 15u) == 0;  // rows are 128-byte multiples
   bool pdl = false;
   if (const cudaError_t e = launch::prepare<quantize_q8_kernel<Layout>>(0, &pdl); e != cudaSuccess)
     return static_cast<int>(e);
-  return launch::dependent(quantize_q8_kernel<Layout>, dim3(static_cast<unsigned>(grid)), dim3(kQuantThreads), 0,
-                           static_cast<cudaStream_t>(stream), pdl, x, total, blocks_per_row, k, vec_loads,
+  return launch::dependent(quantize_q8_kernel<Layout>, dim3(static_cast<unsigned>(grid)), dim3(Layout::kThreads), 0,
+                           static_cast<cudaStream_t>(stream), pdl, x, total, blocks_per_row, nt, k, vec_loads,
                            static_cast<uint8_t*>(q8_out), layout);
 }
 

@@ -46,7 +46,8 @@ __device__ __forceinline__ void kquant_chunk_scales(const uint8_t* s, int c, flo
 }
 
 // One row's A fragment words for 32-k chunk `c` of a stage (`s` = the stage's first byte in the
-// window): lo = k 4t..4t+3, hi = k 16+4t..16+4t+3 as four s8 each, and the chunk's scales:
+// window): lo = k 4t..4t+3, hi = k 16+4t..16+4t+3 as four s8 each (q4_0's scaled by 16, its ds
+// divided by 16), and the chunk's scales:
 // ds0 for k 0..15, ds1 for k 16..31 (they differ only for q6_K), dm the rank-1 term's.
 struct Frag {
   int lo, hi;
@@ -58,11 +59,14 @@ __device__ __forceinline__ Frag decode_frag(const uint8_t* s, int c, int t) {
   Frag f;
   f.dm = 0.0f;
   if constexpr (TYPE == kQ4_0) {  // {f16 d; u8 qs[16]}: element j = low nibble of qs[j], j+16 high
+    // Each s8 is 16 * (q - 8): the nibble in the byte's high half with its top bit flipped, one
+    // LOP3 (and a shift for the low nibbles) instead of mask, add and flip; ds is d / 16 to match.
+    // Scaling by 16 and 1/16 is exact, so ds * dot is the same f32 as d * dot of the q - 8.
     const uint8_t* b = s + c * 18;
     const uint32_t w = lds_u32(b + 2 + 4 * t);
-    f.lo = static_cast<int>(bytes_minus<8>(w & 0x0f0f0f0fu));
-    f.hi = static_cast<int>(bytes_minus<8>((w >> 4) & 0x0f0f0f0fu));
-    f.ds0 = f.ds1 = f16_bits_to_f32(lds_u16(b));
+    f.lo = static_cast<int>(((w << 4) & 0xf0f0f0f0u) ^ 0x80808080u);
+    f.hi = static_cast<int>((w & 0xf0f0f0f0u) ^ 0x80808080u);
+    f.ds0 = f.ds1 = f16_bits_to_f32(lds_u16(b)) * 0.0625f;
   } else if constexpr (TYPE == kQ4_1) {  // {f16 d, m; u8 qs[16]}: unsigned q
     const uint8_t* b = s + c * 20;
     const uint32_t w = lds_u32(b + 4 + 4 * t);
