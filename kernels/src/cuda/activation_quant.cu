@@ -74,6 +74,12 @@ struct KMajorLayout {
   }
 };
 
+// The blocks one CTA of Layout's quantizer takes.
+template <class Layout>
+constexpr int blocks_per_cta() {
+  return Layout::kThreads / Layout::kLanes;
+}
+
 // Layout::kLanes lanes per 32-element block, E = 32 / kLanes consecutive elements per lane (16-byte
 // loads, issued together, when x allows it): the max and the sum are reductions over the block's
 // lanes, which are exact (max is order-free; the sum is of small ints). Every element is rounded on
@@ -83,7 +89,6 @@ __global__ void __launch_bounds__(Layout::kThreads)
     quantize_q8_kernel(const float* __restrict__ x, int64_t total_blocks, int64_t blocks_per_row, int64_t nt,
                        int64_t k, bool vec_loads, uint8_t* __restrict__ out, Layout layout) {
   constexpr int kLanes = Layout::kLanes, kElems = kQ8BlockElems / kLanes, kWords = kElems / 4;
-  constexpr int kBlocksPerCta = Layout::kThreads / kLanes;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // A GEMM launched as this kernel's programmatic dependent may start now: it waits for this grid's
   // results (griddepcontrol.wait) before it reads any, and streams its weights meanwhile.
@@ -93,7 +98,7 @@ __global__ void __launch_bounds__(Layout::kThreads)
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
 #endif
   const int j = threadIdx.x & (kLanes - 1);
-  const int64_t blk = static_cast<int64_t>(blockIdx.x) * kBlocksPerCta + (threadIdx.x / kLanes);
+  const int64_t blk = static_cast<int64_t>(blockIdx.x) * blocks_per_cta<Layout>() + (threadIdx.x / kLanes);
   // Lanes past the last block stay for the shuffles (their group's mask is the whole warp) but
   // neither load nor store.
   const bool live = blk < total_blocks;
@@ -173,8 +178,7 @@ int launch_quantize(const float* x, int64_t nt, int64_t k, void* q8_out, void* s
     return static_cast<int>(cudaErrorInvalidValue);
   const int64_t blocks_per_row = k / kQ8BlockElems;
   const int64_t total = nt * blocks_per_row;
-  constexpr int64_t kBlocksPerCta = Layout::kThreads / Layout::kLanes;
-  const int64_t grid = (total + kBlocksPerCta - 1) / kBlocksPerCta;
+  const int64_t grid = (total + blocks_per_cta<Layout>() - 1) / blocks_per_cta<Layout>();
   if (grid > 0x7fffffffLL) return static_cast<int>(cudaErrorInvalidValue);
   const bool vec_loads = (reinterpret_cast<uintptr_t>(x) & 15u) == 0;  // rows are 128-byte multiples
   bool pdl = false;
