@@ -676,6 +676,14 @@ std::string format_cotenant_now(const v1::CotenantNow& now) {
   return format_fields(fields);
 }
 
+std::string trend_timing_name(v1::TimingMode timing) {
+  switch (timing) {
+    case v1::TIMING_MODE_GEMM: return "gemm";
+    case v1::TIMING_MODE_PASS: return "pass";
+    default: return "-";  // imported results: no job timed them
+  }
+}
+
 std::vector<TrendGroup> group_trend(const std::vector<v1::TrendPoint>& points) {
   std::vector<const v1::TrendPoint*> sorted;
   for (const auto& p : points) sorted.push_back(&p);
@@ -684,15 +692,17 @@ std::vector<TrendGroup> group_trend(const std::vector<v1::TrendPoint>& points) {
     return a->started_unix_ms() < b->started_unix_ms();
   });
   std::vector<TrendGroup> groups;
-  std::map<std::tuple<std::string, std::string, std::int64_t, std::string, std::string>, std::size_t> index;
+  std::map<std::tuple<std::string, std::string, std::int64_t, int, std::string, std::string>, std::size_t> index;
   for (const auto* p : sorted) {
-    auto key = std::make_tuple(p->build_name(), p->path(), p->tokens(), p->backend(), p->gpu_name());
+    auto key = std::make_tuple(p->build_name(), p->path(), p->tokens(), static_cast<int>(p->timing()), p->backend(),
+                               p->gpu_name());
     auto [it, added] = index.try_emplace(key, groups.size());
     if (added) {
       TrendGroup group;
       group.build = p->build_name();
       group.path = p->path();
       group.tokens = p->tokens();
+      group.timing = p->timing();
       group.backend = p->backend();
       group.gpu_name = p->gpu_name();
       group.low = group.high = p->tokens_per_s();
@@ -725,8 +735,8 @@ std::string format_import(const v1::ImportResultsResponse& response, const std::
 
 std::string format_trend(const std::vector<v1::TrendPoint>& points) {
   if (points.empty()) return "no runs match\n";
-  Table table{{"BUILD", "PATH", "TOKENS", "BACKEND", "GPU", "RUNS", "MEDIAN tok/s", "MIN", "MAX", "LAST", "TREND"},
-              {false, false, true, false, false, true, true, true, true, false, false},
+  Table table{{"BUILD", "PATH", "TOKENS", "TIMING", "BACKEND", "GPU", "RUNS", "MEDIAN tok/s", "MIN", "MAX", "LAST", "TREND"},
+              {false, false, true, false, false, false, true, true, true, true, false, false},
               {}};
   std::int64_t contended_total = 0;
   for (const auto& g : group_trend(points)) {
@@ -735,7 +745,7 @@ std::string format_trend(const std::vector<v1::TrendPoint>& points) {
     std::string runs = std::to_string(g.runs);
     if (g.contended_runs > 0) runs += fmt::format(" ({}*)", g.contended_runs);
     table.rows.push_back({g.build, g.path.empty() ? "-" : g.path, g.tokens > 0 ? std::to_string(g.tokens) : "-",
-                          g.backend.empty() ? "-" : g.backend,
+                          trend_timing_name(g.timing), g.backend.empty() ? "-" : g.backend,
                           g.gpu_name.empty() ? "-" : g.gpu_name, runs, format_tokens_per_s(median(g.tokens_per_s)),
                           format_tokens_per_s(g.low), format_tokens_per_s(g.high), format_timestamp(g.last_unix_ms),
                           sparkline(g.tokens_per_s, *lo, *hi)});
@@ -881,13 +891,13 @@ std::string format_compare(const v1::CompareResponse& response) {
 std::string trend_csv(const std::vector<v1::TrendPoint>& points) {
   std::string out = csv_row({"run_id", "job_id", "build", "sha256", "path", "profile", "backend",
                              "started_unix_ms", "started_utc", "tokens_per_s", "contended",
-                             "cotenant_known"});
+                             "cotenant_known", "timing"});
   for (const auto& p : points)
     out += csv_row({std::to_string(p.run_id()), std::to_string(p.job_id()), p.build_name(),
                     p.build_sha256(), p.path(), p.profile(), p.backend(),
                     std::to_string(p.started_unix_ms()), format_timestamp(p.started_unix_ms()),
                     fmt::format("{}", p.tokens_per_s()), p.contended() ? "true" : "false",
-                    p.cotenant_known() ? "true" : "false"});
+                    p.cotenant_known() ? "true" : "false", trend_timing_name(p.timing())});
   return out;
 }
 

@@ -52,9 +52,42 @@ TEST(Csv, TrendExportHasHeaderAndOneRowPerPoint) {
   const std::string csv = trend_csv({p});
   EXPECT_EQ(csv,
             "run_id,job_id,build,sha256,path,profile,backend,started_unix_ms,started_utc,"
-            "tokens_per_s,contended,cotenant_known\n"
+            "tokens_per_s,contended,cotenant_known,timing\n"
             "7,3,\"mmq,fix\",abc,mmq,llama-7b,cuda,1764468000000,2025-11-30 02:00:00Z,412.5,true,"
-            "false\n");
+            "false,-\n");
+  p.set_timing(v1::TIMING_MODE_PASS);
+  EXPECT_TRUE(trend_csv({p}).ends_with(",true,false,pass\n")) << trend_csv({p});
+}
+
+TEST(Trend, GemmAndPassTimedPointsOfOneBuildAreRowsOfTheirOwn) {
+  // One build gated both ways: whole passes give other tok/s than GEMMs timed alone, so the two
+  // must not share a median or a sparkline.
+  std::vector<v1::TrendPoint> points;
+  auto add = [&](std::int64_t t, double tps, v1::TimingMode timing) {
+    v1::TrendPoint p;
+    p.set_build_name("mmq-v12");
+    p.set_path("mmq");
+    p.set_tokens(512);
+    p.set_backend("cuda");
+    p.set_started_unix_ms(t);
+    p.set_tokens_per_s(tps);
+    p.set_runs(1);
+    p.set_timing(timing);
+    points.push_back(p);
+  };
+  add(1'000, 15'000, v1::TIMING_MODE_GEMM);
+  add(2'000, 15'450, v1::TIMING_MODE_PASS);
+  add(3'000, 15'100, v1::TIMING_MODE_GEMM);
+  const auto groups = group_trend(points);
+  ASSERT_EQ(groups.size(), 2u);
+  EXPECT_EQ(groups[0].timing, v1::TIMING_MODE_GEMM);
+  EXPECT_EQ(groups[0].tokens_per_s, (std::vector<double>{15'000, 15'100}));
+  EXPECT_EQ(groups[1].timing, v1::TIMING_MODE_PASS);
+  EXPECT_EQ(groups[1].tokens_per_s, (std::vector<double>{15'450}));
+  const std::string text = format_trend(points);
+  EXPECT_NE(text.find("TIMING"), std::string::npos) << text;
+  EXPECT_NE(text.find(" gemm "), std::string::npos) << text;
+  EXPECT_NE(text.find(" pass "), std::string::npos) << text;
 }
 
 TEST(Table, ColumnsAlignedNumbersRightNoTrailingSpaces) {
@@ -328,8 +361,8 @@ TEST(Trend, RunsOfAnotherTokenCountAreAnotherRow) {
   EXPECT_EQ(groups[1].tokens, 512);
   EXPECT_EQ(groups[2].tokens, 8);
   const std::string text = format_trend(points);
-  EXPECT_NE(text.find("PATH  TOKENS  BACKEND"), std::string::npos) << text;
-  EXPECT_NE(text.find("mmq      512  cuda"), std::string::npos) << text;
+  EXPECT_NE(text.find("PATH  TOKENS  TIMING  BACKEND"), std::string::npos) << text;
+  EXPECT_NE(text.find("mmq      512  -       cuda"), std::string::npos) << text;
 }
 
 TEST(Json, SixtyFourBitNumbersStayNumbersAndEnumsAreNamed) {

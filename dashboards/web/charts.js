@@ -7,6 +7,8 @@ const QgateCharts = (() => {
   const width = "container";
   const num = (v) => (v === undefined || v === null || v === "" ? null : Number(v));
   const loadOf = (p) => (!p.cotenant_known ? "unknown" : p.contended ? "contended" : "quiet");
+  // A pass-timed point is a series of its own: whole passes give other tok/s than GEMMs timed alone.
+  const passTimed = (p) => p.timing === "TIMING_MODE_PASS" || p.timing === 2;
   const loadScale = {
     domain: ["quiet", "contended", "unknown"],
     range: ["circle", "triangle-up", "square"],
@@ -21,7 +23,7 @@ const QgateCharts = (() => {
     const rows = points.map((p) => ({
       t: num(p.started_unix_ms),
       build: p.build_name,
-      series: (p.weight_type ? p.weight_type + " " : "") + p.path,
+      series: (p.weight_type ? p.weight_type + " " : "") + p.path + (passTimed(p) ? " (pass-timed)" : ""),
       tokps: num(p.tokens_per_s),
       low: num(p.tokens_per_s_low),
       high: num(p.tokens_per_s_high),

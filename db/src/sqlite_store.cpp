@@ -316,24 +316,26 @@ constexpr std::int64_t kEpochAfterMondayMs = 3LL * 24 * 3600 * 1000;
 const std::string kWeekOfRun =
     fmt::format("((started_ms + {0}) / {1}) * {1} - {0}", kEpochAfterMondayMs, kWeekMs);
 
-/// A trend point's key: one build's runs of one series in one week (week_ms: kWeekOfRun).
+/// A trend point's key: one build's runs of one series in one week (week_ms: kWeekOfRun), timed one
+/// way (timing: the job's, '' for runs no job measured; migration 0007).
 constexpr const char* kRollupGroup =
-    "build_id, series_key, tokens, week_ms, profile, weight_type, path, backend, gpu_name";
+    "build_id, series_key, tokens, week_ms, timing, profile, weight_type, path, backend, gpu_name";
 
 /// The trend points (build_rollups, migration 0006) of the runs in a scope, recomputed from those
-/// runs: one row per build, series (series key, profile, weight type, path, tokens, backend, GPU)
-/// and week. The one statement that defines a point: the write path runs it with the scope of one
+/// runs: one row per build, series (series key, profile, weight type, path, tokens, backend, GPU),
+/// week and timing. The one statement that defines a point: the write path runs it with the scope of one
 /// (build, series key, tokens, week) group after deleting that group's rows, and the migration
 /// runner runs it over every run ("1") right after 0006 creates the table. {scope} is a condition
 /// on runs r; {group} is a point's key (kRollupGroup), spelled once; {week} is kWeekOfRun.
-constexpr const char* kRollupRecompute = R"sql(INSERT INTO build_rollups (build_id, series_key, tokens, week_ms, profile, weight_type, path, backend,
+constexpr const char* kRollupRecompute = R"sql(INSERT INTO build_rollups (build_id, series_key, tokens, week_ms, timing, profile, weight_type, path, backend,
                            gpu_name, build_name, build_sha256, commit_sha, first_ms, last_ms, jobs,
                            runs, contended_runs, unknown_runs, quiet_runs, quiet_median, quiet_low,
                            quiet_high, quiet_last_job, open_runs, open_median, open_low, open_high,
                            open_last_job, all_median, all_low, all_high, all_last_job)
 WITH scoped AS (
-  SELECT build_id, series_key, tokens, {week} AS week_ms, profile, weight_type, path, backend, gpu_name,
-         job_id, started_ms, tokens_per_s AS v, contended AS c
+  SELECT build_id, series_key, tokens, {week} AS week_ms,
+         COALESCE((SELECT j.timing FROM jobs j WHERE j.id = r.job_id), '') AS timing,
+         profile, weight_type, path, backend, gpu_name, job_id, started_ms, tokens_per_s AS v, contended AS c
   FROM runs r
   WHERE r.state = 'done' AND r.tokens_per_s IS NOT NULL AND {scope}
 ),
@@ -352,7 +354,7 @@ counted AS (
   FROM ranked
   WINDOW g AS (PARTITION BY {group})
 )
-SELECT x.build_id, x.series_key, x.tokens, x.week_ms, x.profile, x.weight_type, x.path, x.backend, x.gpu_name,
+SELECT x.build_id, x.series_key, x.tokens, x.week_ms, x.timing, x.profile, x.weight_type, x.path, x.backend, x.gpu_name,
        b.name, b.sha256, b.commit_sha, x.first_ms, x.last_ms, x.jobs, x.runs, x.contended_runs,
        x.unknown_runs, x.quiet_runs, x.quiet_median, x.quiet_low, x.quiet_high, x.quiet_last_job,
        x.open_runs, x.open_median, x.open_low, x.open_high, x.open_last_job, x.all_median, x.all_low,
@@ -385,7 +387,7 @@ std::string rollup_recompute(std::string_view scope) {
 }
 
 /// The schema version whose migration creates build_rollups, after which the runner fills it.
-constexpr int kBuildRollupsVersion = 6;
+constexpr int kBuildRollupsVersion = 7;  // 0006 created it, 0007 added the timing to its key
 
 class SqliteStore final : public Store {
  public:
@@ -1010,8 +1012,8 @@ class SqliteStore final : public Store {
       std::string sql =
           "SELECT r.id, r.build_id, b.name, b.sha256, r.started_ms, r.tokens_per_s, r.contended, "
           "r.profile, r.weight_type, r.path, r.series_key, r.job_id, r.tokens, r.backend, r.gpu_name, "
-          "b.commit_sha "
-          "FROM runs r JOIN builds b ON b.id = r.build_id "
+          "b.commit_sha, j.timing "
+          "FROM runs r JOIN builds b ON b.id = r.build_id LEFT JOIN jobs j ON j.id = r.job_id "
           "WHERE r.state = 'done' AND r.tokens_per_s IS NOT NULL AND r.started_ms >= ?";
       if (query.profile) sql += " AND r.profile = ?";
       if (query.weight_type) sql += " AND r.weight_type = ?";
@@ -1052,6 +1054,7 @@ class SqliteStore final : public Store {
         row.backend = select->getColumn(13).getString();
         row.gpu_name = select->getColumn(14).getString();
         row.commit_sha = select->getColumn(15).getString();
+        if (auto timing = optional_text(select->getColumn(16))) row.timing = timing_mode_from_string(*timing);
         rows.push_back(std::move(row));
       }
       return rows;
@@ -1071,7 +1074,7 @@ class SqliteStore final : public Store {
       std::string sql = fmt::format(
           "SELECT id, {1}_last_job, jobs, build_id, build_name, build_sha256, commit_sha, profile, "
           "weight_type, path, series_key, tokens, backend, gpu_name, first_ms, last_ms, runs, "
-          "contended_runs, unknown_runs, {0}, {1}_median, {1}_low, {1}_high "
+          "contended_runs, unknown_runs, {0}, {1}_median, {1}_low, {1}_high, timing "
           "FROM build_rollups WHERE last_ms >= ?",
           query.include_contended ? "runs" : fmt::format("{}_runs", set), set);
       if (query.profile) sql += " AND profile = ?";
@@ -1118,6 +1121,8 @@ class SqliteStore final : public Store {
         row.median_tokens_per_s = select->getColumn(20).getDouble();
         row.low_tokens_per_s = select->getColumn(21).getDouble();
         row.high_tokens_per_s = select->getColumn(22).getDouble();
+        if (auto timing = optional_text(select->getColumn(23)); timing && !timing->empty())
+          row.timing = timing_mode_from_string(*timing);
         rows.push_back(std::move(row));
       }
       return rows;

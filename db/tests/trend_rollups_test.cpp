@@ -1,7 +1,8 @@
 // Tests of the trend points kept at write time (build_rollups, migration 0006): after every kind of
 // write (runs added and finished, co-tenant updates, job ends, interrupted jobs, imports) the rows
 // equal a recomputation from the raw runs done here in C++; the migration runner fills them for a
-// store that predates them (schema 4 and 5); query_trend_summaries gives one point per build and
+// store that predates them (schema 4 and 5) and splits those of schema 6 by timing (0007);
+// query_trend_summaries gives one point per build and
 // series and picks the summary the co-tenant filter asks for.
 #include <gtest/gtest.h>
 
@@ -41,9 +42,10 @@ struct Summary {
   bool operator==(const Summary&) const = default;
 };
 
-// build, series key, profile, weight type, path, tokens, backend, GPU, week (its Monday 00:00 UTC).
+// build, series key, profile, weight type, path, tokens, backend, GPU, week (its Monday 00:00 UTC),
+// timing (the job's, "" for runs without a job).
 using Key = std::tuple<std::int64_t, std::string, std::string, std::optional<std::string>, std::string,
-                       std::int64_t, std::string, std::string, std::int64_t>;
+                       std::int64_t, std::string, std::string, std::int64_t, std::string>;
 
 constexpr std::int64_t kDayMs = 24LL * 3600 * 1000;
 // Weeks start on Mondays 00:00 UTC; 1969-12-29 was the Monday before the epoch (a Thursday).
@@ -76,13 +78,14 @@ Rollups stored_rollups(const std::filesystem::path& path) {
                            "SELECT build_id, series_key, profile, weight_type, path, tokens, backend, gpu_name, "
                            "runs, contended_runs, unknown_runs, quiet_runs, quiet_median, quiet_low, quiet_high, "
                            "open_runs, open_median, open_low, open_high, all_median, all_low, all_high, first_ms, "
-                           "last_ms, build_name, jobs, quiet_last_job, open_last_job, all_last_job, week_ms "
+                           "last_ms, build_name, jobs, quiet_last_job, open_last_job, all_last_job, week_ms, timing "
                            "FROM build_rollups");
   Rollups rollups;
   while (select.executeStep()) {
     Key key{select.getColumn(0).getInt64(), select.getColumn(1).getString(), select.getColumn(2).getString(),
             text_or_null(select.getColumn(3)), select.getColumn(4).getString(),  select.getColumn(5).getInt64(),
-            select.getColumn(6).getString(),   select.getColumn(7).getString(),  select.getColumn(29).getInt64()};
+            select.getColumn(6).getString(),   select.getColumn(7).getString(),  select.getColumn(29).getInt64(),
+            select.getColumn(30).getString()};
     Summary s;
     s.runs = select.getColumn(8).getInt64();
     s.contended = select.getColumn(9).getInt64();
@@ -115,8 +118,9 @@ Rollups recomputed_rollups(const std::filesystem::path& path) {
   SQLite::Database raw(path.string(), SQLite::OPEN_READONLY);
   SQLite::Statement select(raw,
                            "SELECT r.job_id, r.build_id, r.series_key, r.profile, r.weight_type, r.path, r.tokens, "
-                           "r.backend, r.gpu_name, r.state, r.tokens_per_s, r.contended, r.started_ms, b.name "
-                           "FROM runs r JOIN builds b ON b.id = r.build_id");
+                           "r.backend, r.gpu_name, r.state, r.tokens_per_s, r.contended, r.started_ms, b.name, "
+                           "COALESCE(j.timing, '') "
+                           "FROM runs r JOIN builds b ON b.id = r.build_id LEFT JOIN jobs j ON j.id = r.job_id");
   struct Runs {
     std::vector<double> all, quiet, open;
     std::set<std::int64_t> jobs;  // every job among the runs (imported runs have none)
@@ -134,7 +138,8 @@ Rollups recomputed_rollups(const std::filesystem::path& path) {
             select.getColumn(6).getInt64(),
             select.getColumn(7).getString(),
             select.getColumn(8).getString(),
-            week_of(select.getColumn(12).getInt64())};
+            week_of(select.getColumn(12).getInt64()),
+            select.getColumn(14).getString()};
     const double value = select.getColumn(10).getDouble();
     const std::optional<int> contended =
         select.getColumn(11).isNull() ? std::nullopt : std::optional<int>(select.getColumn(11).getInt());
@@ -191,7 +196,11 @@ class TrendRollupsTest : public testing::TwoBuildsFixture {
     EXPECT_TRUE(stored == expected) << "rollups differ from the runs after " << after;
   }
 
-  RowId start_job(RowId build_id) { return store_->create_job(make_job(build_id)); }
+  RowId start_job(RowId build_id, TimingMode timing = TimingMode::Gemm) {
+    Job job = make_job(build_id);
+    job.timing = timing;
+    return store_->create_job(job);
+  }
 };
 
 TEST_F(TrendRollupsTest, FreshStoreHasNoRollups) {
@@ -291,6 +300,42 @@ TEST_F(TrendRollupsTest, ABuildsJobsMakeOnePointPerSeries) {
   one_job.job_id = jobs[1];
   EXPECT_EQ(store_->query_trend(one_job).size(), 4u);
   EXPECT_THROW(store_->query_trend_summaries(one_job), StoreError);
+}
+
+TEST_F(TrendRollupsTest, APointKeepsOneTiming) {
+  // One build gated GEMM-timed and pass-timed in one week: a point per timing, each the median of
+  // its own runs, where one point would have mixed two measurements.
+  const RowId gemm = start_job(mmq_a_, TimingMode::Gemm);
+  const RowId pass = start_job(mmq_a_, TimingMode::Pass);
+  std::vector<RunBundle> bundles;
+  for (int i = 0; i < 3; ++i) {
+    bundles.push_back({make_job_run(gemm, mmq_a_, "q4_K", 1000 + i, 100.0 + i, false), {}, {}, {}});
+    bundles.push_back({make_job_run(pass, mmq_a_, "q4_K", 2000 + i, 200.0 + i, false), {}, {}, {}});
+  }
+  RunBundle imported;
+  imported.run = make_done_run(mmq_a_, "llama-7b", "q4_K", 3000, 50.0, false);
+  bundles.push_back(imported);
+  store_->record_runs(bundles);
+  expect_consistent("runs of both timings and an import");
+
+  TrendQuery query;
+  query.weight_type = "q4_K";
+  const auto points = store_->query_trend_summaries(query);
+  ASSERT_EQ(points.size(), 3u);
+  std::map<std::optional<TimingMode>, const TrendSummary*> by_timing;
+  for (const auto& p : points) EXPECT_TRUE(by_timing.emplace(p.timing, &p).second) << "two points of one timing";
+  ASSERT_EQ(by_timing.size(), 3u);
+  EXPECT_DOUBLE_EQ(by_timing[TimingMode::Gemm]->median_tokens_per_s, 101.0);
+  EXPECT_EQ(by_timing[TimingMode::Gemm]->last_job_id, gemm);
+  EXPECT_DOUBLE_EQ(by_timing[TimingMode::Pass]->median_tokens_per_s, 201.0);
+  EXPECT_EQ(by_timing[TimingMode::Pass]->last_job_id, pass);
+  EXPECT_DOUBLE_EQ(by_timing[std::nullopt]->median_tokens_per_s, 50.0);
+  EXPECT_FALSE(by_timing[std::nullopt]->last_job_id.has_value());
+
+  // The raw runs say their job's timing too.
+  std::map<std::optional<TimingMode>, int> raw;
+  for (const auto& row : store_->query_trend(query)) ++raw[row.timing];
+  EXPECT_EQ(raw, (std::map<std::optional<TimingMode>, int>{{std::nullopt, 1}, {TimingMode::Gemm, 3}, {TimingMode::Pass, 3}}));
 }
 
 TEST_F(TrendRollupsTest, APointNamesTheNewestJobAmongTheRunsItKeeps) {
@@ -569,6 +614,37 @@ TEST_F(TrendRollupsMigrationTest, TheRunnerReplacesThePerJobRowsOfAStoreAtSchema
   EXPECT_TRUE(stored_rollups(path_) == written);
   SQLite::Database raw(path_.string(), SQLite::OPEN_READONLY);
   EXPECT_FALSE(raw.tableExists("trend_rollups"));
+}
+
+TEST_F(TrendRollupsMigrationTest, TheRunnerSplitsTheMixedTimingPointsOfAStoreAtSchema6) {
+  // Schema 6 kept one point for a build's GEMM-timed and pass-timed runs of a week; 0007 recomputes
+  // them as a point per timing.
+  const RowId gemm = start_job(mmq_a_, TimingMode::Gemm);
+  const RowId pass = start_job(mmq_a_, TimingMode::Pass);
+  std::vector<RunBundle> bundles;
+  for (int i = 0; i < 3; ++i) {
+    bundles.push_back({make_job_run(gemm, mmq_a_, "q8_0", 1000 + i, 100.0 + i, false), {}, {}, {}});
+    bundles.push_back({make_job_run(pass, mmq_a_, "q8_0", 2000 + i, 300.0 + i, false), {}, {}, {}});
+  }
+  store_->record_runs(bundles);
+  const Rollups written = stored_rollups(path_);
+  ASSERT_EQ(written.size(), 2u);
+  store_.reset();
+  {
+    // Schema 6 as 0006 left it: no timing column, one row over all six runs.
+    SQLite::Database raw(path_.string(), SQLite::OPEN_READWRITE);
+    raw.exec("DROP INDEX build_rollups_by_group");
+    raw.exec("DELETE FROM build_rollups WHERE timing = 'pass'");
+    raw.exec("UPDATE build_rollups SET runs = 6, all_median = 200.5, all_low = 100, all_high = 302");
+    raw.exec("ALTER TABLE build_rollups DROP COLUMN timing");
+    raw.exec("CREATE INDEX build_rollups_by_group ON build_rollups (build_id, series_key, tokens, week_ms)");
+    raw.exec("PRAGMA user_version = 6");
+  }
+  store_ = open_store(path_);
+  EXPECT_EQ(store_->schema_version(), sqlite_schema_version_known());
+  expect_consistent("migrating from schema 6");
+  EXPECT_TRUE(stored_rollups(path_) == written);
+  EXPECT_EQ(store_->integrity_check(), "ok");
 }
 
 }  // namespace

@@ -435,6 +435,7 @@ grpc::ServerUnaryReactor* HarnessService::QueryTrend(grpc::CallbackServerContext
         p->set_tokens(row.tokens);
         p->set_gpu_name(row.gpu_name);
         p->set_commit_sha(row.commit_sha);
+        if (row.timing) p->set_timing(to_proto(*row.timing));
       }
       return grpc::Status::OK;
     }
@@ -465,6 +466,7 @@ grpc::ServerUnaryReactor* HarnessService::QueryTrend(grpc::CallbackServerContext
       p->set_tokens(row.tokens);
       p->set_gpu_name(row.gpu_name);
       p->set_commit_sha(row.commit_sha);
+      if (row.timing) p->set_timing(to_proto(*row.timing));
     }
     return grpc::Status::OK;
   }));

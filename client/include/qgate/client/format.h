@@ -131,6 +131,7 @@ struct TrendGroup {
   std::string path;
   std::int64_t tokens = 0;           // tokens per run: runs of another count are another group
   std::string backend;
+  v1::TimingMode timing = v1::TIMING_MODE_UNSPECIFIED;  // runs timed the other way are another group
   std::vector<double> tokens_per_s;  // each point's (a job's median, or one run's figure)
   std::vector<bool> contended;       // each point's
   std::int64_t last_unix_ms = 0;
@@ -139,9 +140,11 @@ struct TrendGroup {
   std::int64_t contended_runs = 0;
   double low = 0, high = 0;         // the lowest and highest run behind the points
 };
-/// Groups (build, path, tokens, backend, GPU) in order of each group's first point.
+/// A trend point's timing as `qgate trend` and its CSV write it: gemm, pass, or - (imported results).
+std::string trend_timing_name(v1::TimingMode timing);
+/// Groups (build, path, tokens, timing, backend, GPU) in order of each group's first point.
 std::vector<TrendGroup> group_trend(const std::vector<v1::TrendPoint>& points);
-/// `qgate trend`: build, path, tokens, backend, GPU, runs, median, min, max, last, sparkline; contended runs
+/// `qgate trend`: build, path, tokens, timing (gemm, pass, or - for imported results), backend, GPU, runs, median, min, max, last, sparkline; contended runs
 /// counted with a '*' and a legend under the table. Points are jobs' summaries (their median, the
 /// runs' min and max); MEDIAN is the median of the points, the sparkline one mark per point.
 /// What `qgate import` stored: runs, builds, and the trend command that shows them.

@@ -354,11 +354,13 @@ struct TrendRow {
   std::string backend;
   std::string gpu_name;
   std::string commit_sha;  // the build's
+  std::optional<TimingMode> timing;  // its job's; none for imported results
 };
 
 /// A trend point: one build's finished runs of one series (profile, path, weight type, tokens,
-/// backend, GPU) in one week (Monday 00:00 UTC on), summarised, whichever jobs measured them (or
-/// none: imported results). Kept at write time in build_rollups (migration 0006). The figures cover the runs the TrendQuery's co-tenant
+/// backend, GPU) in one week (Monday 00:00 UTC on) and of one timing, summarised, whichever jobs
+/// measured them (or none: imported results). Kept at write time in build_rollups (migrations 0006,
+/// 0007). The figures cover the runs the TrendQuery's co-tenant
 /// filter keeps: quiet only, quiet or unknown (include_unknown), or all (include_contended).
 struct TrendSummary {
   RowId id = 0;
@@ -384,6 +386,7 @@ struct TrendSummary {
   std::int64_t total_runs = 0;      // every finished run with a tok/s, whatever the filter
   std::int64_t contended_runs = 0;  // of total_runs, measured while the GPU was contended
   std::int64_t unknown_runs = 0;    // of total_runs, co-tenant load unknown
+  std::optional<TimingMode> timing;  // how its jobs timed the runs; none for imported results
 };
 
 /// Which of one build's runs `qgate compare` reads: finished runs with a tokens_per_s, optionally
