@@ -2,6 +2,7 @@
 // call qgated and print. Rules live in options.cpp and text in format.cpp; this file is plumbing.
 #include "qgate/client/cli.h"
 
+#include <cmath>
 #include <sys/ioctl.h>
 #include <unistd.h>
 
@@ -30,6 +31,7 @@
 #include "qgate/client/options.h"
 #include "qgate/interop/import_file.h"
 #include "qgate/interop/llama_bench_export.h"
+#include "qgate/v1/record_words.h"
 #include "qgate/v1/spec_words.h"
 
 #ifndef QGATE_VERSION
@@ -257,6 +259,22 @@ CLI::Validator whole_number(bool allow_zero) {
       allow_zero ? "N>=0" : "N>0");
 }
 
+// A slowdown threshold: a finite fraction in [0, 0.99]. CLI11's Range lets NaN through (every
+// comparison with NaN is false), and a NaN threshold read as "not given" became the default.
+CLI::Validator slowdown_fraction() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        try {
+          std::size_t used = 0;
+          const double value = std::stod(text, &used);
+          if (used == text.size() && std::isfinite(value) && value >= 0 && value <= 0.99) return "";
+        } catch (const std::exception&) {
+        }
+        return "'" + text + "' is not a fraction in [0, 0.99] (0.02 is a 2% slowdown)";
+      },
+      "FRACTION");
+}
+
 CLI::Validator positive_seconds() {
   return CLI::Validator(
       [](std::string& text) -> std::string {
@@ -303,14 +321,14 @@ void add_submit_options(CLI::App* sub, SubmitOptions& o, bool ab_command) {
   sub->add_option("--min-pairs", o.min_pairs, "never decide on fewer pairs (default 4)")
       ->check(whole_number(false));
   sub->add_option("--threshold", o.threshold, "slowdown that fails the gate, as a fraction (default 0.02)")
-      ->check(CLI::Range(0.0, 0.99));
+      ->check(slowdown_fraction());
   sub->add_option("--parity-shapes", o.parity_shapes,
                   "parity sweep: standard (default), quick (without the 7B shape) or none")
       ->check(CLI::IsMember({"standard", "quick", "none"}));
   sub->add_option("--numerics", o.numerics,
-                  "the numerics the build's MMQ path is judged in: qgate or ggml (default: what the build "
-                  "declares through qgate_build_numerics, else qgate)")
-      ->check(CLI::IsMember({"qgate", "ggml"}));
+                  "the numerics the build is judged in: qgate, ggml, ggml-cpu or unknown (default: what the "
+                  "build declares through qgate_build_numerics, else qgate; docs/parity.md)")
+      ->check(CLI::IsMember(words::numerics_words()));
   sub->add_option("--order", o.order, "A/B run order: abba (default) or sequential (for experiments)")
       ->check(CLI::IsMember({"abba", "sequential"}));
   sub->add_option("--timing", o.timing,
@@ -370,7 +388,7 @@ void add_command_options(CLI::App* sub, CommandJobOptions& o) {
   sub->add_option("--max-pairs", o.max_pairs, "pair budget (default 40)")->check(whole_number(false));
   sub->add_option("--min-pairs", o.min_pairs, "never decide on fewer pairs (default 4)")->check(whole_number(false));
   sub->add_option("--threshold", o.threshold, "slowdown that fails, as a fraction (default 0.02)")
-      ->check(CLI::Range(0.0, 0.99));
+      ->check(slowdown_fraction());
   sub->add_option("--order", o.order, "abba (default) or sequential")->check(CLI::IsMember({"abba", "sequential"}));
   sub->add_option("--run-timeout", o.run_timeout_s, "seconds one run may take (default: the daemon's --run-timeout)")
       ->check(whole_number(false));
@@ -633,7 +651,7 @@ int Cli::cmd_submit(bool ab_command) {
   // The words were checked by the option parser (IsMember); unset ones stay UNSPECIFIED.
   if (!o.parity_shapes.empty()) spec->set_parity_shapes(words::shape_set_from_word(o.parity_shapes).value());
   if (!o.numerics.empty())
-    spec->set_numerics(o.numerics == "ggml" ? v1::NUMERICS_PROFILE_GGML : v1::NUMERICS_PROFILE_QGATE);
+    spec->set_numerics(words::numerics_from_word(o.numerics).value());  // checked by the option parser
   if (!o.order.empty()) spec->set_order(words::run_order_from_word(o.order).value());
   if (!o.timing.empty()) spec->set_timing(words::timing_mode_from_word(o.timing).value());
   set_gpu_choice(spec, o.gpu, o.split_gpus);

@@ -459,8 +459,8 @@ std::string format_verdict_report(const v1::VerdictReport& report, v1::JobKind k
   if (report.leaks_size() > 0) {
     out += "\nmemory kept by the build:\n";
     for (const auto& leak : report.leaks())
-      out += fmt::format("  - {}: device {}, host {}: {}\n", leak.where(), format_bytes(leak.device_bytes()),
-                         format_bytes(leak.host_bytes()), leak.detail());
+      out += fmt::format("  - {}{}: device {}, host {}: {}\n", leak.where(), leak.kept_once() ? " (kept once, not a leak)" : "",
+                         format_bytes(leak.device_bytes()), format_bytes(leak.host_bytes()), leak.detail());
   }
   if (report.reasons_size() > 0) {
     out += "\nreasons:\n";

@@ -131,6 +131,17 @@ TEST_F(CliTest, BadWordsAreNamedInTheMessage) {
             "qgate: --timeout: '0' is not a number of seconds above 0 (see qgate --help)\n");
 }
 
+TEST_F(CliTest, ANonFiniteThresholdIsRefusedNotDefaulted) {
+  const fs::path so = write_file("k.so", "ELF");
+  for (const char* bad : {"nan", "inf", "-0.1", "1.5"}) {
+    const Result r = run("--server unix:///nonexistent/sock submit --build " + so.string() + " --name x --threshold " +
+                         bad);
+    EXPECT_EQ(r.code, 3) << bad;
+    EXPECT_NE(r.err.find("is not a fraction in [0, 0.99]"), std::string::npos) << bad << ": " << r.err;
+    EXPECT_EQ(r.err.find("cannot reach"), std::string::npos) << "refused before any call: " << r.err;
+  }
+}
+
 TEST_F(CliTest, HelpListsTheCommandsAndExits0) {
   const Result r = run("--help");
   EXPECT_EQ(r.code, 0);

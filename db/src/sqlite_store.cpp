@@ -654,13 +654,15 @@ class SqliteStore final : public Store {
     });
   }
 
-  std::vector<RowId> requeue_interrupted_jobs() override {
+  InterruptedJobs requeue_interrupted_jobs(int max_daemon_deaths) override {
     return guarded("requeue_interrupted_jobs", [&] {
       SQLite::Transaction transaction(database_, SQLite::TransactionBehavior::IMMEDIATE);
-      std::vector<RowId> ids;
+      InterruptedJobs out;
       {
-        ScopedStatement select(prepared("SELECT id FROM jobs WHERE state = 'running' ORDER BY id"));
-        while (select->executeStep()) ids.push_back(select->getColumn(0).getInt64());
+        ScopedStatement select(prepared("SELECT id, attempts FROM jobs WHERE state = 'running' ORDER BY id"));
+        while (select->executeStep())
+          (select->getColumn(1).getInt() + 1 >= max_daemon_deaths ? out.given_up : out.requeued)
+              .push_back(select->getColumn(0).getInt64());
       }
       // Their half-done runs would otherwise stay 'running' forever; they are kept (for the record)
       // but marked, and never show in trends.
@@ -669,12 +671,19 @@ class SqliteStore final : public Store {
           "WHERE state = 'running' AND job_id IN (SELECT id FROM jobs WHERE state = 'running')"));
       bind_all(*interrupt_runs, now_ms());
       interrupt_runs->exec();
+      ScopedStatement give_up(prepared(
+          "UPDATE jobs SET state = 'failed', attempts = attempts + 1, finished_ms = ?, disposition = 'crashed', "
+          "disposition_detail = ?, error = ? WHERE state = 'running' AND attempts + 1 >= ?"));
+      const std::string why = "the daemon stopped " + std::to_string(max_daemon_deaths) +
+                              " times while this job ran (does the build kill its parent?); it is not run again";
+      bind_all(*give_up, now_ms(), why, why, max_daemon_deaths);
+      give_up->exec();
       ScopedStatement requeue(prepared(
           "UPDATE jobs SET state = 'queued', attempts = attempts + 1, started_ms = NULL "
           "WHERE state = 'running'"));
       requeue->exec();
       transaction.commit();
-      return ids;
+      return out;
     });
   }
 
@@ -1348,10 +1357,10 @@ class SqliteStore final : public Store {
     for (std::size_t position = 0; position < verdict.leaks.size(); ++position) {
       const MemoryLeakRow& leak = verdict.leaks[position];
       ScopedStatement insert(prepared(
-          "INSERT INTO verdict_leaks (job_id, position, location, device_bytes, host_bytes, detail) "
-          "VALUES (?, ?, ?, ?, ?, ?)"));
+          "INSERT INTO verdict_leaks (job_id, position, location, device_bytes, host_bytes, detail, kept_once) "
+          "VALUES (?, ?, ?, ?, ?, ?, ?)"));
       bind_all(*insert, verdict.job_id, position, leak.where, leak.device_bytes, leak.host_bytes,
-               leak.detail);
+               leak.detail, leak.kept_once ? 1 : 0);
       insert->exec();
     }
     if (const auto& identity = verdict.identity) {
@@ -1421,7 +1430,7 @@ class SqliteStore final : public Store {
       }
     }
     ScopedStatement select(prepared(fmt::format(
-        "SELECT job_id, location, device_bytes, host_bytes, detail FROM verdict_leaks "
+        "SELECT job_id, location, device_bytes, host_bytes, detail, kept_once FROM verdict_leaks "
         "WHERE job_id IN ({}) ORDER BY job_id, position",
         job_ids_sql)));
     bind(*select);
@@ -1433,6 +1442,7 @@ class SqliteStore final : public Store {
       leak.device_bytes = select->getColumn(2).getInt64();
       leak.host_bytes = select->getColumn(3).getInt64();
       leak.detail = select->getColumn(4).getString();
+      leak.kept_once = select->getColumn(5).getInt() != 0;
       found->second->leaks.push_back(std::move(leak));
     }
     ScopedStatement identities(prepared(fmt::format(

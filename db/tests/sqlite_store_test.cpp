@@ -233,7 +233,7 @@ TEST_F(SqliteStoreTest, RunningJobsAreRequeuedAfterACrash) {
   store_.reset();  // the daemon dies: nothing is finished or cleaned up
   store_ = open_store(path_);
 
-  const std::vector<RowId> requeued = store_->requeue_interrupted_jobs();
+  const std::vector<RowId> requeued = store_->requeue_interrupted_jobs().requeued;
   ASSERT_EQ(requeued, std::vector<RowId>{crashed});
   const auto job = store_->find_job(crashed);
   EXPECT_EQ(job->state, JobState::Queued);
@@ -241,8 +241,23 @@ TEST_F(SqliteStoreTest, RunningJobsAreRequeuedAfterACrash) {
   EXPECT_FALSE(job->started_ms.has_value());
   EXPECT_EQ(store_->find_job(waiting)->attempts, 0);
   EXPECT_EQ(store_->find_run(run_id)->state, RunState::Interrupted);
-  EXPECT_TRUE(store_->requeue_interrupted_jobs().empty());  // idempotent
+  EXPECT_TRUE(store_->requeue_interrupted_jobs().requeued.empty());  // idempotent
   EXPECT_EQ(store_->claim_next_job(std::nullopt)->id, crashed);  // still the oldest
+
+  // The daemon dies under it a second time: it is not run again, and says why.
+  store_.reset();
+  store_ = open_store(path_);
+  const db::InterruptedJobs second = store_->requeue_interrupted_jobs();
+  EXPECT_TRUE(second.requeued.empty());
+  ASSERT_EQ(second.given_up, std::vector<RowId>{crashed});
+  const auto ended = store_->find_job(crashed);
+  EXPECT_EQ(ended->state, JobState::Failed);
+  EXPECT_EQ(ended->attempts, 2);
+  ASSERT_TRUE(ended->error.has_value());
+  EXPECT_NE(ended->error->find("the daemon stopped 2 times while this job ran"), std::string::npos) << *ended->error;
+  EXPECT_EQ(ended->disposition, db::Disposition::Crashed);
+  EXPECT_TRUE(ended->finished_ms.has_value());
+  EXPECT_EQ(store_->claim_next_job(std::nullopt)->id, waiting) << "the given-up job is never claimed again";
 }
 
 // --- Runs ---

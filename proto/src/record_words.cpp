@@ -61,8 +61,29 @@ std::string_view word(v1::NumericsProfile numerics) {
   switch (numerics) {
     case v1::NUMERICS_PROFILE_QGATE: return "qgate";
     case v1::NUMERICS_PROFILE_GGML: return "ggml";
+    case v1::NUMERICS_PROFILE_GGML_CPU: return "ggml-cpu";
+    case v1::NUMERICS_PROFILE_UNKNOWN: return "unknown";
     default: return "";
   }
+}
+
+const std::vector<std::string>& numerics_words() {
+  static const std::vector<std::string> words = [] {
+    std::vector<std::string> out;
+    for (int value = v1::NumericsProfile_MIN; value <= v1::NumericsProfile_MAX; ++value)
+      if (v1::NumericsProfile_IsValid(value) && value != v1::NUMERICS_PROFILE_UNSPECIFIED)
+        out.emplace_back(word(v1::NumericsProfile(value)));
+    return out;
+  }();
+  return words;
+}
+
+std::optional<v1::NumericsProfile> numerics_from_word(std::string_view text) {
+  for (int value = v1::NumericsProfile_MIN; value <= v1::NumericsProfile_MAX; ++value)
+    if (v1::NumericsProfile_IsValid(value) && value != v1::NUMERICS_PROFILE_UNSPECIFIED &&
+        word(v1::NumericsProfile(value)) == text)
+      return v1::NumericsProfile(value);
+  return std::nullopt;
 }
 
 std::string_view word(v1::WorkerErrorKind kind) {
@@ -77,6 +98,7 @@ std::string_view word(v1::WorkerErrorKind kind) {
     case v1::WORKER_ERROR_KIND_DEVICE: return "device";
     case v1::WORKER_ERROR_KIND_UNKNOWN_NUMERICS: return "unknown_numerics";
     case v1::WORKER_ERROR_KIND_MODEL_FILE: return "model_file";
+    case v1::WORKER_ERROR_KIND_CHANNEL_TAMPERED: return "channel_tampered";
     default: return "unspecified";
   }
 }

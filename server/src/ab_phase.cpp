@@ -128,6 +128,21 @@ v1::ProfileRun AbPhase::timed_run(ArmSession& arm, int pair_index) {
   const db::RowId run_id = recorder_.start_run(where, arm.context(), setup_.profile, setup_.tokens);
   RunFailure failure;
   std::vector<cotenant::Sample> samples;
+  // The other arm's worker is idle now: frozen, its threads (a build's background thread
+  // included) cannot take the CPU or the GPU from this run (docs/security.md).
+  struct IdleArmsFrozen {
+    std::vector<ArmSession*> idle;
+    explicit IdleArmsFrozen(std::vector<ArmSession*> arms) : idle(std::move(arms)) {
+      for (ArmSession* a : idle) a->freeze(true);
+    }
+    ~IdleArmsFrozen() {
+      for (ArmSession* a : idle) a->freeze(false);
+    }
+  };
+  std::vector<ArmSession*> idle;
+  for (ArmSession* other : arms_)
+    if (other != &arm) idle.push_back(other);
+  IdleArmsFrozen frozen(std::move(idle));
   auto result = sampled_run(arm, run_id, &failure, &samples);
   if (!result) {
     // One restart and one retry; a second failure ends the job with both reasons.
@@ -366,6 +381,11 @@ AbOutcome AbPhase::run(v1::JobProgress& progress) {
   const stats::SequentialDesign design = stats::SequentialDesign::from_policy(policy);
   ArmSession a(setup_.a, setup_.arms, launcher_, control_);
   ArmSession b(setup_.b, setup_.arms, launcher_, control_);
+  arms_ = {&a, &b};
+  struct ForgetArms {
+    std::vector<ArmSession*>& arms;
+    ~ForgetArms() { arms.clear(); }
+  } forget{arms_};
 
   progress.set_phase("ab");
   progress.set_pairs_max(policy.max_pairs);

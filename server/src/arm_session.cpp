@@ -3,6 +3,7 @@
 
 #include <filesystem>
 
+#include "qgate/server/artifact_store.h"
 #include "qgate/server/fault_classifier.h"
 #include "qgate/v1/record_words.h"
 
@@ -32,6 +33,10 @@ void ArmSession::start() {
   launch.binary = settings_.worker_binary;
   if (spec_.command) launch.args = {"command"};
   else launch.args = {"serve", "--build", spec_.build.artifact_path};
+  // Every worker start: a baseline edited on disk since its upload must not run as itself.
+  if (!spec_.command)
+    if (const std::string why = stored_build_mismatch(spec_.build.artifact_path, spec_.build.sha256); !why.empty())
+      throw JobFailure("arm " + spec_.name + ": " + why);
   for (const auto& a : settings_.common_args) launch.args.push_back(a);
   for (const auto& a : spec_.device_args) launch.args.push_back(a);
   launch.env = clean_worker_environment(spec_.env);
@@ -125,6 +130,10 @@ void ArmSession::stop_worker() {
   if (!worker_) return;
   worker_->kill_group();
   worker_.reset();
+}
+
+void ArmSession::freeze(bool frozen) {
+  if (worker_) worker_->freeze_group(frozen);
 }
 
 void ArmSession::shutdown() {

@@ -63,4 +63,15 @@ std::string ArtifactUpload::commit(std::string* sha256, std::string* error) {
   return final_path;
 }
 
+std::string stored_build_mismatch(const std::string& path, const std::string& sha256) {
+  std::error_code error;
+  if (!std::filesystem::exists(path, error)) return "the stored build's file is missing: " + path;
+  const std::string actual = common::sha256_file_hex(path);
+  if (actual.empty()) return "the stored build's file cannot be read: " + path;
+  if (actual != sha256)
+    return "the stored build " + path + " has changed since it was uploaded (sha256 " + actual.substr(0, 12) +
+           ", uploaded as " + sha256.substr(0, 12) + "); it is not run";
+  return "";
+}
+
 }  // namespace qgate::server

@@ -4,6 +4,7 @@
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -125,15 +126,22 @@ Daemon::~Daemon() { shutdown(); }
 void Daemon::start() {
   // Everything qgated creates (socket, database, artifacts, logs) is private to its user.
   umask(077);
+  // Every client connection is a descriptor: run with the most the system lets this user have, so
+  // a burst of idle connections exhausts nothing at the default soft limit of 1,024
+  // (docs/security.md). Workers get their own, lower limit (WorkerLaunch::open_files).
+  if (struct rlimit files {}; getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &files) != 0) spdlog::warn("qgated: cannot raise its descriptor limit");
+  }
   std::filesystem::create_directories(options_.data_dir);
   if (access(options_.worker_binary.c_str(), X_OK) != 0)
     throw std::runtime_error("qgate-worker not found or not executable at " + options_.worker_binary);
   db::SqliteOptions so;
   so.path = options_.db_path;
-  std::vector<db::RowId> requeued;
+  db::InterruptedJobs interrupted;
   try {
     parts_->store = db::open_sqlite_store(so);
-    requeued = parts_->store->requeue_interrupted_jobs();  // also the first write: proves we can
+    interrupted = parts_->store->requeue_interrupted_jobs();  // also the first write: proves we can
   } catch (const db::StoreError& e) {
     // SQLite opens a file it cannot write read-only without a word; say so before anything is run.
     if (e.kind() == db::StoreErrorKind::ReadOnly || access(options_.db_path.c_str(), W_OK) != 0)
@@ -142,7 +150,10 @@ void Daemon::start() {
                                "without write access (" + e.what() + ")");
     throw;
   }
-  for (auto id : requeued) spdlog::warn("job {} was running when the daemon stopped; re-queued", id);
+  for (auto id : interrupted.requeued) spdlog::warn("job {} was running when the daemon stopped; re-queued", id);
+  for (auto id : interrupted.given_up)
+    spdlog::error("job {} was running when the daemon stopped, for the {}th time: CRASHED, not run again", id,
+                  db::kMaxDaemonDeaths);
 
   std::string sampler_kind = options_.sampler;
   if (sampler_kind == "auto") sampler_kind = !options_.replay_samples_file.empty() ? "replay"

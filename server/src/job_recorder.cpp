@@ -57,7 +57,7 @@ void JobRecorder::add_parity_cases(db::RowId build_id, const std::vector<v1::Par
     c.inf_count = p.inf_count();
     c.unwritten_count = p.unwritten_count();
     c.message = p.message();
-    c.numerics = p.numerics() == v1::NUMERICS_PROFILE_GGML ? "ggml" : "qgate";  // as judged
+    c.numerics = p.numerics() == v1::NUMERICS_PROFILE_UNSPECIFIED ? "qgate" : std::string(words::word(p.numerics()));  // as judged
     c.activation = words::word(p.activation());
     c.atol = p.atol();
     c.rtol = p.rtol();

@@ -104,7 +104,7 @@ db::Verdict verdict_row(db::RowId job_id, const v1::VerdictReport& report) {
                             measured(type.gemm_us_a()), measured(type.gemm_us_b())});
   }
   for (const v1::MemoryLeak& leak : report.leaks()) {
-    row.leaks.push_back({leak.where(), leak.device_bytes(), leak.host_bytes(), leak.detail()});
+    row.leaks.push_back({leak.where(), leak.device_bytes(), leak.host_bytes(), leak.detail(), leak.kept_once()});
   }
   if (const v1::OutputIdentity& identity = report.identity(); identity.checked()) {
     row.identity = db::OutputIdentityRow{identity.identical(), identity.compared_runs(), identity.length(),
@@ -151,6 +151,7 @@ v1::VerdictReport to_proto(const db::Verdict& row) {
     out->set_device_bytes(leak.device_bytes);
     out->set_host_bytes(leak.host_bytes);
     out->set_detail(leak.detail);
+    out->set_kept_once(leak.kept_once);
   }
   if (const auto& identity = row.identity) {
     v1::OutputIdentity* out = report.mutable_identity();

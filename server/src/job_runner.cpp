@@ -10,6 +10,7 @@
 #include "qgate/db/store_error.h"
 #include "qgate/profiles/model_profile.h"
 #include "qgate/server/ab_phase.h"
+#include "qgate/server/artifact_store.h"
 #include "qgate/server/job_gpu_records.h"
 #include "qgate/server/job_records.h"
 #include "qgate/server/job_recorder.h"
@@ -62,8 +63,9 @@ class JobPlan {
     const bool command = spec_.kind() == v1::JOB_KIND_COMMAND;
     // A command job's build is a file only when the two builds are substituted into its command.
     const bool has_file = !command || spec_.command().toggle() == v1::COMMAND_TOGGLE_BUILDS;
-    if (has_file && !std::filesystem::exists(candidate_.artifact_path))
-      throw JobFailure("the build's file is missing: " + candidate_.artifact_path);
+    if (has_file)
+      if (const std::string why = stored_build_mismatch(candidate_.artifact_path, candidate_.sha256); !why.empty())
+        throw JobFailure(why);
     report_.set_backend(options_.backend);
     check_split();
     const bool gate = spec_.kind() == v1::JOB_KIND_GATE;
@@ -345,6 +347,13 @@ class JobPlan {
     judge_with_calibration();
   }
 
+  /// The first memory finding that is a leak, not memory kept once; nullptr when none.
+  static const v1::MemoryLeak* first_leak(const v1::VerdictReport& report) {
+    for (const v1::MemoryLeak& leak : report.leaks())
+      if (!leak.kept_once()) return &leak;
+    return nullptr;
+  }
+
   static void substitute_build(std::string& word, const std::string& path) {
     for (size_t at = word.find("{build}"); at != std::string::npos; at = word.find("{build}", at + path.size()))
       word.replace(at, 7, path);
@@ -359,9 +368,8 @@ class JobPlan {
     } else if (report_.parity_failed() > 0) {
       disposition = {v1::DISPOSITION_INCORRECT, std::to_string(report_.parity_failed()) +
                                                     " parity case(s) failed; first: " + first_parity_failure_};
-    } else if (report_.leaks_size() > 0) {
-      const v1::MemoryLeak& leak = report_.leaks(0);
-      disposition = {v1::DISPOSITION_LEAKED, leak.where() + ": " + leak.detail()};
+    } else if (const v1::MemoryLeak* leak = first_leak(report_)) {
+      disposition = {v1::DISPOSITION_LEAKED, leak->where() + ": " + leak->detail()};
       if (!spec_.policy().allow_leaks()) {
         report_.set_verdict(v1::VERDICT_FAIL);
         report_.add_reasons("the build leaked memory (" + disposition.detail +
@@ -370,6 +378,9 @@ class JobPlan {
         report_.add_reasons("the build leaked memory (" + disposition.detail + "); allowed by the policy");
       }
     }
+    // Memory a library keeps once is said, on its own line, and judges nothing.
+    for (const v1::MemoryLeak& leak : report_.leaks())
+      if (leak.kept_once()) report_.add_reasons(leak.where() + ": " + leak.detail() + " (not a leak)");
     for (const auto& r : recovered_) disposition.detail += (disposition.detail.empty() ? "" : "; ") + r;
     if (report_.gpus().empty())
       for (const ServedGpu* g : placement_.gpus) *report_.add_gpus() = gpu_ref(*g);

@@ -6,10 +6,12 @@
 #include <filesystem>
 #include <map>
 #include <regex>
+#include <tuple>
 
 #include "qgate/common/sha256.h"
 #include "qgate/interop/output_reader.h"
 #include "qgate/profiles/model_profile.h"
+#include "qgate/v1/record_words.h"
 #include "qgate/v1/spec_words.h"
 #include "qgate/common/weight_types.h"
 #include "qgate/server/gpu_choice.h"
@@ -21,6 +23,11 @@ namespace {
 
 constexpr std::int64_t kMaxTokens = 65536;
 constexpr int kMaxPairs = 1000;
+// A build's free-text metadata is stored with every job and served to every reader (the job list,
+// the dashboard): bounded so one submitter cannot make those answers huge.
+constexpr size_t kMaxCommitBytes = 256;
+constexpr size_t kMaxBranchBytes = 256;
+constexpr size_t kMaxFlagsBytes = 4096;
 
 [[noreturn]] void refuse(const std::string& message) {
   throw ApplicationError(ApplicationErrorKind::InvalidArgument, message);
@@ -58,7 +65,11 @@ void check_enums(const v1::JobSpec& job) {
   if (!v1::ShapeSet_IsValid(job.parity_shapes()))
     refuse("parity_shapes " + std::to_string(job.parity_shapes()) + " is not one of standard, quick, none");
   if (!v1::NumericsProfile_IsValid(job.numerics()))
-    refuse("numerics " + std::to_string(job.numerics()) + " is not one of qgate, ggml");
+  {
+    std::string known;
+    for (const auto& w : words::numerics_words()) known += (known.empty() ? "" : ", ") + w;
+    refuse("numerics " + std::to_string(job.numerics()) + " is not one of " + known);
+  }
 }
 
 void check_parity_source(const v1::JobSpec& job) {
@@ -168,6 +179,12 @@ std::optional<db::Build> JobSubmission::validate_header(const v1::SubmitHeader& 
   if (!valid_build_name(build.name()))
     refuse("build name '" + build.name() +
            "' must be 1-128 letters, digits, '.', '_' or '-', not starting with '.' or '-'");
+  for (const auto& [field, text, limit] : {std::tuple{"commit", &build.commit(), kMaxCommitBytes},
+                                           std::tuple{"branch", &build.branch(), kMaxBranchBytes},
+                                           std::tuple{"flags", &build.flags(), kMaxFlagsBytes}})
+    if (text->size() > limit)
+      refuse(std::string("the build's ") + field + " is " + std::to_string(text->size()) + " bytes; at most " +
+             std::to_string(limit) + " are kept");
   const auto& job = header.job();
   if (!v1::JobKind_IsValid(job.kind()) || job.kind() == v1::JOB_KIND_UNSPECIFIED)
     refuse("job kind " + std::to_string(job.kind()) + " is not one of gate, ab, parity, command");
@@ -196,8 +213,12 @@ std::optional<db::Build> JobSubmission::validate_header(const v1::SubmitHeader& 
   const auto& policy = job.policy();
   if (policy.slowdown_threshold() < 0 || policy.slowdown_threshold() >= 1 || !std::isfinite(policy.slowdown_threshold()))
     refuse("slowdown_threshold must be in [0, 1)");
-  if (policy.min_pairs() < 0 || policy.max_pairs() < 0 || policy.max_pairs() > kMaxPairs)
+  if (policy.min_pairs() < 0 || policy.max_pairs() < 0 || policy.max_pairs() > kMaxPairs ||
+      policy.min_pairs() > kMaxPairs)
     refuse("pairs must be in [0, " + std::to_string(kMaxPairs) + "]");
+  if (policy.max_pairs() > 0 && policy.min_pairs() > policy.max_pairs())
+    refuse("min_pairs " + std::to_string(policy.min_pairs()) + " is more than max_pairs " +
+           std::to_string(policy.max_pairs()));
   if (job.repetitions() < 0 || job.repetitions() > 1000) refuse("repetitions must be in [0, 1000]");
   if (job.timeout_s() < 0 || job.timeout_s() > 30 * 24 * 3600)
     refuse("timeout_s must be in [0, 30 days] (0 = the daemon's --job-timeout)");

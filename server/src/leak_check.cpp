@@ -125,20 +125,57 @@ std::string format_bytes(int64_t bytes) {
   return buf;
 }
 
+namespace {
+
+/// What the first cycle kept (`first_kept`), judged again by a second cycle: growth across the
+/// second is a leak of everything kept from `before` on, with each cycle's figures in the detail;
+/// no growth makes the first's finding memory kept once.
+std::optional<v1::MemoryLeak> judged_by_second_cycle(std::optional<v1::MemoryLeak> first_kept,
+                                                     const v1::MemoryReading& before,
+                                                     const v1::MemoryReading& after_first,
+                                                     const v1::MemoryReading& after_second,
+                                                     const std::string& where, const std::string& second_cycle,
+                                                     const LeakThresholds& limits) {
+  if (auto grew = kept(after_first, after_second, limits.device_cycle_bytes, limits.host_cycle_bytes, where,
+                       "after " + second_cycle, "after the first cycle")) {
+    if (first_kept) grew->set_detail(grew->detail() + "; the first cycle: " + first_kept->detail());
+    // The bytes are all the build holds beyond `before` of what grew again.
+    if (grew->device_bytes() > 0) grew->set_device_bytes(after_second.device_bytes() - before.device_bytes());
+    if (grew->host_bytes() > 0) grew->set_host_bytes(host_bytes(after_second) - host_bytes(before));
+    return grew;
+  }
+  if (!first_kept) return std::nullopt;
+  first_kept->set_kept_once(true);
+  first_kept->set_detail("kept once: " + first_kept->detail() + "; level after " + second_cycle);
+  return first_kept;
+}
+
+}  // namespace
+
 std::optional<v1::MemoryLeak> judge_arm_memory(const ArmMemory& arm, const LeakThresholds& limits) {
   if (auto leak = growth_across_runs(arm, limits)) return leak;
   if (!arm.released || !arm.prepared.has_memory_before() || !arm.released->has_memory()) return std::nullopt;
-  return kept(arm.prepared.memory_before(), arm.released->memory(), limits.device_release_bytes,
-              limits.host_release_bytes, "arm " + arm.arm + " at release",
-              "after releasing " + std::to_string(arm.released->released_gemms()) + " GEMM(s) and the context",
-              "before prepare");
+  const std::string where = "arm " + arm.arm + " at release";
+  auto first = kept(arm.prepared.memory_before(), arm.released->memory(), limits.device_release_bytes,
+                    limits.host_release_bytes, where,
+                    "after releasing " + std::to_string(arm.released->released_gemms()) + " GEMM(s) and the context",
+                    "before prepare");
+  if (!arm.released->second_cycle()) return first;
+  return judged_by_second_cycle(std::move(first), arm.prepared.memory_before(), arm.released->memory(),
+                                arm.released->memory_after_second_cycle(),
+                                where, "a second prepare, run and release", limits);
 }
 
 std::optional<v1::MemoryLeak> judge_parity_memory(const v1::WorkerSummary& summary, const LeakThresholds& limits) {
   if (!summary.has_memory_before() || !summary.has_memory_after()) return std::nullopt;
-  return kept(summary.memory_before(), summary.memory_after(), limits.device_sweep_bytes, limits.host_sweep_bytes,
-              "parity sweep", "after the last of " + std::to_string(summary.cases()) + " cases",
-              "before the first");
+  auto first = kept(summary.memory_before(), summary.memory_after(), limits.device_sweep_bytes,
+                    limits.host_sweep_bytes, "parity sweep",
+                    "after the last of " + std::to_string(summary.cases()) + " cases", "before the first");
+  if (!summary.has_memory_after_second_cycle()) return first;
+  return judged_by_second_cycle(std::move(first), summary.memory_before(), summary.memory_after(),
+                                summary.memory_after_second_cycle(),
+                                "parity sweep",
+                                "a second cycle of " + std::to_string(summary.second_cycle_runs()) + " runs", limits);
 }
 
 }  // namespace qgate::server

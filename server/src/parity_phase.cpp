@@ -43,6 +43,7 @@ ParityOutcome ParityPhase::run(v1::JobProgress& progress) {
 
   ParityOutcome out;
   std::vector<v1::ParityCase> cases;
+  int32_t planned = -1;
   const auto deadline = JobControl::Clock::now() + std::chrono::seconds(setup_.phase_timeout_s);
   while (true) {
     control_.check();
@@ -57,7 +58,7 @@ ParityOutcome ParityPhase::run(v1::JobProgress& progress) {
     }
     if (end == ReadEnd::malformed) {
       worker->kill_group();
-      throw JobFailure("the parity worker's output is not a record stream (does the build write to stdout?)");
+      throw JobFailure("the parity judge's output is not a record stream");
     }
     if (end != ReadEnd::record) {
       const WorkerExit exit = worker->wait_exit(std::chrono::seconds(5));
@@ -69,10 +70,17 @@ ParityOutcome ParityPhase::run(v1::JobProgress& progress) {
                            record.error().message(),
                        FaultClassifier::worker_error(record.error()));
     if (record.has_summary()) {
+      // The judge announces its plan and reports every planned case: anything else is not a sweep.
+      if (planned < 0 || int32_t(cases.size()) != planned) {
+        worker->kill_group();
+        throw JobFailure("the parity worker reported " + std::to_string(cases.size()) + " cases of a plan of " +
+                         std::to_string(planned) + " (no verdict is taken from an incomplete sweep)");
+      }
       out.leak = judge_parity_memory(record.summary());
       break;
     }
     if (record.has_plan()) {
+      planned = record.plan().cases();
       progress.set_parity_total(record.plan().cases());
       recorder_.publish(progress, "parity: " + std::to_string(record.plan().cases()) + " cases, MMQ judged in " +
                                       std::string(words::word(record.plan().numerics())) +

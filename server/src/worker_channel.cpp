@@ -22,6 +22,7 @@ class ProcessChannel final : public WorkerChannel {
   std::string stderr_tail(size_t max_bytes) const override { return process_.stderr_tail(max_bytes); }
   std::string where_is_it(std::chrono::milliseconds timeout) override { return process_.where_is_it(timeout); }
   void kill_group() override { process_.kill_group(); }
+  void freeze_group(bool frozen) override { process_.freeze_group(frozen); }
 
  private:
   WorkerProcess process_;

@@ -67,7 +67,7 @@ WorkerProcess::WorkerProcess(const WorkerLaunch& launch) : stderr_path_(launch.s
   for (auto& e : env_store) envp.push_back(e.data());
   envp.push_back(nullptr);
   const std::string err_path = launch.stderr_path.empty() ? "/dev/null" : launch.stderr_path;
-  const int64_t cpu_seconds = launch.cpu_seconds, open_files = launch.open_files;
+  const int64_t cpu_seconds = launch.cpu_seconds, open_files = launch.open_files, file_bytes = launch.file_bytes;
 
   pid_ = fork();
   if (pid_ < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
@@ -88,6 +88,10 @@ WorkerProcess::WorkerProcess(const WorkerLaunch& launch) : stderr_path_(launch.s
     setrlimit(RLIMIT_CPU, &cpu);
     const struct rlimit files = {rlim_t(open_files), rlim_t(open_files)};
     setrlimit(RLIMIT_NOFILE, &files);
+    // Writes past the cap fail (EFBIG) instead of raising SIGXFSZ: the log stops, the worker runs on.
+    signal(SIGXFSZ, SIG_IGN);
+    const struct rlimit sizes = {rlim_t(file_bytes), rlim_t(file_bytes)};
+    setrlimit(RLIMIT_FSIZE, &sizes);
     syscall(SYS_close_range, 3u, ~0u, 0u);
     execve(argv[0], argv.data(), envp.data());
     _exit(127);
@@ -165,6 +169,11 @@ ReadEnd WorkerProcess::read(v1::WorkerRecord* record, std::chrono::milliseconds 
       return ReadEnd::timeout;
     }
   }
+}
+
+void WorkerProcess::freeze_group(bool frozen) {
+  if (pid_ <= 1 || reaped_) return;
+  ::kill(-pid_, frozen ? SIGSTOP : SIGCONT);
 }
 
 void WorkerProcess::kill_group() {

@@ -204,4 +204,23 @@ inline int64_t submit_no_wait(const DaemonUnderTest& d, const std::string& args)
 
 inline std::string state_of(const json& job) { return job.value("state", ""); }
 
+/// A job that ran to its end: what `qgate watch` exited with, and the job as `qgate show` gives it.
+struct EndedJob {
+  int watch_code = -1;
+  json job;
+};
+
+/// Submits `build` under `name` with `args`, waits for the job to end, and returns it.
+inline EndedJob run_job(const DaemonUnderTest& d, const std::string& build, const std::string& name,
+                        const std::string& args) {
+  EndedJob out;
+  auto submitted = d.cli("--json submit --build " + build + " --name " + name + " " + args);
+  EXPECT_EQ(submitted.code, 0) << submitted.err;
+  if (submitted.code != 0) return out;
+  const int64_t id = json_data(submitted, "submission")["job_id"].get<int64_t>();
+  out.watch_code = d.cli("watch " + std::to_string(id)).code;
+  out.job = show(d, id);
+  return out;
+}
+
 }  // namespace qgate::testing

@@ -3,6 +3,7 @@
 // run fails, dies, hangs or leaks. Every request is written to a journal the tests read.
 #pragma once
 
+#include <set>
 #include <cmath>
 #include <csignal>
 #include <deque>
@@ -44,6 +45,8 @@ struct Journal {
   std::vector<std::string> events;    // "launch parity", "launch serve MINFER_MMQ=1", "run MINFER_MMQ=0", ...
   std::vector<std::string> run_arms;  // the MINFER_MMQ (or build path) of each run, in order
   int launches = 0;
+  std::set<std::string> frozen;                 // arms (by key) frozen now
+  std::vector<std::set<std::string>> frozen_at_run;  // what was frozen when each run was answered
   int runs = 0;
   int kills = 0;
   int releases = 0;
@@ -73,11 +76,29 @@ class FakeWorker final : public WorkerChannel {
       context.mutable_context()->set_device_uuid("GPU-fake-" + device_);
     }
     outbox_.push_back(context);
-    if (mode_ == "parity")
+    if (mode_ == "parity") {
+      // The judge announces its plan first; a script that brings its own plan keeps it.
+      int32_t cases = 0;
+      bool planned = false;
+      for (const auto& r : script_.parity) {
+        cases += r.has_parity() ? 1 : 0;
+        planned = planned || r.has_plan();
+      }
+      if (!planned) {
+        v1::WorkerRecord plan;
+        plan.mutable_plan()->set_cases(cases);
+        outbox_.push_back(plan);
+      }
       for (const auto& r : script_.parity) outbox_.push_back(r);
+    }
   }
 
   int pid() const override { return pid_; }
+  void freeze_group(bool frozen) override {
+    std::lock_guard lock(journal_.mutex);
+    if (frozen) journal_.frozen.insert(key_);
+    else journal_.frozen.erase(key_);
+  }
 
   bool send(const v1::WorkerRequest& request) override {
     std::lock_guard lock(journal_.mutex);
@@ -98,6 +119,7 @@ class FakeWorker final : public WorkerChannel {
       const int run = journal_.runs++;
       journal_.events.push_back("run " + key_);
       journal_.run_arms.push_back(key_);
+      journal_.frozen_at_run.push_back(journal_.frozen);
       journal_.run_devices.push_back(device_);
       if (script_.on_run) script_.on_run(run);
       if (run == script_.die_run) {

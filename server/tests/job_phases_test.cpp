@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "qgate/common/sha256.h"
 #include "fake_worker.h"
 #include "qgate/db/sqlite_store.h"
 #include "qgate/server/ab_phase.h"
@@ -49,9 +50,9 @@ class PhaseTest : public ::testing::Test {
   db::Build add_build(const std::string& name) {
     db::Build b;
     b.name = name;
-    b.sha256 = std::string(64, name[0]);
     b.artifact_path = (dir_ / ("lib" + name + ".so")).string();
-    std::ofstream(b.artifact_path) << "not really a build";
+    std::ofstream(b.artifact_path) << "not really a build: " << name;
+    b.sha256 = qgate::common::sha256_file_hex(b.artifact_path);  // checked before every use
     b.id = store_->insert_build(b).id;
     return b;
   }
@@ -113,6 +114,18 @@ TEST_F(PhaseTest, AbbaOrderAlternatesTheArmThatRunsFirst) {
   EXPECT_EQ(out.report.arm_a().runs(), out.report.arm_b().runs());
   EXPECT_EQ(launcher.journal.launches, 2) << "one worker per arm, kept for the job";
   EXPECT_EQ(launcher.journal.releases, 2) << "both workers asked to release at the end";
+}
+
+TEST_F(PhaseTest, TheIdleArmIsFrozenWhileTheOtherIsTimed) {
+  FakeLauncher launcher({.noise = 0.01});
+  run_ab(launcher, ab_setup());
+  const auto& runs = launcher.journal.run_arms;
+  ASSERT_EQ(launcher.journal.frozen_at_run.size(), runs.size());
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const std::string other = runs[i] == "MINFER_MMQ=1" ? "MINFER_MMQ=0" : "MINFER_MMQ=1";
+    EXPECT_EQ(launcher.journal.frozen_at_run[i], std::set<std::string>{other}) << "run " << i << " of " << runs[i];
+  }
+  EXPECT_TRUE(launcher.journal.frozen.empty()) << "every arm is thawed when the A/B ends";
 }
 
 // The verdict is on the summed time; a type that got slower inside a faster sum is named.
@@ -319,6 +332,21 @@ TEST_F(ParityPhaseTest, CountsAndStoresEveryCase) {
   EXPECT_NE(std::find(args_.begin(), args_.end(), "quick"), args_.end());
 }
 
+TEST_F(ParityPhaseTest, ASweepThatEndsShortOfItsPlanIsNoVerdict) {
+  // A summary after 2 of 3 planned cases: whatever wrote it, it is not a sweep.
+  FakeLauncher launcher;
+  v1::WorkerRecord plan;
+  plan.mutable_plan()->set_cases(3);
+  launcher.script.parity = {plan, parity_case("q4_0", v1::CASE_OUTCOME_PASSED),
+                            parity_case("q4_1", v1::CASE_OUTCOME_PASSED), parity_summary(100 << 20, 100 << 20)};
+  try {
+    run_parity(launcher);
+    FAIL() << "a short sweep must not end in an outcome";
+  } catch (const JobFailure& e) {
+    EXPECT_NE(std::string(e.what()).find("reported 2 cases of a plan of 3"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(ParityPhaseTest, ALostContextStopsTheSweepAsACrash) {
   FakeLauncher launcher;
   v1::WorkerRecord lost = parity_case("q4_K", v1::CASE_OUTCOME_ERROR, "cudaErrorIllegalAddress");
@@ -431,6 +459,32 @@ TEST_F(RunnerTest, AGateWhoseParityFailsNeverStartsTheAb) {
   EXPECT_EQ(job.disposition, db::Disposition::Incorrect);
   EXPECT_EQ(launcher.journal.launches, 1) << "only the parity worker";
   EXPECT_EQ(store_->find_verdict(job.id)->verdict, db::VerdictValue::Fail);
+}
+
+TEST_F(RunnerTest, AStoredBuildEditedOnDiskIsNeverRun) {
+  FakeLauncher launcher;
+  launcher.script.parity = {parity_case("q4_0", v1::CASE_OUTCOME_PASSED), parity_summary(0, 0)};
+  std::ofstream(candidate_.artifact_path, std::ios::app) << " and an edit";
+  v1::JobSpec spec;
+  spec.set_kind(v1::JOB_KIND_PARITY);
+  const db::Job job = run_job(launcher, spec);
+  EXPECT_EQ(job.state, db::JobState::Failed);
+  ASSERT_TRUE(job.error.has_value());
+  EXPECT_NE(job.error->find("has changed since it was uploaded"), std::string::npos) << *job.error;
+  EXPECT_EQ(launcher.journal.launches, 0) << "no worker may load the edited file";
+}
+
+TEST_F(RunnerTest, AnEditedBaselineStopsTheGateBeforeItsArmStarts) {
+  FakeLauncher launcher;
+  launcher.script.build_tokens_per_s = {{candidate_.artifact_path, 1000}, {baseline_.artifact_path, 1000}};
+  std::ofstream(baseline_.artifact_path, std::ios::app) << " and an edit";
+  v1::JobSpec spec;
+  spec.set_kind(v1::JOB_KIND_GATE);
+  spec.set_parity_shapes(v1::SHAPE_SET_NONE);
+  const db::Job job = run_job(launcher, spec, true);
+  EXPECT_EQ(job.state, db::JobState::Failed);
+  ASSERT_TRUE(job.error.has_value());
+  EXPECT_NE(job.error->find("arm B: the stored build"), std::string::npos) << *job.error;
 }
 
 TEST_F(RunnerTest, ALeakingBuildFailsTheGateAsLeaked) {

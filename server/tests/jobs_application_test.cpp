@@ -3,6 +3,7 @@
 // scheduler and event hub replaced by a recorder.
 #include "qgate/server/jobs_application.h"
 
+#include <cmath>
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -145,6 +146,32 @@ TEST_F(JobsApplicationTest, UnknownEnumValuesAreRefusedByName) {
   EXPECT_EQ(refusal([&] { submit(header, std::string(64, 'a')); }, "parity_shapes 42"),
             ApplicationErrorKind::InvalidArgument);
   EXPECT_EQ(store_->count_jobs(db::JobFilter{}), 0);
+}
+
+TEST_F(JobsApplicationTest, OversizedMetadataAndInvertedPairBudgetsAreRefused) {
+  // A 5 MB commit text was once stored and served to every reader of the job list.
+  v1::SubmitHeader header = ab_header("mmq-k");
+  header.mutable_build()->set_commit(std::string(5 << 20, 'c'));
+  EXPECT_EQ(refusal([&] { submit(header, std::string(64, 'a')); }, "the build's commit is 5242880 bytes; at most 256"),
+            ApplicationErrorKind::InvalidArgument);
+  header = ab_header("mmq-k");
+  header.mutable_build()->set_flags(std::string(4097, 'f'));
+  EXPECT_EQ(refusal([&] { submission_.validate_header(header); }, "the build's flags is 4097 bytes"),
+            ApplicationErrorKind::InvalidArgument);
+  header = ab_header("mmq-k");
+  header.mutable_build()->set_branch(std::string(256, 'b'));
+  header.mutable_build()->set_commit(std::string(256, 'c'));
+  EXPECT_NO_THROW(submission_.validate_header(header)) << "the limits themselves are allowed";
+  header = ab_header("mmq-k");
+  header.mutable_job()->mutable_policy()->set_min_pairs(20);
+  header.mutable_job()->mutable_policy()->set_max_pairs(8);
+  EXPECT_EQ(refusal([&] { submission_.validate_header(header); }, "min_pairs 20 is more than max_pairs 8"),
+            ApplicationErrorKind::InvalidArgument);
+  header.mutable_job()->mutable_policy()->set_slowdown_threshold(std::nan(""));
+  header.mutable_job()->mutable_policy()->set_max_pairs(20);
+  EXPECT_EQ(refusal([&] { submission_.validate_header(header); }, "slowdown_threshold must be in [0, 1)"),
+            ApplicationErrorKind::InvalidArgument);
+  EXPECT_EQ(store_->count_jobs(db::JobFilter{}), 0) << "nothing refused is stored";
 }
 
 TEST_F(JobsApplicationTest, ParityJobWithNoShapesAndNoModelFileIsRefused) {

@@ -196,6 +196,74 @@ TEST(LeakCheck, AParitySweepOfACorrectBuildDoesNotLeak) {
   EXPECT_EQ(judge_parity_memory(missing), std::nullopt);
 }
 
+// ggml's CUDA backend as measured: its pool and handles stay after the first cycle (68 MiB of device
+// memory, 160.9 MiB of host memory after a sweep) and are level across the next.
+TEST(LeakCheck, AParitySweepThatKeepsStateOnceIsReportedNotLeaked) {
+  v1::WorkerSummary s;
+  s.set_cases(208);
+  *s.mutable_memory_before() = reading(638 * MiB, 40 * MiB);
+  *s.mutable_memory_after() = reading(962 * MiB, 201 * MiB);
+  *s.mutable_memory_after_second_cycle() = reading(962 * MiB, 209 * MiB);
+  s.set_second_cycle_runs(16);
+  const auto finding = judge_parity_memory(s);
+  ASSERT_TRUE(finding.has_value());
+  EXPECT_TRUE(finding->kept_once());
+  EXPECT_EQ(finding->device_bytes(), 324 * MiB);
+  EXPECT_EQ(finding->host_bytes(), 161 * MiB);
+  EXPECT_EQ(finding->detail().rfind("kept once: after the last of 208 cases: device memory 324.0 MiB more", 0), 0u)
+      << finding->detail();
+  EXPECT_NE(finding->detail().find("level after a second cycle of 16 runs"), std::string::npos) << finding->detail();
+}
+
+TEST(LeakCheck, AParitySweepThatGrowsAgainInItsSecondCycleLeaks) {
+  // The leak fault build on the CPU: 4 MiB per call, 16 calls in the second cycle.
+  v1::WorkerSummary s;
+  s.set_cases(192);
+  *s.mutable_memory_before() = reading(0, 40 * MiB, "");
+  *s.mutable_memory_after() = reading(0, (40 + 4 * 192) * MiB, "");
+  *s.mutable_memory_after_second_cycle() = reading(0, (40 + 4 * 208) * MiB, "");
+  s.set_second_cycle_runs(16);
+  const auto leak = judge_parity_memory(s);
+  ASSERT_TRUE(leak.has_value());
+  EXPECT_FALSE(leak->kept_once());
+  EXPECT_EQ(leak->host_bytes(), 832 * MiB) << "all it holds beyond the start";
+  EXPECT_EQ(leak->detail(),
+            "after a second cycle of 16 runs: host memory 64.0 MiB more than after the first cycle (808.0 MiB -> "
+            "872.0 MiB); the first cycle: after the last of 192 cases: host memory 768.0 MiB more than before the "
+            "first (40.0 MiB -> 808.0 MiB)");
+  // Growth in the second cycle alone, after a first that kept nothing, is a leak too.
+  *s.mutable_memory_after() = reading(0, 41 * MiB, "");
+  *s.mutable_memory_after_second_cycle() = reading(0, 105 * MiB, "");
+  const auto late = judge_parity_memory(s);
+  ASSERT_TRUE(late.has_value());
+  EXPECT_FALSE(late->kept_once());
+}
+
+TEST(LeakCheck, AnArmReleaseThatASecondCycleFindsLevelIsKeptOnce) {
+  ArmMemory a = arm({reading(900 * MiB, 60 * MiB), reading(900 * MiB, 60 * MiB), reading(900 * MiB, 60 * MiB)});
+  v1::ReleaseDone released;
+  released.set_released_gemms(3);
+  *released.mutable_memory() = reading(668 * MiB, 41 * MiB);  // 68 MiB of device memory stays
+  a.released = released;
+  const auto without_second = judge_arm_memory(a);
+  ASSERT_TRUE(without_second.has_value());
+  EXPECT_FALSE(without_second->kept_once()) << "without a second cycle the judge cannot tell: a leak";
+  released.set_second_cycle(true);
+  *released.mutable_memory_after_second_cycle() = reading(669 * MiB, 42 * MiB);
+  a.released = released;
+  const auto once = judge_arm_memory(a);
+  ASSERT_TRUE(once.has_value());
+  EXPECT_TRUE(once->kept_once());
+  EXPECT_EQ(once->device_bytes(), 68 * MiB);
+  // A release that keeps a GEMM's weights each time grows across the second cycle: a leak.
+  *released.mutable_memory_after_second_cycle() = reading(968 * MiB, 42 * MiB);
+  a.released = released;
+  const auto leak = judge_arm_memory(a);
+  ASSERT_TRUE(leak.has_value());
+  EXPECT_FALSE(leak->kept_once());
+  EXPECT_EQ(leak->device_bytes(), 368 * MiB);
+}
+
 TEST(LeakCheck, BytesAreFormattedForPeople) {
   EXPECT_EQ(qgate::server::format_bytes(64 * MiB), "64.0 MiB");
   EXPECT_EQ(qgate::server::format_bytes(1536 * MiB), "1.50 GiB");

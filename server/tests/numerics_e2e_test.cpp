@@ -15,21 +15,9 @@ using nlohmann::json;
 
 namespace {
 
-struct Ended {
-  int watch_code = -1;
-  json job;
-};
-
-Ended parity_job(const DaemonUnderTest& d, const std::string& build, const std::string& name, const std::string& args) {
-  Ended out;
+EndedJob parity_job(const DaemonUnderTest& d, const std::string& build, const std::string& name, const std::string& args) {
   const std::string shapes = args.find("--parity-shapes") == std::string::npos ? " --parity-shapes quick " : " ";
-  auto submitted = d.cli("--json submit --build " + build + " --name " + name + " --kind parity" + shapes + args);
-  EXPECT_EQ(submitted.code, 0) << submitted.err;
-  if (submitted.code != 0) return out;
-  const int64_t id = json_data(submitted, "submission")["job_id"].get<int64_t>();
-  out.watch_code = d.cli("watch " + std::to_string(id)).code;
-  out.job = show(d, id);
-  return out;
+  return run_job(d, build, name, "--kind parity" + shapes + args);
 }
 
 }  // namespace
@@ -38,18 +26,18 @@ TEST(NumericsEndToEnd, AGgmlBuildPassesAndItsBuggyTwinFails) {
   DaemonUnderTest d;
   d.start();
 
-  const Ended good = parity_job(d, QGATE_GGML_CPU_BUILD, "ggml-cpu", "");
+  const EndedJob good = parity_job(d, QGATE_GGML_CPU_BUILD, "ggml-cpu", "");
   EXPECT_EQ(good.watch_code, 0) << good.job.dump();
   EXPECT_EQ(good.job["verdict"]["verdict"], "VERDICT_PASS") << good.job.dump();
   EXPECT_EQ(good.job["verdict"]["parity_passed"].get<int>(), 8 * (7 + 5) * 2) << good.job.dump();
 
   // Judged in the profile it does not follow, the same bytes fail.
-  const Ended wrong_profile = parity_job(d, QGATE_GGML_CPU_BUILD, "ggml-cpu-as-qgate", "--numerics qgate");
+  const EndedJob wrong_profile = parity_job(d, QGATE_GGML_CPU_BUILD, "ggml-cpu-as-qgate", "--numerics qgate");
   EXPECT_EQ(wrong_profile.watch_code, 1) << wrong_profile.job.dump();
   EXPECT_EQ(wrong_profile.job.value("disposition", ""), "DISPOSITION_INCORRECT") << wrong_profile.job.dump();
 
   for (const char* numerics : {"", "--numerics qgate", "--numerics ggml"}) {
-    const Ended bad = parity_job(d, QGATE_GGML_CPU_BUILD_BAD, "ggml-cpu-bad", numerics);
+    const EndedJob bad = parity_job(d, QGATE_GGML_CPU_BUILD_BAD, "ggml-cpu-bad", numerics);
     EXPECT_EQ(bad.watch_code, 1) << numerics << ": " << bad.job.dump();
     EXPECT_EQ(bad.job["verdict"]["verdict"], "VERDICT_FAIL") << bad.job.dump();
     EXPECT_EQ(bad.job.value("disposition", ""), "DISPOSITION_INCORRECT") << bad.job.dump();
@@ -65,7 +53,7 @@ TEST(NumericsEndToEnd, AParityJobRunsOnTheBlocksOfAModelFile) {
   std::string error;
   ASSERT_TRUE(t::write_file(model, t::make_test_gguf(t::llama_test_tensors()).bytes, &error)) << error;
 
-  const Ended job = parity_job(d, QGATE_REF_LIBRARY, "ref", "--parity-shapes quick --gguf " + model +
+  const EndedJob job = parity_job(d, QGATE_REF_LIBRARY, "ref", "--parity-shapes quick --gguf " + model +
                                                              " --tensors 'blk.0.*,output.weight'");
   // --parity-shapes names a set, so the sweep is the quick shapes and edge rows plus the model's 8 matrices.
   EXPECT_EQ(job.watch_code, 0) << job.job.dump();

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "qgate/common/sha256.h"
 #include "fake_worker.h"
 #include "qgate/db/sqlite_store.h"
 #include "qgate/server/job_gpu_records.h"
@@ -40,9 +41,9 @@ class SplitAbTest : public ::testing::Test {
     options.path = dir_ / "qgate.db";
     store_ = db::open_sqlite_store(options);
     build_.name = "ref";
-    build_.sha256 = std::string(64, 'a');
     build_.artifact_path = (dir_ / "libref.so").string();
     std::ofstream(build_.artifact_path) << "not really a build";
+    build_.sha256 = qgate::common::sha256_file_hex(build_.artifact_path);  // checked before every use
     build_.id = store_->insert_build(build_).id;
     for (int i = 0; i < 2; ++i) {
       gpus_[i].ordinal = i;

@@ -169,6 +169,26 @@ TEST(WorkerLeak, AParitySweepOfTheLeakBuildKeepsMemoryAndOfTheReferenceBuildNone
   EXPECT_FALSE(clean.has_value()) << clean->detail();
 }
 
+// A library's one-time state (ggml's pool, cuBLAS handles) is not a leak: the pool_once build keeps
+// its pool from its first call on and never grows it. The second cycle finds it level.
+TEST(WorkerLeak, MemoryKeptOnceIsReportedAsSuchAndNotALeak) {
+  const std::string build = build_path("QGATE_FAULT_POOL_ONCE", QGATE_FAULT_POOL_ONCE);
+  const auto swept = qgate::server::judge_parity_memory(parity_summary(build));
+  ASSERT_TRUE(swept.has_value()) << "the pool is over the sweep's threshold: a finding";
+  EXPECT_TRUE(swept->kept_once()) << swept->detail();
+  EXPECT_EQ(swept->detail().rfind("kept once: ", 0), 0u) << swept->detail();
+  std::printf("judged: %s: %s\n", swept->where().c_str(), swept->detail().c_str());
+
+  const ArmMemory arm = serve(build);
+  ASSERT_TRUE(arm.released.has_value());
+  EXPECT_TRUE(arm.released->second_cycle()) << "a release that kept the pool earns a second cycle";
+  const auto released = judge_arm_memory(arm);
+  ASSERT_TRUE(released.has_value());
+  EXPECT_TRUE(released->kept_once()) << released->where() << ": " << released->detail();
+  EXPECT_EQ(released->where(), "arm A at release");
+  std::printf("judged: %s: %s\n", released->where().c_str(), released->detail().c_str());
+}
+
 #ifdef QGATE_FAULT_ILLEGAL_ADDRESS
 TEST(WorkerLeak, AKernelFaultNamesTheCallThatLostTheContextOnEveryLaterAnswer) {
   const auto records = serve_records(build_path("QGATE_FAULT_ILLEGAL_ADDRESS", QGATE_FAULT_ILLEGAL_ADDRESS));

@@ -141,3 +141,19 @@ TEST(WorkerProcess, TheChildGetsItsLimitsAndNoInheritedDescriptors) {
   // Core size 0, 123 s of CPU, 77 files; descriptors: stdin, stdout, stderr and the one ls opens.
   EXPECT_EQ(w.stderr_tail(), "0 123 77 4");
 }
+
+TEST(WorkerProcess, AFloodedLogStopsAtItsCapAndTheWorkerRunsOn) {
+  // A build that writes without end to stderr (or to stdout, which the worker points at its log)
+  // must stop at the cap: the log keeps exactly the cap, the writes past it fail, and the worker
+  // is not killed for it (SIGXFSZ is ignored), so it can still finish its job.
+  WorkerLaunch l;
+  l.binary = "/bin/sh";
+  l.args = {"-c", "head -c 3000000 /dev/zero | tr '\\0' x >&2; echo still-running > /dev/null && exit 7"};
+  l.env = clean_worker_environment({});
+  l.file_bytes = 1 << 20;
+  l.stderr_path = ::testing::TempDir() + "/flood.log";
+  std::filesystem::remove(l.stderr_path);
+  WorkerProcess w(l);
+  EXPECT_EQ(w.wait_exit(20s), "exit 7") << "the worker must run on past its log's cap";
+  EXPECT_EQ(std::filesystem::file_size(l.stderr_path), uintmax_t(1) << 20);
+}

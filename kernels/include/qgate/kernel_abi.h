@@ -89,6 +89,11 @@ typedef struct qgate_gemm qgate_gemm;
  * Returns a static string. */
 typedef const char* (*qgate_build_numerics_fn)(void);
 #define QGATE_BUILD_NUMERICS_SYMBOL "qgate_build_numerics"
+/* Optional, preferred over qgate_build_numerics when exported: the numerics on one backend
+ * (a qgate_backend), for a build whose backends follow different arithmetic (ggml's CUDA kernels
+ * and its CPU backend: "ggml" and "ggml-cpu"). NULL or "" means qgate_build_numerics's answer. */
+typedef const char* (*qgate_build_numerics_on_fn)(int32_t backend);
+#define QGATE_BUILD_NUMERICS_ON_SYMBOL "qgate_build_numerics_on"
 
 /* Always safe to call first; the worker checks it before anything else. */
 QGATE_EXPORT uint32_t qgate_abi_version(void);

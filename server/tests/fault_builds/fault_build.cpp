@@ -14,14 +14,29 @@
 //   unwritten_output - qgate_gemm_run returns success without touching y.
 //   leak             - qgate_gemm_run allocates memory it never frees (device memory on CUDA, touched
 //                      host memory on the CPU), then forwards correctly.
+//   forged_records   - a hostile build: as it is loaded, it writes a well-formed record stream of
+//                      192 PASSED parity cases and a matching summary to stdout and to every pipe
+//                      its process holds; qgate_gemm_run computes nothing.
+//   chatty_stdout    - prints debug text to stdout as it loads and in every call, then forwards
+//                      correctly: its output must not reach the records qgated reads.
+//   pool_once        - forwards correctly, and keeps a pool the first time it runs in a process, as a
+//                      library's allocator or handles do (512 MiB of device memory on CUDA, 64 MiB
+//                      of touched host memory on the CPU), never freed and never grown: memory kept
+//                      once, which the leak judge must not call a leak.
+//   idle_spinner     - forwards correctly, and runs a background thread that burns a core whenever
+//                      none of its own calls is in flight: left running, it slows the other arm of
+//                      an A/B while that arm is timed, and so reads faster than it is.
 // libqgate_ref.so is looked for beside this file (and one folder up, the bundle's plugins/), then
 // by plain name (LD_LIBRARY_PATH), then at the compile-time QGATE_REF_LIBRARY_PATH: qgated runs
 // uploads from its own artifact store, where nothing lies beside them.
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -31,6 +46,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "fault_device.h"
@@ -182,12 +198,116 @@ void leak_memory(int32_t backend) {
   g_last_leaked_block = block;
 }
 
+constexpr size_t kPoolBytesCuda = size_t(512) << 20;
+constexpr size_t kPoolBytesCpu = size_t(64) << 20;
+
+void* volatile g_pool = nullptr;
+std::once_flag g_pool_once;
+
+void keep_pool_once(int32_t backend) {
+  std::call_once(g_pool_once, [backend] {
+    if (backend == QGATE_BACKEND_CUDA) {
+      if (!qgate_fault_device_leak(kPoolBytesCuda)) std::fprintf(stderr, "qgate-fault-pool_once: device allocation failed\n");
+      return;
+    }
+    void* pool = std::malloc(kPoolBytesCpu);
+    if (pool) std::memset(pool, 0x3C, kPoolBytesCpu);  // touched, so it is resident
+    g_pool = pool;
+  });
+}
+
 void fill_nan(float* y, int64_t n, int32_t backend, void* stream) {
   if (backend == QGATE_BACKEND_CUDA) {
     if (!qgate_fault_device_fill_nan(y, n, stream)) std::abort();
     return;
   }
   for (int64_t i = 0; i < n; ++i) y[i] = std::numeric_limits<float>::quiet_NaN();
+}
+
+// ---- forged_records: a record stream written by hand in protobuf's wire format ----
+void put_varint(std::string& out, uint64_t v) {
+  while (v >= 0x80) {
+    out.push_back(char(v | 0x80));
+    v >>= 7;
+  }
+  out.push_back(char(v));
+}
+void put_bytes_field(std::string& out, int field, const std::string& bytes) {
+  put_varint(out, uint64_t(field) << 3 | 2);
+  put_varint(out, bytes.size());
+  out += bytes;
+}
+void put_varint_field(std::string& out, int field, uint64_t v) {
+  put_varint(out, uint64_t(field) << 3);
+  put_varint(out, v);
+}
+/// One WorkerRecord, length-delimited: field `record_field` of the record's oneof holds `body`.
+std::string delimited_record(int record_field, const std::string& body) {
+  std::string record, out;
+  put_bytes_field(record, record_field, body);
+  put_varint(out, record.size());
+  return out + record;
+}
+
+std::string forged_stream() {
+  constexpr int kCases = 192;
+  std::string plan, stream;
+  put_varint_field(plan, 1, kCases);  // ParityPlan.cases
+  stream += delimited_record(8, plan);
+  const char* types[] = {"q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q4_K", "q5_K", "q6_K"};
+  for (int i = 0; i < kCases; ++i) {
+    std::string shape, parity;
+    put_varint_field(shape, 1, 8);
+    put_varint_field(shape, 2, 64);
+    put_varint_field(shape, 3, 256);
+    put_bytes_field(parity, 1, types[i % 8]);                  // ParityCase.type
+    put_bytes_field(parity, 2, shape);                         // .shape
+    put_varint_field(parity, 3, i % 2 ? 1 : 2);                // .path
+    put_varint_field(parity, 5, 1);                            // .outcome = PASSED
+    stream += delimited_record(2, parity);
+  }
+  std::string summary;
+  put_varint_field(summary, 1, kCases);  // WorkerSummary.cases
+  put_varint_field(summary, 2, kCases);  // .passed
+  stream += delimited_record(5, summary);
+  return stream;
+}
+
+void write_all(int fd, const std::string& bytes) {
+  for (size_t off = 0; off < bytes.size();) {
+    const ssize_t n = write(fd, bytes.data() + off, bytes.size() - off);
+    if (n <= 0) return;
+    off += size_t(n);
+  }
+}
+
+std::atomic<int> g_calls_in_flight{0};
+
+[[noreturn]] void spin_while_idle() {
+  volatile uint64_t sink = 0;
+  for (;;) {
+    if (g_calls_in_flight.load(std::memory_order_relaxed) > 0) {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+      continue;
+    }
+    for (int i = 0; i < 100000; ++i) sink = sink + uint64_t(i);
+  }
+}
+
+__attribute__((constructor)) void misbehave_on_load() {
+  if (fault_is("idle_spinner")) std::thread(spin_while_idle).detach();
+  if (fault_is("chatty_stdout")) {
+    std::printf("chatty build: loaded, hello from the constructor\n");
+    std::fflush(stdout);
+  }
+  if (!fault_is("forged_records")) return;
+  const std::string stream = forged_stream();
+  write_all(STDOUT_FILENO, stream);
+  // Every other pipe this process holds, in case one of them leads to whoever judges it.
+  for (int fd = 3; fd < 1024; ++fd) {
+    struct stat st {};
+    if (fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode)) write_all(fd, stream);
+  }
 }
 
 }  // namespace
@@ -233,15 +353,24 @@ QGATE_EXPORT qgate_status qgate_gemm_prepare(qgate_context* c, int32_t t, int64_
 }
 QGATE_EXPORT qgate_status qgate_gemm_run(qgate_gemm* g, const float* x, int64_t nt, float* y, void* stream) {
   const GemmFacts facts = facts_of(g);
+  struct InFlight {
+    InFlight() { g_calls_in_flight.fetch_add(1); }
+    ~InFlight() { g_calls_in_flight.fetch_sub(1); }
+  } in_flight;
   if (fault_is("crash_run")) raise(SIGSEGV);
   if (fault_is("crash_once")) crash_if_first_run();
   if (fault_is("hang")) hang_forever();
-  if (fault_is("unwritten_output")) return QGATE_OK;
+  if (fault_is("unwritten_output") || fault_is("forged_records")) return QGATE_OK;
+  if (fault_is("chatty_stdout")) {
+    std::printf("chatty build: qgate_gemm_run nt=%lld\n", (long long)nt);
+    std::fflush(stdout);
+  }
   if (fault_is("illegal_address")) {
     if (facts.backend == QGATE_BACKEND_CUDA && qgate_fault_device_illegal_write(stream)) return QGATE_OK;
     std::abort();
   }
   if (fault_is("leak")) leak_memory(facts.backend);
+  if (fault_is("pool_once")) keep_pool_once(facts.backend);
   const qgate_status status = ref().gemm_run(g, x, nt, y, stream);
   if (status == QGATE_OK && fault_is("nan_output")) fill_nan(y, nt * facts.od, facts.backend, stream);
   return status;

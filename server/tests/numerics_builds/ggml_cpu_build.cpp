@@ -1,7 +1,16 @@
-// A CPU kernel build for the tests that computes in ggml's CUDA MMQ numerics (sm_80+, int8 mma
-// path) and declares them through qgate_build_numerics() = "ggml". It is written from the block
-// format specification alone and uses only kernel_abi.h, so it is an outside build as the gate
-// sees one: faithful to ggml's arithmetic, but not qgate's code.
+// A CPU kernel build for the tests that computes as ggml's CUDA backend dispatches on sm_90 (MMVQ
+// at 8 tokens and fewer, the int8 mma MMQ above) and declares it through qgate_build_numerics() =
+// "ggml". It is written from the block format specification alone and uses only kernel_abi.h, so it
+// is an outside build as the gate sees one: faithful to ggml's arithmetic, but not qgate's code.
+//
+// MMVQ path (nt <= 8), per 32 activations x: d = amax/127, q = roundf(x/d), (d, Σx) kept as an f16
+// pair, Σx reduced over 32 lanes by an xor butterfly. Per call (16 values for the 4- and 5-bit
+// legacy types, 8 for q8_0, a pair of 32-value sub-blocks for the K-quants), accumulated in f32:
+//   q4_0, q5_0      dw * (Σ u*q * d8 - off * s8)      u unsigned, off = 4 (q4_0), 8 (q5_0) per call
+//   q4_1, q5_1      Σ u*q * f16(dw*d8) + f16(m*s8)/2  half products
+//   q8_0            (dw * d8) * Σ w*q
+//   q4_K, q5_K      d * Σ d8*(Σ u*q * sc) - dmin * Σ d8*(Σ q * m)   (no d*sc is formed)
+//   q6_K            d * Σ d8*(Σ w*q * sc) per 16
 //
 // MMQ path, per 32 activations x: amax, d_inv = 127/amax, q = roundf(x*d_inv), d = 1/d_inv (an
 // all-zero block gives q = 0, d = 0); Σx summed as a GPU warp does it (4 values per lane, then an
@@ -121,6 +130,9 @@ struct Unpacked {
   float s1 = 0, s2 = 0;     // MMQ scale and min term (see the file comment)
   int8_t sc[2] = {0, 0};    // q6_K: sub-scales of the two 16s
   float fa[2] = {0, 0}, fc = 0;
+  // q4_K, q5_K as MMVQ reads them: the super-block's f16 d and dmin, this sub-block's 6-bit scale and min.
+  float kd = 0, kdmin = 0;
+  int16_t ksc = 0, km = 0;
 };
 
 // The 6-bit scale and min of sub-block j of a q4_K/q5_K super-block (12 packed bytes).
@@ -206,6 +218,10 @@ void unpack_block(Kind kind, const uint8_t* p, Unpacked* out) {
         // ggml forms d*sc and -dmin*m as f16 products before the dot.
         u.s1 = round_f16(d * float(sc));
         u.s2 = round_f16(-dmin * float(m));
+        u.kd = d;
+        u.kdmin = dmin;
+        u.ksc = int16_t(sc);
+        u.km = int16_t(m);
         u.fa[0] = u.fa[1] = d * float(sc);
         u.fc = -(dmin * float(m));
       }
@@ -254,6 +270,8 @@ void inject_scale_bug(Kind kind, Unpacked* row, int64_t nb) {
       u.fa[0] = prev.fa[0];
       u.fa[1] = prev.fa[1];
       u.fc = prev.fc;
+      u.ksc = prev.ksc;
+      u.km = prev.km;
     }
   }
 }
@@ -342,6 +360,92 @@ float mmq_dot(Kind kind, const Unpacked* w, const ActBlock* a, int64_t nb) {
           tmp = std::fma(float(c), a[b].d, tmp);
         }
         sum = std::fma(tmp, w[b0].s1, sum);
+      }
+      break;
+  }
+  return sum;
+}
+
+// ---- MMVQ (nt <= 8) ----------------------------------------------------------------------------
+
+constexpr int64_t kMmvqMaxTokens = 8;
+
+struct VecActBlock {
+  int8_t q[kBlock];
+  float d8 = 0;  // f16(d), widened
+  float s8 = 0;  // f16(Σx), widened
+};
+
+void quantize_vec_act_block(const float* x, VecActBlock* out) {
+  float amax = 0.0f;
+  float lane[kBlock];
+  for (int i = 0; i < kBlock; ++i) {
+    amax = std::fmax(amax, std::fabs(x[i]));
+    lane[i] = x[i];
+  }
+  for (int offset = 16; offset > 0; offset >>= 1) {  // one value per lane, xor butterfly
+    float next[kBlock];
+    for (int i = 0; i < kBlock; ++i) next[i] = lane[i] + lane[i ^ offset];
+    std::memcpy(lane, next, sizeof lane);
+  }
+  const float d = amax / 127.0f;
+  for (int i = 0; i < kBlock; ++i) out->q[i] = amax == 0.0f ? int8_t(0) : to_int8(std::round(x[i] / d));
+  out->d8 = round_f16(d);
+  out->s8 = round_f16(lane[0]);
+}
+
+// The unsigned weight value MMVQ's legacy dots read (the offset goes through Σx).
+int unsigned_weight(Kind kind, int8_t w) { return kind == Kind::q4_0 ? w + 8 : kind == Kind::q5_0 ? w + 16 : w; }
+
+float mmvq_dot(Kind kind, const Unpacked* w, const VecActBlock* a, int64_t nb) {
+  float sum = 0.0f;
+  switch (kind) {
+    case Kind::q4_0:
+    case Kind::q5_0:
+    case Kind::q4_1:
+    case Kind::q5_1:
+      for (int64_t b = 0; b < nb; ++b)
+        for (int call = 0; call < 2; ++call) {  // values 8c..8c+7 and 16+8c..16+8c+7
+          int32_t sumi = 0;
+          for (int j = 0; j < 8; ++j)
+            for (int i : {8 * call + j, 16 + 8 * call + j}) sumi += unsigned_weight(kind, w[b].w[i]) * a[b].q[i];
+          if (kind == Kind::q4_0 || kind == Kind::q5_0) {
+            const float offset = kind == Kind::q4_0 ? 4.0f : 8.0f;
+            sum += w[b].s1 * (float(sumi) * a[b].d8 - offset * a[b].s8);
+          } else {
+            sum += float(sumi) * round_f16(w[b].s1 * a[b].d8) + round_f16(w[b].s2 * a[b].s8) / 2.0f;
+          }
+        }
+      break;
+    case Kind::q8_0:
+      for (int64_t b = 0; b < nb; ++b)
+        for (int call = 0; call < 4; ++call) {
+          int32_t sumi = 0;
+          for (int i = 8 * call; i < 8 * call + 8; ++i) sumi += int32_t(w[b].w[i]) * a[b].q[i];
+          sum += (w[b].s1 * a[b].d8) * float(sumi);
+        }
+      break;
+    case Kind::q4_K:
+    case Kind::q5_K:
+      for (int64_t b = 0; b < nb; b += 2) {  // a pair of sub-blocks per call
+        float sumf_d = 0.0f, sumf_m = 0.0f;
+        for (int64_t s = b; s < b + 2 && s < nb; ++s) {
+          int32_t dot1 = 0, dot2 = 0;
+          for (int i = 0; i < kBlock; ++i) {
+            dot1 += int32_t(w[s].w[i]) * a[s].q[i];
+            dot2 += a[s].q[i];
+          }
+          sumf_d += a[s].d8 * float(dot1 * w[s].ksc);
+          sumf_m += a[s].d8 * float(dot2 * w[s].km);
+        }
+        sum += w[b].kd * sumf_d - w[b].kdmin * sumf_m;
+      }
+      break;
+    case Kind::q6_K:
+      for (int64_t b = 0; b < nb; ++b) {
+        const float sumf = a[b].d8 * float(dot16(w[b].w, a[b].q) * w[b].sc[0]) +
+                           a[b].d8 * float(dot16(w[b].w + 16, a[b].q + 16) * w[b].sc[1]);
+        sum += w[b].s1 * sumf;
       }
       break;
   }
@@ -538,7 +642,16 @@ QGATE_EXPORT qgate_status qgate_gemm_run(qgate_gemm* gemm, const float* x, int64
                 "nt=" + std::to_string(nt) + " outside 1.." + std::to_string(gemm->max_nt));
   try {
     const int64_t k = gemm->k, od = gemm->od, nb = gemm->nb;
-    if (ctx->path == QGATE_PATH_MMQ) {
+    if (ctx->path == QGATE_PATH_MMQ && nt <= kMmvqMaxTokens) {
+      std::vector<VecActBlock> act(size_t(nt * nb));
+      for (int64_t t = 0; t < nt; ++t)
+        for (int64_t b = 0; b < nb; ++b) quantize_vec_act_block(x + t * k + b * kBlock, &act[size_t(t * nb + b)]);
+      parallel_for(od, ctx->threads, [&](int64_t o0, int64_t o1) {
+        for (int64_t t = 0; t < nt; ++t)
+          for (int64_t o = o0; o < o1; ++o)
+            y[t * od + o] = mmvq_dot(gemm->kind, gemm->blocks.data() + o * nb, act.data() + t * nb, nb);
+      });
+    } else if (ctx->path == QGATE_PATH_MMQ) {
       std::vector<ActBlock> act(size_t(nt * nb));
       parallel_for(nt, ctx->threads, [&](int64_t t0, int64_t t1) {
         for (int64_t t = t0; t < t1; ++t)

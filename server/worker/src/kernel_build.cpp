@@ -218,6 +218,8 @@ std::unique_ptr<KernelBuild> KernelBuild::load(const std::string& path, BuildLoa
   resolve(handle, "qgate_gemm_release", &abi.gemm_release, &missing);
   // Optional: absent means the build follows qgate's numerics.
   abi.build_numerics = reinterpret_cast<qgate_build_numerics_fn>(dlsym(handle, QGATE_BUILD_NUMERICS_SYMBOL));
+  abi.build_numerics_on =
+      reinterpret_cast<qgate_build_numerics_on_fn>(dlsym(handle, QGATE_BUILD_NUMERICS_ON_SYMBOL));
   if (!missing.empty()) {
     *error = BuildLoadError::missing_symbol;
     *message = "kernel build '" + path + "' does not export: " + missing;
@@ -258,6 +260,15 @@ std::string KernelBuild::declared_numerics() const {
   BuildCall call(QGATE_BUILD_NUMERICS_SYMBOL);
   const char* declared = abi_.build_numerics();
   return declared ? declared : "";
+}
+
+std::string KernelBuild::declared_numerics(qgate_backend backend) const {
+  if (abi_.build_numerics_on) {
+    BuildCall call(QGATE_BUILD_NUMERICS_ON_SYMBOL);
+    const char* declared = abi_.build_numerics_on(int32_t(backend));
+    if (declared && *declared) return declared;
+  }
+  return declared_numerics();
 }
 
 BuildContext::BuildContext(const KernelBuild& build, qgate_backend backend, int device, int path,

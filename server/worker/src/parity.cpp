@@ -39,7 +39,20 @@ uint64_t edge_seed(uint64_t case_seed, ActivationKind kind) {
 }  // namespace
 
 v1::NumericsProfile to_proto(reference::Numerics numerics) {
-  return numerics == reference::Numerics::ggml ? v1::NUMERICS_PROFILE_GGML : v1::NUMERICS_PROFILE_QGATE;
+  switch (numerics) {
+    case reference::Numerics::qgate: return v1::NUMERICS_PROFILE_QGATE;
+    case reference::Numerics::ggml: return v1::NUMERICS_PROFILE_GGML;
+    case reference::Numerics::ggml_cpu: return v1::NUMERICS_PROFILE_GGML_CPU;
+    case reference::Numerics::unknown: return v1::NUMERICS_PROFILE_UNKNOWN;
+  }
+  return v1::NUMERICS_PROFILE_UNSPECIFIED;
+}
+
+std::optional<reference::Numerics> from_proto(v1::NumericsProfile profile) {
+  for (auto n : {reference::Numerics::qgate, reference::Numerics::ggml, reference::Numerics::ggml_cpu,
+                 reference::Numerics::unknown})
+    if (to_proto(n) == profile) return n;
+  return std::nullopt;
 }
 
 v1::ActivationKind to_proto(ActivationKind kind) {
@@ -153,27 +166,40 @@ void ParityRunner::note_cuda_failure(v1::ParityCase* c) {
 }
 
 void ParityRunner::run(const ParityOptions& options, const std::vector<ParityCaseSpec>& cases,
-                       const std::function<void(const v1::ParityCase&)>& on_case) {
-  for (const ParityCaseSpec& spec : cases) run_case(options, spec, on_case);
+                       const std::function<void(ProducedOutput&&)>& on_output) {
+  const int32_t paths = int32_t(options.paths.size());
+  for (size_t i = 0; i < cases.size(); ++i) run_case(options, cases[i], int32_t(i) * paths, on_output);
 }
 
-void ParityRunner::run_case(const ParityOptions& options, const ParityCaseSpec& spec,
-                            const std::function<void(const v1::ParityCase&)>& on_case) {
+v1::ParityCase describe_case(const ParityOptions& options, const ParityCaseSpec& spec, int path) {
+  v1::ParityCase c;
+  c.set_type(std::string(quant::traits(spec.type).name));
+  c.mutable_shape()->set_nt(spec.shape.nt);
+  c.mutable_shape()->set_od(spec.shape.od);
+  c.mutable_shape()->set_k(spec.shape.k);
+  c.set_seed(spec.seed);
+  c.set_path(to_proto_path(path));
+  c.set_numerics(to_proto(options.numerics));
+  c.set_activation(to_proto(spec.activation));
+  c.set_weights_source(spec.weights.name);
+  c.set_atol(options.atol);
+  return c;
+}
+
+void ParityRunner::run_case(const ParityOptions& options, const ParityCaseSpec& spec, int32_t first_slot,
+                            const std::function<void(ProducedOutput&&)>& on_output) {
   const auto& traits = quant::traits(spec.type);
   const GemmShape& shape = spec.shape;
-  auto base_case = [&](int path) {
-    v1::ParityCase c;
-    c.set_type(std::string(traits.name));
-    c.mutable_shape()->set_nt(shape.nt);
-    c.mutable_shape()->set_od(shape.od);
-    c.mutable_shape()->set_k(shape.k);
-    c.set_seed(spec.seed);
-    c.set_path(to_proto_path(path));
-    c.set_numerics(to_proto(options.numerics));
-    c.set_activation(to_proto(spec.activation));
-    c.set_weights_source(spec.weights.name);
-    c.set_atol(options.atol);
-    return c;
+  // Every requested path gets exactly one output, in order, so the judge can tell a missing or
+  // repeated one from the build writing to its channel.
+  int32_t slot = first_slot;
+  auto emit = [&](v1::ParityCase c, std::vector<float> y = {}, bool has_output = false) {
+    ProducedOutput out;
+    out.slot = slot++;
+    out.produced = std::move(c);
+    out.y = std::move(y);
+    out.has_output = has_output;
+    on_output(std::move(out));
   };
   // Resolve each path's context first so the case names the path it really ran.
   std::vector<std::pair<int, BuildContext*>> runs;
@@ -181,24 +207,28 @@ void ParityRunner::run_case(const ParityOptions& options, const ParityCaseSpec& 
     std::string error;
     BuildContext* ctx = context_for(requested, &error);
     if (!ctx) {
-      v1::ParityCase c = base_case(requested == QGATE_PATH_MMQ ? QGATE_PATH_MMQ : QGATE_PATH_F16);
+      v1::ParityCase c = describe_case(options, spec, requested == QGATE_PATH_MMQ ? QGATE_PATH_MMQ : QGATE_PATH_F16);
       c.set_outcome(v1::CASE_OUTCOME_NOT_SUPPORTED);
       c.set_message(error);
-      on_case(c);
+      emit(std::move(c));
       continue;
     }
     runs.emplace_back(ctx->path(), ctx);
   }
   if (runs.empty()) return;
+  auto fail_all = [&](v1::CaseOutcome outcome, const std::string& message) {
+    for (auto& [path, ctx] : runs) {
+      v1::ParityCase c = describe_case(options, spec, path);
+      c.set_outcome(outcome);
+      c.set_message(message);
+      emit(std::move(c));
+    }
+  };
 
   if (shape.k % traits.block_elems != 0) {
-    for (auto& [path, ctx] : runs) {
-      v1::ParityCase c = base_case(path);
-      c.set_outcome(v1::CASE_OUTCOME_INVALID_PROBLEM);
-      c.set_message("k=" + std::to_string(shape.k) + " is not a multiple of " + std::string(traits.name) +
-                    "'s block of " + std::to_string(traits.block_elems));
-      on_case(c);
-    }
+    fail_all(v1::CASE_OUTCOME_INVALID_PROBLEM, "k=" + std::to_string(shape.k) + " is not a multiple of " +
+                                                   std::string(traits.name) + "'s block of " +
+                                                   std::to_string(traits.block_elems));
     return;
   }
 
@@ -219,12 +249,7 @@ void ParityRunner::run_case(const ParityOptions& options, const ParityCaseSpec& 
     too_big = "case needs about " + gib(host_need) + " of host memory for its reference; this host has " +
               gib(host_memory_bytes());
   if (!too_big.empty()) {
-    for (auto& [path, ctx] : runs) {
-      v1::ParityCase c = base_case(path);
-      c.set_outcome(v1::CASE_OUTCOME_ERROR);
-      c.set_message("OUT_OF_MEMORY: " + too_big);
-      on_case(c);
-    }
+    fail_all(v1::CASE_OUTCOME_ERROR, "OUT_OF_MEMORY: " + too_big);
     return;
   }
 
@@ -232,23 +257,14 @@ void ParityRunner::run_case(const ParityOptions& options, const ParityCaseSpec& 
   try {
     weights = spec.weights.load ? spec.weights.load() : make_weights(spec.type, shape.od, shape.k, spec.seed);
   } catch (const std::exception& e) {
-    for (auto& [path, ctx] : runs) {
-      v1::ParityCase c = base_case(path);
-      c.set_outcome(v1::CASE_OUTCOME_ERROR);
-      c.set_message("cannot read the weights of " + spec.weights.name + ": " + e.what());
-      on_case(c);
-    }
+    fail_all(v1::CASE_OUTCOME_ERROR, "cannot read the weights of " + spec.weights.name + ": " + e.what());
     return;
   }
   const std::vector<float> x = make_activations(spec.activation, shape.nt, shape.k, spec.seed);
   const size_t n_out = size_t(shape.nt) * size_t(shape.od);
-  const reference::GemmProblem problem{int32_t(spec.type), shape.od, shape.k, shape.nt, weights.data(), x.data()};
-  std::vector<double> exact;  // shared by both paths, computed once
 
   for (auto& [path, ctx] : runs) {
-    v1::ParityCase c = base_case(path);
-    const bool mmq = path == QGATE_PATH_MMQ;
-    c.set_reference(mmq ? "mmq-" + std::string(reference::to_string(options.numerics)) : "f16");
+    v1::ParityCase c = describe_case(options, spec, path);
     try {
       PreparedGemm gemm(*ctx, int32_t(spec.type), shape.od, shape.k, weights.data(), shape.nt);
       if (!gemm.ok()) {
@@ -257,7 +273,7 @@ void ParityRunner::run_case(const ParityOptions& options, const ParityCaseSpec& 
                                                                   : v1::CASE_OUTCOME_ERROR);
         c.set_message(std::string(to_string(gemm.status())) + ": " + gemm.message());
         note_cuda_failure(&c);
-        on_case(c);
+        emit(std::move(c));
         continue;
       }
       DeviceBuffer dx(device_, x.size() * sizeof(float));
@@ -271,48 +287,12 @@ void ParityRunner::run_case(const ParityOptions& options, const ParityCaseSpec& 
         c.set_outcome(v1::CASE_OUTCOME_ERROR);
         c.set_message(std::string(to_string(status)) + ": " + gemm.message());
         note_cuda_failure(&c);
-        on_case(c);
+        emit(std::move(c));
         continue;
       }
       std::vector<float> y(n_out);
       device_.download(y.data(), dy.as<void>(), n_out * sizeof(float));
-
-      if (exact.empty()) exact = reference::exact_product(problem, threads_);
-      const reference::Expectation expected =
-          mmq ? reference::expect_mmq(options.numerics, problem, threads_) : reference::expect_f16(problem, threads_);
-      const OutputComparison cmp = compare_output(y.data(), expected, exact, options.atol, n_out);
-      // Random rows are also held to llama.cpp's NMSE threshold against the exact product, so wrong
-      // maths fails whatever profile was declared. Edge rows report it: an f16 scale underflows
-      // on a 1e-6 row by design, and is judged against its own profile.
-      const bool gate_exact = spec.activation == ActivationKind::random;
-      c.set_tolerance(cmp.loosest_bound);
-      c.set_rtol(expected.rtol);
-      c.set_max_abs_diff(cmp.max_abs_diff);
-      c.set_nmse(cmp.nmse);
-      c.set_ref_max_abs(cmp.ref_max_abs);
-      c.set_worst_tolerance_fraction(cmp.worst_tolerance_fraction);
-      c.set_max_rel_diff(cmp.max_rel_diff);
-      c.set_exact_nmse(cmp.exact_nmse);
-      c.set_exact_nmse_limit(gate_exact ? reference::kExactNmseLimit : 0.0);
-      c.set_nan_count(cmp.nan_count);
-      c.set_inf_count(cmp.inf_count);
-      c.set_unwritten_count(cmp.unwritten_count);
-      std::string why;
-      if (cmp.unwritten_count) why += std::to_string(cmp.unwritten_count) + " elements unwritten; ";
-      if (cmp.nan_count) why += std::to_string(cmp.nan_count) + " NaN; ";
-      if (cmp.inf_count) why += std::to_string(cmp.inf_count) + " Inf; ";
-      if (cmp.worst_tolerance_fraction > 1.0 && cmp.worst_index >= 0) {
-        const size_t i = size_t(cmp.worst_index);
-        const double bound = options.atol + expected.slack[i];
-        why += "y[" + std::to_string(i / size_t(shape.od)) + "][" + std::to_string(i % size_t(shape.od)) + "] = " +
-               number(y[i]) + ", expected " + number(expected.y[i]) + " (" +
-               std::string(reference::to_string(options.numerics)) + " numerics): |diff| " +
-               number(std::fabs(double(y[i]) - expected.y[i])) + " > bound " + number(bound) + "; ";
-      }
-      if (gate_exact && !(cmp.exact_nmse <= reference::kExactNmseLimit))
-        why += "NMSE against the exact product " + number(cmp.exact_nmse) + " > " + number(reference::kExactNmseLimit) + "; ";
-      c.set_outcome(why.empty() ? v1::CASE_OUTCOME_PASSED : v1::CASE_OUTCOME_INCORRECT);
-      if (!why.empty()) c.set_message(why.substr(0, why.size() - 2));
+      emit(std::move(c), std::move(y), true);
     } catch (const DeviceError& e) {
       // A device error surfaces at the next synchronization, after the build call that caused
       // it: name that call, so an illegal address is pinned on the build's kernel.
@@ -324,9 +304,78 @@ void ParityRunner::run_case(const ParityOptions& options, const ParityCaseSpec& 
       c.set_message(std::string(e.out_of_memory() ? "OUT_OF_MEMORY: " : "DEVICE: ") + e.what() +
                     (last.empty() ? std::string() : " [last build call: " + last + "]"));
       if (auto failure = cuda_failure_of(e)) *c.mutable_cuda() = *failure;
+      emit(std::move(c));
     }
-    on_case(c);
   }
+}
+
+v1::ParityCase ParityJudge::judge(const ParityCaseSpec& spec, int path, const v1::ParityCase& produced,
+                                  const std::vector<float>& y) {
+  v1::ParityCase c = describe_case(options_, spec, path);
+  c.set_run_ms(produced.run_ms());
+  const GemmShape& shape = spec.shape;
+  const size_t n_out = size_t(shape.nt) * size_t(shape.od);
+  if (y.size() != n_out) {
+    c.set_outcome(v1::CASE_OUTCOME_INCORRECT);
+    c.set_message("the worker handed over " + std::to_string(y.size()) + " outputs, the case has " +
+                  std::to_string(n_out));
+    return c;
+  }
+  if (inputs_of_ != &spec) {
+    inputs_of_ = nullptr;
+    exact_.clear();
+    try {
+      weights_ = spec.weights.load ? spec.weights.load() : make_weights(spec.type, shape.od, shape.k, spec.seed);
+    } catch (const std::exception& e) {
+      c.set_outcome(v1::CASE_OUTCOME_ERROR);
+      c.set_message("the judge cannot read the weights of " + spec.weights.name + ": " + e.what());
+      return c;
+    }
+    x_ = make_activations(spec.activation, shape.nt, shape.k, spec.seed);
+    inputs_of_ = &spec;
+  }
+  const bool mmq = path == QGATE_PATH_MMQ;
+  const reference::GemmProblem problem{int32_t(spec.type), shape.od, shape.k, shape.nt, weights_.data(), x_.data()};
+  if (exact_.empty()) exact_ = reference::exact_product(problem, threads_);
+  // The profile's library picks a kernel per call (ggml: MMVQ up to 8 tokens, MMQ above; MMVF, MMF
+  // or cuBLAS for f16): the reference takes the same route, and the case records it.
+  const reference::Expectation expected = mmq ? reference::expect_mmq(options_.numerics, problem, threads_)
+                                              : reference::expect_f16(options_.numerics, problem, threads_);
+  c.set_reference(expected.route);
+  const OutputComparison cmp = compare_output(y.data(), expected, exact_, options_.atol, n_out);
+  // Random rows are also held to llama.cpp's NMSE threshold against the exact product, so wrong
+  // maths fails whatever profile was declared. Edge rows report it: an f16 scale underflows
+  // on a 1e-6 row by design, and is judged against its own profile.
+  const bool gate_exact = spec.activation == ActivationKind::random;
+  c.set_tolerance(cmp.loosest_bound);
+  c.set_rtol(expected.rtol);
+  c.set_max_abs_diff(cmp.max_abs_diff);
+  c.set_nmse(cmp.nmse);
+  c.set_ref_max_abs(cmp.ref_max_abs);
+  c.set_worst_tolerance_fraction(cmp.worst_tolerance_fraction);
+  c.set_max_rel_diff(cmp.max_rel_diff);
+  c.set_exact_nmse(cmp.exact_nmse);
+  c.set_exact_nmse_limit(gate_exact ? reference::kExactNmseLimit : 0.0);
+  c.set_nan_count(cmp.nan_count);
+  c.set_inf_count(cmp.inf_count);
+  c.set_unwritten_count(cmp.unwritten_count);
+  std::string why;
+  if (cmp.unwritten_count) why += std::to_string(cmp.unwritten_count) + " elements unwritten; ";
+  if (cmp.nan_count) why += std::to_string(cmp.nan_count) + " NaN; ";
+  if (cmp.inf_count) why += std::to_string(cmp.inf_count) + " Inf; ";
+  if (cmp.worst_tolerance_fraction > 1.0 && cmp.worst_index >= 0) {
+    const size_t i = size_t(cmp.worst_index);
+    const double bound = options_.atol + expected.slack[i];
+    why += "y[" + std::to_string(i / size_t(shape.od)) + "][" + std::to_string(i % size_t(shape.od)) + "] = " +
+           number(y[i]) + ", expected " + number(expected.y[i]) + " (" +
+           std::string(reference::to_string(options_.numerics)) + " numerics): |diff| " +
+           number(std::fabs(double(y[i]) - expected.y[i])) + " > bound " + number(bound) + "; ";
+  }
+  if (gate_exact && !(cmp.exact_nmse <= reference::kExactNmseLimit))
+    why += "NMSE against the exact product " + number(cmp.exact_nmse) + " > " + number(reference::kExactNmseLimit) + "; ";
+  c.set_outcome(why.empty() ? v1::CASE_OUTCOME_PASSED : v1::CASE_OUTCOME_INCORRECT);
+  if (!why.empty()) c.set_message(why.substr(0, why.size() - 2));
+  return c;
 }
 
 }  // namespace qgate::worker

@@ -18,6 +18,7 @@
 #include "qgate/worker/cuda_failure.h"
 #include "qgate/worker/memory_probe.h"
 #include "qgate/worker/output_head.h"
+#include "qgate/worker/parity.h"
 #include "qgate/worker/problems.h"
 #include "qgate/worker/worker_errors.h"
 
@@ -202,6 +203,24 @@ v1::PrepareDone prepare(const KernelBuild& build, DeviceApi& device, int threads
   return done;
 }
 
+// Elements of a GEMM's output read back after its timed calls: a build that returns success without
+// writing y (docs/security.md) leaves the poison there and its run is INCORRECT.
+constexpr int kOutputSamples = 16;
+
+/// "" when every sampled element of the first n outputs was written, else what was found.
+std::string unwritten_output(DeviceApi& device, const DeviceBuffer& output, size_t n) {
+  int unwritten = 0;
+  for (int s = 0; s < kOutputSamples && n > 0; ++s) {
+    const size_t i = n == 1 ? 0 : size_t(s) * (n - 1) / (kOutputSamples - 1);
+    uint32_t bits = 0;
+    device.download(&bits, static_cast<const char*>(output.as<void>()) + i * sizeof(float), sizeof bits);
+    unwritten += bits == 0xFFFFFFFFu;
+  }
+  if (unwritten == 0) return "";
+  return std::to_string(unwritten) + " of " + std::to_string(kOutputSamples) +
+         " sampled outputs still hold the poison written before the calls: the build did not write y";
+}
+
 v1::ProfileRun run_profile(DeviceApi& device, PreparedProfile& p, const v1::RunProfileRequest& req) {
   v1::ProfileRun run;
   run.set_run_id(req.run_id());
@@ -220,12 +239,20 @@ v1::ProfileRun run_profile(DeviceApi& device, PreparedProfile& p, const v1::RunP
       auto call = [&] {
         status = gemm.run(p.inputs.at(g.k()).as<float>(), p.tokens, p.output.as<float>(), device.stream());
       };
+      const size_t outputs = size_t(p.tokens) * size_t(g.od());
+      device.fill_bytes(p.output.as<void>(), kPoisonByte, outputs * sizeof(float));
       for (int w = 0; w < req.warmup() && status == QGATE_OK; ++w) device.time_us(call);
       std::vector<double> samples;
       for (int r = 0; r < reps && status == QGATE_OK; ++r) {
         if (req.cold()) device.flush_cache();
         samples.push_back(device.time_us(call));
       }
+      if (status == QGATE_OK)
+        if (const std::string unwritten = unwritten_output(device, p.output, outputs); !unwritten.empty()) {
+          run.set_outcome(v1::CASE_OUTCOME_INCORRECT);
+          run.set_message(g.type() + " " + std::to_string(g.od()) + "x" + std::to_string(g.k()) + ": " + unwritten);
+          return run;
+        }
       if (status != QGATE_OK) {
         run.set_outcome(v1::CASE_OUTCOME_ERROR);
         run.set_message(std::string(to_string(status)) + ": " + gemm.message());
@@ -297,13 +324,41 @@ v1::ProfileRun run_profile(DeviceApi& device, PreparedProfile& p, const v1::RunP
   return run;
 }
 
+// A release that keeps more than this earns a second cycle, so the leak judge can tell memory
+// kept once from a leak; below it there is nothing to tell apart.
+constexpr int64_t kSecondCycleAboveBytes = int64_t(16) << 20;
+
+int64_t host_figure(const v1::MemoryReading& r) { return r.host_anon_bytes() > 0 ? r.host_anon_bytes() : r.host_rss_bytes(); }
+
 /// Releases every prepared GEMM, the buffers and the build's context, then reads what is left.
-v1::ReleaseDone release(DeviceApi& device, std::unique_ptr<PreparedProfile>& prepared) {
+/// When that is more than kSecondCycleAboveBytes above the first prepare's reading, prepares the
+/// last profile again, runs it once and releases it, and reads once more.
+v1::ReleaseDone release(const KernelBuild& build, DeviceApi& device, int threads,
+                        std::unique_ptr<PreparedProfile>& prepared, const v1::PrepareProfileRequest* last_prepare,
+                        const v1::MemoryReading& first_before) {
   v1::ReleaseDone done;
   // The profile's GEMMs; the output head's own GEMM, where it has one, goes with them uncounted.
   done.set_released_gemms(prepared ? int32_t(prepared->gemms.size()) : 0);
   prepared.reset();
   *done.mutable_memory() = read_memory(device);
+  const v1::MemoryReading& after = done.memory();
+  const bool kept = (after.device_source() == first_before.device_source() &&
+                     after.device_bytes() - first_before.device_bytes() > kSecondCycleAboveBytes) ||
+                    host_figure(after) - host_figure(first_before) > kSecondCycleAboveBytes;
+  if (!last_prepare || !kept) return done;
+  try {
+    std::unique_ptr<PreparedProfile> again;
+    const v1::PrepareDone second = prepare(build, device, threads, *last_prepare, &again);
+    if (second.outcome() != v1::CASE_OUTCOME_PASSED || !again) return done;
+    v1::RunProfileRequest once;
+    once.set_repetitions(1);
+    run_profile(device, *again, once);
+    again.reset();
+    *done.mutable_memory_after_second_cycle() = read_memory(device);
+    done.set_second_cycle(true);
+  } catch (const std::exception&) {
+    // A second cycle that fails says nothing about the first: the release stands as read.
+  }
   return done;
 }
 
@@ -313,6 +368,8 @@ int serve_requests(const KernelBuild& build, DeviceApi& device, int threads, int
                    RecordWriter& writer) {
   google::protobuf::io::FileInputStream input(input_fd);
   std::unique_ptr<PreparedProfile> prepared;
+  std::optional<v1::PrepareProfileRequest> last_prepare;  // for the release's second cycle
+  std::optional<v1::MemoryReading> first_before;          // the first prepare's reading
   // Once a sticky CUDA error has lost the context every later call fails alike, after whatever
   // build call came last: later requests are answered with the failure that lost it.
   std::optional<v1::CudaFailure> lost;
@@ -339,6 +396,8 @@ int serve_requests(const KernelBuild& build, DeviceApi& device, int threads, int
           answer_lost(r.mutable_prepared());
         } else {
           *r.mutable_prepared() = prepare(build, device, threads, req.prepare(), &prepared);
+          if (r.prepared().outcome() == v1::CASE_OUTCOME_PASSED) last_prepare = req.prepare();
+          if (!first_before && r.prepared().has_memory_before()) first_before = r.prepared().memory_before();
         }
         if (r.prepared().cuda().context_lost() && !lost) lost = r.prepared().cuda();
         break;
@@ -358,7 +417,8 @@ int serve_requests(const KernelBuild& build, DeviceApi& device, int threads, int
         }
         break;
       case v1::WorkerRequest::kShutdown:
-        *r.mutable_released() = release(device, prepared);
+        *r.mutable_released() = release(build, device, threads, prepared, lost ? nullptr : last_prepare ? &*last_prepare : nullptr,
+                                         first_before.value_or(v1::MemoryReading()));
         writer.write(r);
         return 0;
       default:

@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 #include <chrono>
+#include <cstring>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -14,14 +15,17 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <tuple>
 
 #include "qgate/common/fnv1a.h"
 #include "qgate/profiles/gguf_tensors.h"
 #include "qgate/quant/block_formats.h"
+#include "qgate/v1/record_words.h"
 #include "qgate/worker/bench.h"
 #include "qgate/worker/device_api.h"
+#include "qgate/worker/judge_channel.h"
 #include "qgate/worker/kernel_build.h"
 #include "qgate/worker/memory_probe.h"
 #include "qgate/worker/parity.h"
@@ -100,13 +104,15 @@ struct Session {
   v1::RunContext context;
 };
 
+using RecordSink = std::function<void(const v1::WorkerRecord&)>;
+
 int open_session(const CommonOptions& o, const std::map<std::string, std::string>& options,
-                 RecordWriter& writer, Session* s) {
+                 const RecordSink& emit, Session* s) {
   BuildLoadError load_error;
   std::string message;
   s->build = KernelBuild::load(o.build, &load_error, &message);
   if (!s->build) {
-    writer.write(error_record(to_error_kind(load_error), message));
+    emit(error_record(to_error_kind(load_error), message));
     std::cerr << "qgate-worker: " << message << "\n";
     return kExitBuild;
   }
@@ -115,7 +121,7 @@ int open_session(const CommonOptions& o, const std::map<std::string, std::string
                                     : make_cpu_device_api(o.threads, {o.device, o.cpu_device_name,
                                                                       o.cpu_device_uuid, o.cpu_slowdown});
   } catch (const std::exception& e) {
-    writer.write(error_record(v1::WORKER_ERROR_KIND_DEVICE, e.what()));
+    emit(error_record(v1::WORKER_ERROR_KIND_DEVICE, e.what()));
     std::cerr << "qgate-worker: " << e.what() << "\n";
     return kExitDevice;
   }
@@ -135,8 +141,13 @@ int open_session(const CommonOptions& o, const std::map<std::string, std::string
   opts["MINFER_MMQ"] = mmq ? mmq : "";
   v1::WorkerRecord r;
   *r.mutable_context() = s->context;
-  writer.write(r);
+  emit(r);
   return kExitOk;
+}
+
+int open_session(const CommonOptions& o, const std::map<std::string, std::string>& options,
+                 RecordWriter& writer, Session* s) {
+  return open_session(o, options, [&](const v1::WorkerRecord& r) { writer.write(r); }, s);
 }
 
 bool parse_paths(const std::string& text, std::vector<int>* out, std::string* error) {
@@ -224,16 +235,22 @@ bool plan_gguf_cases(const ParityCommand& cmd, uint64_t seed, std::vector<Parity
   return true;
 }
 
+std::string known_numerics() {
+  std::string known;
+  for (const auto& w : words::numerics_words()) known += (known.empty() ? "" : ", ") + w;
+  return known;
+}
+
 // Resolves the profile the MMQ path is judged in: an explicit --numerics wins, then the build's
 // own declaration, then qgate. A declaration qgate does not know is an error, not a silent default.
-bool resolve_numerics(const std::string& requested, const KernelBuild& build, reference::Numerics* out,
-                      std::string* source, std::string* error) {
+bool resolve_numerics(const std::string& requested, const KernelBuild& build, qgate_backend backend,
+                      reference::Numerics* out, std::string* source, std::string* error) {
   if (requested != "auto") {
     *out = *reference::parse_numerics(requested);
     *source = "requested";
     return true;
   }
-  const std::string declared = build.declared_numerics();
+  const std::string declared = build.declared_numerics(backend);
   if (declared.empty()) {
     *out = reference::Numerics::qgate;
     *source = "default (the build does not export qgate_build_numerics)";
@@ -242,7 +259,7 @@ bool resolve_numerics(const std::string& requested, const KernelBuild& build, re
   const auto parsed = reference::parse_numerics(declared);
   if (!parsed) {
     *error = "kernel build '" + build.path() + "' declares numerics '" + declared +
-             "', which qgate does not know (known: qgate, ggml); pass --numerics to judge it anyway";
+             "', which qgate does not know (known: " + known_numerics() + "); pass --numerics to judge it anyway";
     return false;
   }
   *out = *parsed;
@@ -250,41 +267,65 @@ bool resolve_numerics(const std::string& requested, const KernelBuild& build, re
   return true;
 }
 
-int cmd_parity(const CommonOptions& o, const ParityCommand& cmd) {
-  std::string error;
-  ParityOptions po;
-  po.seed = o.seed;
-  po.threads = o.threads;
-  po.atol = cmd.atol;
-  auto types = parse_types(cmd.types, &error);
-  if (!types) {
-    std::cerr << "qgate-worker: " << error << "\n";
-    return kExitUsage;
-  }
-  po.types = *types;
+// The sweep both the worker and its judge work through, from the same command line: the judge
+// plans it itself, so the worker cannot add, drop or reorder a case.
+int plan_sweep(const CommonOptions& o, const ParityCommand& cmd, ParityOptions* po, std::vector<ParityCaseSpec>* cases,
+               std::string* error, v1::WorkerErrorKind* error_kind) {
+  *error_kind = v1::WORKER_ERROR_KIND_INVALID_ARGUMENT;
+  po->seed = o.seed;
+  po->threads = o.threads;
+  po->atol = cmd.atol;
+  auto types = parse_types(cmd.types, error);
+  if (!types) return kExitUsage;
+  po->types = *types;
   // With a model file, its tensors are the sweep unless a shape set is asked for too.
   const std::string shape_set = !cmd.gguf.empty() && !cmd.shapes_given ? "none" : cmd.shapes;
-  if (shape_set == "standard") po.shapes = standard_shapes();
-  if (shape_set == "quick") po.shapes = quick_shapes();
-  po.edge_cases = cmd.edge_cases.value_or(shape_set != "none");
+  if (shape_set == "standard") po->shapes = standard_shapes();
+  if (shape_set == "quick") po->shapes = quick_shapes();
+  po->edge_cases = cmd.edge_cases.value_or(shape_set != "none");
   for (const auto& text : cmd.extra_shapes) {
-    auto shape = parse_shape(text, &error);
-    if (!shape) {
-      std::cerr << "qgate-worker: " << error << "\n";
-      return kExitUsage;
-    }
-    po.shapes.push_back(*shape);
+    auto shape = parse_shape(text, error);
+    if (!shape) return kExitUsage;
+    po->shapes.push_back(*shape);
   }
-  if (po.shapes.empty() && !po.edge_cases && cmd.gguf.empty()) {
-    std::cerr << "qgate-worker: no shapes to run (use --shapes standard, --shape NTxODxK or --edge-cases)\n";
+  if (po->shapes.empty() && !po->edge_cases && cmd.gguf.empty()) {
+    *error = "no shapes to run (use --shapes standard, --shape NTxODxK or --edge-cases)";
     return kExitUsage;
   }
-  if (!parse_paths(cmd.path, &po.paths, &error)) {
-    std::cerr << "qgate-worker: " << error << "\n";
+  if (!parse_paths(cmd.path, &po->paths, error)) return kExitUsage;
+  *cases = plan_cases(*po);
+  if (!cmd.gguf.empty() && !plan_gguf_cases(cmd, po->seed, cases, error)) {
+    *error_kind = v1::WORKER_ERROR_KIND_MODEL_FILE;
     return kExitUsage;
   }
+  return kExitOk;
+}
 
-  RecordWriter writer(resolve_format(o), std::cout);
+// The worker half of `parity`: it hands the judge (judge_channel.h) what the build produced and
+// never writes a verdict itself. The record stream leaves this process before the build is loaded.
+int cmd_parity(const CommonOptions& o, const ParityCommand& cmd, const std::vector<std::string>& judge_args) {
+  std::string error;
+  ParityOptions po;
+  std::vector<ParityCaseSpec> cases;
+  v1::WorkerErrorKind error_kind;
+  if (int rc = plan_sweep(o, cmd, &po, &cases, &error, &error_kind); rc != kExitOk) {
+    std::cerr << "qgate-worker: " << error << "\n";
+    if (error_kind == v1::WORKER_ERROR_KIND_MODEL_FILE) {
+      RecordWriter writer(resolve_format(o), std::cout);
+      writer.write(error_record(error_kind, error));
+    }
+    return rc;
+  }
+  const int record_fd = take_record_stream(&error);
+  if (record_fd < 0) {
+    std::cerr << "qgate-worker: " << error << "\n";
+    return kExitDevice;
+  }
+  JudgeProcess judge(judge_args, record_fd);
+  auto send = [&](const v1::JudgeInput& input) {
+    if (!judge.send(input)) throw std::runtime_error("the parity judge stopped reading (see its message above)");
+  };
+
   Session s;
   std::map<std::string, std::string> opts = {{"command", "parity"}, {"types", cmd.types},
                                              {"shapes", cmd.shapes}, {"path", cmd.path},
@@ -293,54 +334,212 @@ int cmd_parity(const CommonOptions& o, const ParityCommand& cmd) {
                                              {"atol", std::to_string(cmd.atol)},
                                              {"gguf", cmd.gguf},
                                              {"tensors", cmd.gguf.empty() ? "" : cmd.tensors}};
-  if (int rc = open_session(o, opts, writer, &s); rc != kExitOk) return rc;
-  std::string numerics_source;
-  if (!resolve_numerics(cmd.numerics, *s.build, &po.numerics, &numerics_source, &error)) {
-    writer.write(error_record(v1::WORKER_ERROR_KIND_UNKNOWN_NUMERICS, error));
-    std::cerr << "qgate-worker: " << error << "\n";
-    return kExitBuild;
+  auto forward = [&](const v1::WorkerRecord& r) {
+    v1::JudgeInput input;
+    if (r.has_context()) *input.mutable_context() = r.context();
+    if (r.has_error()) *input.mutable_error() = r.error();
+    send(input);
+  };
+  try {
+    if (int rc = open_session(o, opts, forward, &s); rc != kExitOk) {
+      judge.finish();
+      return rc;
+    }
+    std::string numerics_source;
+    if (!resolve_numerics(cmd.numerics, *s.build, s.device->backend(), &po.numerics, &numerics_source, &error)) {
+      forward(error_record(v1::WORKER_ERROR_KIND_UNKNOWN_NUMERICS, error));
+      std::cerr << "qgate-worker: " << error << "\n";
+      judge.finish();
+      return kExitBuild;
+    }
+    {
+      v1::JudgeInput input;
+      input.mutable_declaration()->set_numerics(to_proto(po.numerics));
+      input.mutable_declaration()->set_numerics_source(numerics_source);
+      send(input);
+    }
+    v1::WorkerSummary memory;
+    ParityRunner runner(*s.build, *s.device, o.threads);
+    // Each case releases its GEMM and buffers; the contexts go after the last case. What the build
+    // holds after that, against this reading, is what it kept. The contexts are opened before it, so
+    // what a build sets up once (a library it loads and cannot unload) is not counted as kept.
+    runner.open_contexts(po.paths);
+    *memory.mutable_memory_before() = read_memory(*s.device);
+    runner.run(po, cases, [&](ProducedOutput&& out) {
+      v1::JudgeInput input;
+      v1::ParityOutput& handed = *input.mutable_output();
+      handed.set_slot(out.slot);
+      *handed.mutable_produced() = std::move(out.produced);
+      if (out.has_output) handed.set_y(reinterpret_cast<const char*>(out.y.data()), out.y.size() * sizeof(float));
+      send(input);
+    });
+    runner.release_contexts();
+    *memory.mutable_memory_after() = read_memory(*s.device);
+    // The second cycle: the first case of each type again, on every path, then everything
+    // released. The leak judge tells what a build keeps once from a leak by it.
+    std::vector<ParityCaseSpec> again;
+    std::set<quant::WeightType> seen;
+    for (const ParityCaseSpec& c : cases)
+      if (seen.insert(c.type).second) again.push_back(c);
+    runner.open_contexts(po.paths);
+    int32_t runs = 0;
+    runner.run(po, again, [&](ProducedOutput&& out) { runs += out.has_output ? 1 : 0; });
+    runner.release_contexts();
+    *memory.mutable_memory_after_second_cycle() = read_memory(*s.device);
+    memory.set_second_cycle_runs(runs);
+    v1::JudgeInput input;
+    *input.mutable_memory() = memory;
+    send(input);
+  } catch (const std::runtime_error& e) {
+    std::cerr << "qgate-worker: " << e.what() << "\n";
   }
+  return judge.finish();
+}
 
-  std::vector<ParityCaseSpec> cases = plan_cases(po);
-  if (!cmd.gguf.empty() && !plan_gguf_cases(cmd, po.seed, &cases, &error)) {
-    writer.write(error_record(v1::WORKER_ERROR_KIND_MODEL_FILE, error));
-    std::cerr << "qgate-worker: " << error << "\n";
-    return kExitUsage;
+// `qgate-worker judge`: the verdict half of `parity`, started by the worker before it loads the
+// build. It reads the worker's channel on stdin and writes the records qgated reads. It plans
+// the sweep itself from the same options and makes every input again from its seed, so the build
+// (which shares the worker's process and could write to the channel) can change nothing but its
+// outputs; anything outside the worker's protocol ends the sweep as CHANNEL_TAMPERED.
+int cmd_judge(const CommonOptions& o, const ParityCommand& cmd) {
+  std::string error;
+  ParityOptions po;
+  std::vector<ParityCaseSpec> cases;
+  v1::WorkerErrorKind error_kind;
+  RecordWriter writer(resolve_format(o), std::cout);
+  if (int rc = plan_sweep(o, cmd, &po, &cases, &error, &error_kind); rc != kExitOk) {
+    writer.write(error_record(error_kind, error));
+    std::cerr << "qgate-worker judge: " << error << "\n";
+    return rc;
   }
   const bool records_to_terminal = resolve_format(o) == OutputFormat::table;
-  {
-    v1::WorkerRecord r;
-    r.mutable_plan()->set_cases(int32_t(cases.size() * po.paths.size()));
-    r.mutable_plan()->set_numerics(to_proto(po.numerics));
-    r.mutable_plan()->set_numerics_source(numerics_source);
+  auto write = [&](const v1::WorkerRecord& r) {
     writer.write(r);
     if (!records_to_terminal) std::cerr << describe_record(r) << "\n";
-  }
-  const auto t0 = std::chrono::steady_clock::now();
+  };
+  auto tampered = [&](const std::string& what) {
+    const std::string message = what + " (the judge stopped; no further case is judged)";
+    write(error_record(v1::WORKER_ERROR_KIND_CHANNEL_TAMPERED, message));
+    std::cerr << "qgate-worker judge: " << message << "\n";
+    return kExitChannelTampered;
+  };
+  const int32_t paths = int32_t(po.paths.size());
+  const int32_t total = int32_t(cases.size()) * paths;
+  enum class Stage { opening, judging, closing } stage = Stage::opening;
+  bool context_seen = false;
+  int32_t next_slot = 0;
   v1::WorkerSummary summary;
-  ParityRunner runner(*s.build, *s.device, o.threads);
-  // Each case releases its GEMM and buffers; the contexts go after the last case. What the build
-  // holds after that, against this reading, is what it kept. The contexts are opened before it, so
-  // what a build sets up once (a library it loads and cannot unload) is not counted as kept.
-  runner.open_contexts(po.paths);
-  *summary.mutable_memory_before() = read_memory(*s.device);
-  runner.run(po, cases, [&](const v1::ParityCase& c) {
-    v1::WorkerRecord r;
-    *r.mutable_parity() = c;
-    writer.write(r);
-    if (!records_to_terminal) std::cerr << describe_record(r) << "\n";
-    summary.set_cases(summary.cases() + 1);
-    if (c.outcome() == v1::CASE_OUTCOME_PASSED) summary.set_passed(summary.passed() + 1);
-    else if (c.outcome() == v1::CASE_OUTCOME_NOT_SUPPORTED) summary.set_skipped(summary.skipped() + 1);
-    else summary.set_failed(summary.failed() + 1);
-  });
-  runner.release_contexts();
-  *summary.mutable_memory_after() = read_memory(*s.device);
+  ParityJudge judge(po, o.threads);
+  JudgeInputReader reader(STDIN_FILENO);
+  const auto t0 = std::chrono::steady_clock::now();
+  while (true) {
+    v1::JudgeInput input;
+    const JudgeInputReader::Read read = reader.next(&input);
+    if (read == JudgeInputReader::Read::malformed) return tampered("the channel holds bytes that are not a message");
+    if (read == JudgeInputReader::Read::end) {
+      if (stage != Stage::closing) {
+        std::cerr << "qgate-worker judge: the worker's channel closed after " << next_slot << " of " << total
+                  << " outputs\n";
+        return kExitDevice;
+      }
+      break;
+    }
+    switch (input.input_case()) {
+      case v1::JudgeInput::kContext:
+        if (stage != Stage::opening || context_seen) return tampered("a second run context, or one after the sweep began");
+        context_seen = true;
+        {
+          v1::WorkerRecord r;
+          *r.mutable_context() = input.context();
+          writer.write(r);
+        }
+        break;
+      case v1::JudgeInput::kError: {
+        if (stage != Stage::opening) return tampered("a worker error after the sweep began");
+        v1::WorkerRecord r;
+        *r.mutable_error() = input.error();
+        write(r);
+        return input.error().kind() == v1::WORKER_ERROR_KIND_DEVICE ? kExitDevice : kExitBuild;
+      }
+      case v1::JudgeInput::kDeclaration: {
+        if (stage != Stage::opening || !context_seen) return tampered("a numerics declaration out of order");
+        const v1::NumericsProfile declared = input.declaration().numerics();
+        const std::optional<reference::Numerics> numerics = from_proto(declared);
+        if (!numerics) return tampered("a numerics declaration qgate does not know");
+        if (cmd.numerics != "auto" && reference::parse_numerics(cmd.numerics) != numerics)
+          return tampered("numerics " + std::string(reference::to_string(*numerics)) + " where " + cmd.numerics +
+                          " was requested");
+        po.numerics = *numerics;
+        v1::WorkerRecord r;
+        r.mutable_plan()->set_cases(total);
+        r.mutable_plan()->set_numerics(declared);
+        r.mutable_plan()->set_numerics_source(input.declaration().numerics_source());
+        write(r);
+        stage = total > 0 ? Stage::judging : Stage::closing;
+        break;
+      }
+      case v1::JudgeInput::kOutput: {
+        const v1::ParityOutput& out = input.output();
+        if (stage != Stage::judging || out.slot() != next_slot)
+          return tampered("output for slot " + std::to_string(out.slot()) + " where slot " + std::to_string(next_slot) +
+                          " was due");
+        const ParityCaseSpec& spec = cases[size_t(next_slot / paths)];
+        const int requested = po.paths[size_t(next_slot % paths)];
+        const v1::GemmPath ran = out.produced().path();
+        if (ran != v1::GEMM_PATH_MMQ && ran != v1::GEMM_PATH_F16)
+          return tampered("an output on no GEMM path of the build");
+        const int path = ran == v1::GEMM_PATH_MMQ ? QGATE_PATH_MMQ : QGATE_PATH_F16;
+        if (requested != QGATE_PATH_FROM_ENV && requested != path)
+          return tampered("an output on a path that was not requested");
+        v1::ParityCase verdict;
+        if (!out.y().empty()) {
+          std::vector<float> y(out.y().size() / sizeof(float));
+          if (out.y().size() % sizeof(float) != 0) return tampered("outputs that are not whole f32 values");
+          std::memcpy(y.data(), out.y().data(), out.y().size());
+          verdict = judge.judge(spec, path, out.produced(), y);
+        } else {
+          const v1::CaseOutcome outcome = out.produced().outcome();
+          if (outcome != v1::CASE_OUTCOME_ERROR && outcome != v1::CASE_OUTCOME_NOT_SUPPORTED &&
+              outcome != v1::CASE_OUTCOME_INVALID_PROBLEM)
+            return tampered("a case without outputs that claims " + std::string(outcome_name(outcome)));
+          verdict = describe_case(po, spec, path);
+          verdict.set_outcome(outcome);
+          verdict.set_message(out.produced().message());
+          verdict.set_run_ms(out.produced().run_ms());
+          if (out.produced().has_cuda()) *verdict.mutable_cuda() = out.produced().cuda();
+        }
+        v1::WorkerRecord r;
+        *r.mutable_parity() = verdict;
+        write(r);
+        summary.set_cases(summary.cases() + 1);
+        if (verdict.outcome() == v1::CASE_OUTCOME_PASSED) summary.set_passed(summary.passed() + 1);
+        else if (verdict.outcome() == v1::CASE_OUTCOME_NOT_SUPPORTED) summary.set_skipped(summary.skipped() + 1);
+        else summary.set_failed(summary.failed() + 1);
+        if (++next_slot == total) stage = Stage::closing;
+        break;
+      }
+      case v1::JudgeInput::kMemory:
+        if (stage != Stage::closing || summary.has_memory_before())
+          return tampered("memory readings before the last output, or twice");
+        *summary.mutable_memory_before() = input.memory().memory_before();
+        *summary.mutable_memory_after() = input.memory().memory_after();
+        if (input.memory().has_memory_after_second_cycle()) {
+          *summary.mutable_memory_after_second_cycle() = input.memory().memory_after_second_cycle();
+          summary.set_second_cycle_runs(input.memory().second_cycle_runs());
+        }
+        break;
+      default:
+        return tampered("a message of no kind the worker sends");
+    }
+  }
+  if (!summary.has_memory_before()) {
+    std::cerr << "qgate-worker judge: the worker ended without its memory readings\n";
+    return kExitDevice;
+  }
   summary.set_wall_s(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   v1::WorkerRecord r;
   *r.mutable_summary() = summary;
-  writer.write(r);
-  if (!records_to_terminal) std::cerr << describe_record(r) << "\n";
+  write(r);
   return summary.failed() > 0 ? kExitCaseFailed : kExitOk;
 }
 
@@ -576,7 +775,15 @@ int cmd_argmax(const CommonOptions& o, const std::string& type_text, int64_t od,
 
 // ---------------------------------------------------------------------------------------------
 int cmd_serve(const CommonOptions& o) {
-  RecordWriter writer(OutputFormat::proto, std::cout);
+  // What the build prints goes to the log, never among the replies qgated reads.
+  std::string error;
+  const int record_fd = take_record_stream(&error);
+  if (record_fd < 0) {
+    std::cerr << "qgate-worker: " << error << "\n";
+    return kExitDevice;
+  }
+  DescriptorStream replies(record_fd);
+  RecordWriter writer(OutputFormat::proto, replies.stream());
   Session s;
   if (int rc = open_session(o, {{"command", "serve"}}, writer, &s); rc != kExitOk) return rc;
   return serve_requests(*s.build, *s.device, o.threads, STDIN_FILENO, writer);
@@ -605,6 +812,34 @@ int cmd_command(const CommonOptions& o) {
   return serve_command_arm(context, STDIN_FILENO, writer);
 }
 
+void add_parity_options(CLI::App* cmd, CommonOptions& o, ParityCommand& p, bool& edge_cases, bool& no_edge_cases) {
+  add_common(cmd, o);
+  cmd->add_option("--types", p.types, "all, or a comma-separated list (q4_0,q6_K,...)")->capture_default_str();
+  cmd->add_option("--shapes", p.shapes, "standard, quick (standard without the 7B shape) or none")
+      ->check(CLI::IsMember({"standard", "quick", "none"}))
+      ->capture_default_str();
+  cmd->add_option("--shape", p.extra_shapes, "extra case NTxODxK (repeatable)");
+  cmd->add_option("--gguf", p.gguf, "run parity on the blocks of this model file's tensors")->check(CLI::ExistingFile);
+  cmd->add_option("--tensors", p.tensors, "comma-separated globs over the model's tensor names")->capture_default_str();
+  cmd->add_option("--gguf-tokens", p.gguf_tokens, "activation rows per tensor case")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--path", p.path, "env (MINFER_MMQ), f16, mmq or both")->capture_default_str();
+  std::vector<std::string> numerics = {"auto"};
+  for (const auto& w : words::numerics_words()) numerics.push_back(w);
+  cmd->add_option("--numerics", p.numerics,
+                  "the profile outputs are judged in: auto (what the build declares, else qgate), qgate, ggml, "
+                  "ggml-cpu or unknown (docs/parity.md)")
+      ->check(CLI::IsMember(numerics))
+      ->capture_default_str();
+  cmd->add_flag("--edge-cases", edge_cases,
+                "run the edge activation rows (zero, outlier, tiny, ties, large) per type (default with a shape set)");
+  cmd->add_flag("--no-edge-cases", no_edge_cases, "skip the edge activation rows")->excludes("--edge-cases");
+  cmd->add_option("--atol", p.atol, "every element's absolute floor; the bound adds rtol*sum|terms|")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+}
+
 }  // namespace
 
 int run_worker_cli(int argc, char** argv) {
@@ -618,32 +853,16 @@ int run_worker_cli(int argc, char** argv) {
   info->add_flag("--json", info_o.json, "JSON output");
 
   auto* parity = app.add_subcommand("parity", "run parity cases against the CPU reference");
-  add_common(parity, parity_o);
   ParityCommand parity_cmd;
-  parity->add_option("--types", parity_cmd.types, "all, or a comma-separated list (q4_0,q6_K,...)")->capture_default_str();
-  parity->add_option("--shapes", parity_cmd.shapes, "standard, quick (standard without the 7B shape) or none")
-      ->check(CLI::IsMember({"standard", "quick", "none"}))
-      ->capture_default_str();
-  parity->add_option("--shape", parity_cmd.extra_shapes, "extra case NTxODxK (repeatable)");
-  parity->add_option("--gguf", parity_cmd.gguf, "run parity on the blocks of this model file's tensors")
-      ->check(CLI::ExistingFile);
-  parity->add_option("--tensors", parity_cmd.tensors, "comma-separated globs over the model's tensor names")
-      ->capture_default_str();
-  parity->add_option("--gguf-tokens", parity_cmd.gguf_tokens, "activation rows per tensor case")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  parity->add_option("--path", parity_cmd.path, "env (MINFER_MMQ), f16, mmq or both")->capture_default_str();
-  parity->add_option("--numerics", parity_cmd.numerics,
-                     "the MMQ path's numerics: auto (what the build declares, else qgate), qgate or ggml")
-      ->check(CLI::IsMember({"auto", "qgate", "ggml"}))
-      ->capture_default_str();
   bool edge_cases = false, no_edge_cases = false;
-  parity->add_flag("--edge-cases", edge_cases,
-                   "run the edge activation rows (zero, outlier, tiny, ties, large) per type (default with a shape set)");
-  parity->add_flag("--no-edge-cases", no_edge_cases, "skip the edge activation rows")->excludes("--edge-cases");
-  parity->add_option("--atol", parity_cmd.atol, "every element's absolute floor; the bound adds rtol*sum|terms|")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
+  add_parity_options(parity, parity_o, parity_cmd, edge_cases, no_edge_cases);
+  // The judge takes the parity command line as it is: it plans the same sweep.
+  CommonOptions judge_o;
+  auto* judge = app.add_subcommand("judge", "judge a parity worker's outputs, read on stdin "
+                                            "(started by `parity` before it loads the build; never loads it)");
+  ParityCommand judge_cmd;
+  bool judge_edge_cases = false, judge_no_edge_cases = false;
+  add_parity_options(judge, judge_o, judge_cmd, judge_edge_cases, judge_no_edge_cases);
 
   auto* bench = app.add_subcommand("bench", "time the build's paths (and cuBLASLt f16) per type");
   add_common(bench, bench_o);
@@ -698,7 +917,19 @@ int run_worker_cli(int argc, char** argv) {
     if (*parity) {
       if (edge_cases || no_edge_cases) parity_cmd.edge_cases = edge_cases;
       parity_cmd.shapes_given = parity->count("--shapes") > 0;
-      return cmd_parity(parity_o, parity_cmd);
+      // The judge's command line: this one with the subcommand renamed.
+      std::vector<std::string> judge_args(argv + 1, argv + argc);
+      for (auto& a : judge_args)
+        if (a == "parity") {
+          a = "judge";
+          break;
+        }
+      return cmd_parity(parity_o, parity_cmd, judge_args);
+    }
+    if (*judge) {
+      if (judge_edge_cases || judge_no_edge_cases) judge_cmd.edge_cases = judge_edge_cases;
+      judge_cmd.shapes_given = judge->count("--shapes") > 0;
+      return cmd_judge(judge_o, judge_cmd);
     }
     if (*bench) return cmd_bench(bench_o, bench_cmd);
     if (*serve) return cmd_serve(serve_o);

@@ -119,7 +119,7 @@ TEST(WorkerCli, NumericsComeFromTheBuildUnlessAsked) {
   EXPECT_EQ(records[1].plan().numerics(), qgate::v1::NUMERICS_PROFILE_QGATE);
   EXPECT_EQ(records[1].plan().numerics_source(), "declared by the build");
   EXPECT_EQ(records[2].parity().numerics(), qgate::v1::NUMERICS_PROFILE_QGATE);
-  EXPECT_EQ(records[2].parity().reference(), "mmq-qgate");
+  EXPECT_EQ(records[2].parity().reference(), "qgate/mmq") << "the route the reference took";
 }
 
 TEST(WorkerCli, QgatesOwnMmqJudgedInGgmlNumericsFailsOnItsBoundButNotOnTheExactProduct) {

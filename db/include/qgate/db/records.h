@@ -102,7 +102,7 @@ struct Job {
   TimingMode timing = TimingMode::Gemm;
   ShapeSet parity_shapes = ShapeSet::Unspecified;
   std::string path = "mmq";       // "mmq" | "f16"
-  std::string numerics;           // "" = what the build declares, else "qgate" | "ggml"
+  std::string numerics;           // "" = what the build declares, else a profile's word (record_words.h)
   bool wait_for_quiet = false;    // as submitted; quiet_only is the live flag the scheduler clears
   bool run_contended_on_expiry = false;  // at the quiet deadline (deadline_ms): run, not expire
   std::optional<RowId> remeasure_of;     // the job this one measures again
@@ -215,6 +215,7 @@ struct MemoryLeakRow {
   std::int64_t device_bytes = 0;
   std::int64_t host_bytes = 0;
   std::string detail;
+  bool kept_once = false;        // kept once by a library, level across a second cycle: not a leak
 };
 
 /// The output-identity check of a verdict (VerdictReport.identity), when the runs had outputs.

@@ -17,6 +17,14 @@
 
 namespace qgate::db {
 
+/// What crash recovery at start-up did with the jobs a previous daemon left running.
+struct InterruptedJobs {
+  std::vector<RowId> requeued;  // queued again
+  std::vector<RowId> given_up;  // failed: their daemon died under them max_daemon_deaths times
+};
+/// The daemon deaths a job survives: the second ends it (docs/security.md).
+inline constexpr int kMaxDaemonDeaths = 2;
+
 class Store {
  public:
   virtual ~Store() = default;
@@ -72,8 +80,11 @@ class Store {
   /// was contended, oldest first.
   virtual std::vector<RowId> jobs_with_contended_runs(std::int64_t since_ms) = 0;
   /// Crash recovery at start-up: jobs left running by a previous daemon go back to queued with
-  /// attempts + 1, and their unfinished runs are marked interrupted. Returns the requeued ids.
-  virtual std::vector<RowId> requeue_interrupted_jobs() = 0;
+  /// attempts + 1 (attempts counts the daemons that died under a job), and their unfinished runs
+  /// are marked interrupted. A job whose daemon has now died under it `max_daemon_deaths` times is
+  /// not run again: it ends failed, disposition crashed, with that reason, since a build that
+  /// kills its parent would otherwise take every restarted daemon down with it.
+  virtual InterruptedJobs requeue_interrupted_jobs(int max_daemon_deaths = kMaxDaemonDeaths) = 0;
 
   // --- Runs ---
 

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "qgate/v1/worker.pb.h"
 
@@ -12,7 +14,10 @@ namespace qgate::words {
 std::string_view word(v1::GemmPath path);                // mmq, f16, cublaslt, command ("unknown")
 std::string_view word(v1::CaseOutcome outcome);          // passed, incorrect, error, not_supported, invalid_problem
 std::string_view word(v1::ActivationKind activation);    // random (also for UNSPECIFIED), zero, outlier, tiny, ties, large
-std::string_view word(v1::NumericsProfile numerics);     // qgate, ggml ("" for UNSPECIFIED)
+std::string_view word(v1::NumericsProfile numerics);     // qgate, ggml, ggml-cpu, unknown ("" for UNSPECIFIED)
+/// Every profile's word, in the enum's order: the one list the CLIs offer and messages name.
+const std::vector<std::string>& numerics_words();
+std::optional<v1::NumericsProfile> numerics_from_word(std::string_view word);
 std::string_view word(v1::OutputFormat format);         // json-pointer, regex, llama-bench-json, llama-bench-jsonl ("none")
 std::optional<v1::OutputFormat> output_format_from_word(std::string_view word);
 std::string_view word(v1::WorkerErrorKind kind);         // not_found, not_elf, ..., model_file ("unspecified")

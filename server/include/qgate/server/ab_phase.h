@@ -88,6 +88,8 @@ class AbPhase {
   cotenant::Sampler& sampler_;
   v1::JobProgress* progress_ = nullptr;
   std::set<int> own_pids_;  // every worker this job started: never counted as a co-tenant
+  // The arms of a sequential or ABBA job: the idle one is frozen while the other is timed.
+  std::vector<ArmSession*> arms_;
   std::optional<bool> last_contended_;
   int seq_ = 0;
   std::vector<std::string> recovered_;

@@ -65,6 +65,8 @@ class ArmSession {
   void restart();
   /// Asks the worker to release everything and exit, and keeps its last memory reading.
   void shutdown();
+  /// Freezes the idle worker while the other arm is timed, and thaws it again (no-op when none).
+  void freeze(bool frozen);
 
   int pid() const;
   const std::string& path() const { return path_; }  // "mmq" or "f16" as prepared; a command arm's label

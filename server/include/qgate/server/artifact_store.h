@@ -34,4 +34,9 @@ class ArtifactUpload {
   bool committed_ = false;
 };
 
+/// "" when the stored build at `path` still hashes to `sha256`; else why not (missing, unreadable,
+/// or bytes that changed since the upload). Checked before every use of a stored build: a file
+/// edited on disk must never be run under the name and verdicts of the bytes that were uploaded.
+std::string stored_build_mismatch(const std::string& path, const std::string& sha256);
+
 }  // namespace qgate::server

@@ -35,6 +35,9 @@ class WorkerChannel {
   virtual std::string where_is_it(std::chrono::milliseconds timeout) = 0;
   /// Kills the worker's whole process group.
   virtual void kill_group() = 0;
+  /// Freezes (SIGSTOP) or thaws (SIGCONT) the worker's whole process group, so an idle arm's
+  /// threads cannot run while the other arm is timed (docs/security.md). Scripted fakes ignore it.
+  virtual void freeze_group(bool /*frozen*/) {}
 };
 
 /// Starts workers. Throws std::runtime_error when one cannot be started.

@@ -16,6 +16,9 @@
 
 namespace qgate::server {
 
+/// The default cap on a worker's log (and on any file a worker writes): 64 MiB.
+inline constexpr int64_t kWorkerLogCapBytes = int64_t(64) << 20;
+
 struct WorkerLaunch {
   std::string binary;                          // path of qgate-worker
   std::vector<std::string> args;               // e.g. {"serve", "--build", path, "--backend", "cuda"}
@@ -25,6 +28,9 @@ struct WorkerLaunch {
   // virtual ranges at start, so RLIMIT_AS would break every GPU worker.
   int64_t cpu_seconds = 4 * 3600;              // RLIMIT_CPU: a runaway build is killed (SIGXCPU/SIGKILL)
   int64_t open_files = 1024;                   // RLIMIT_NOFILE
+  // RLIMIT_FSIZE: no file the child writes, its log included, grows past this, so a build that
+  // floods stdout or stderr stops at the cap instead of filling the data directory's disk.
+  int64_t file_bytes = kWorkerLogCapBytes;
 };
 
 /// How a read ended when no record came.
@@ -45,6 +51,9 @@ class WorkerProcess {
   ReadEnd read(v1::WorkerRecord* record, std::chrono::milliseconds timeout);
   /// SIGKILL to the whole process group, then reaps it.
   void kill_group();
+  /// SIGSTOP (true) or SIGCONT (false) to the whole process group: a frozen worker's threads, and
+  /// whatever it started, take no CPU and issue no GPU work until it is thawed.
+  void freeze_group(bool frozen);
   /// Waits for exit (after EOF or a shutdown request); returns a description such as
   /// "exit 0", "exit 3", "signal 11 (Segmentation fault)".
   std::string wait_exit(std::chrono::milliseconds timeout);

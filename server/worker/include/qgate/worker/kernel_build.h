@@ -29,6 +29,7 @@ struct KernelAbi {
   int64_t (*gemm_resident_bytes)(const qgate_gemm*) = nullptr;
   void (*gemm_release)(qgate_gemm*) = nullptr;
   qgate_build_numerics_fn build_numerics = nullptr;  // optional: null when not exported
+  qgate_build_numerics_on_fn build_numerics_on = nullptr;  // optional, per backend
 };
 
 class KernelBuild {
@@ -45,6 +46,9 @@ class KernelBuild {
   v1::BuildInfo info() const;
   /// What the build declares through qgate_build_numerics(), or "" when it does not export it.
   std::string declared_numerics() const;
+  /// What it declares for `backend`: qgate_build_numerics_on(backend) when exported and not
+  /// empty, else declared_numerics().
+  std::string declared_numerics(qgate_backend backend) const;
 
  private:
   KernelBuild() = default;

@@ -1,12 +1,15 @@
 // The parity phase: every (type, shape, activation rows, path) case run through a kernel build
-// and judged against the parity reference (kernels/include/qgate/reference) in the numerics the
-// build declares. Outputs are poisoned first; NaN, Inf and unwritten elements fail.
+// (ParityRunner, in the process that loads it) and judged against the parity reference
+// (kernels/include/qgate/reference) in the numerics the build declares (ParityJudge, in a process
+// that never loads it: docs/security.md). Outputs are poisoned first; NaN, Inf and unwritten
+// elements fail.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -70,13 +73,21 @@ inline constexpr uint8_t kPoisonByte = 0xFF;
 OutputComparison compare_output(const float* y, const reference::Expectation& expected,
                                 const std::vector<double>& exact, double atol, size_t n);
 
+/// What one case on one path produced in the build's process, before any judgement.
+struct ProducedOutput {
+  int32_t slot = 0;            // case index * paths + path index, in run order
+  v1::ParityCase produced;     // identity, path, run_ms; the outcome when there is no output
+  std::vector<float> y;        // nt * od outputs; empty when the build produced none
+  bool has_output = false;
+};
+
 class ParityRunner {
  public:
   ParityRunner(const KernelBuild& build, DeviceApi& device, int threads);
   ~ParityRunner();
-  /// Runs the cases and hands each result to `on_case` as soon as it is known.
+  /// Runs the cases and hands each output to `on_output` as soon as the build returned it.
   void run(const ParityOptions& options, const std::vector<ParityCaseSpec>& cases,
-           const std::function<void(const v1::ParityCase&)>& on_case);
+           const std::function<void(ProducedOutput&&)>& on_output);
   /// Destroys the build contexts the cases created (they are created again when needed), so a
   /// memory reading after the sweep holds nothing of the build's.
   void release_contexts();
@@ -88,8 +99,8 @@ class ParityRunner {
   BuildContext* context_for(int path, std::string* error);
   /// Sets c->cuda (and notes it in the message) when a CUDA error is left on the device.
   void note_cuda_failure(v1::ParityCase* c);
-  void run_case(const ParityOptions& options, const ParityCaseSpec& spec,
-                const std::function<void(const v1::ParityCase&)>& on_case);
+  void run_case(const ParityOptions& options, const ParityCaseSpec& spec, int32_t first_slot,
+                const std::function<void(ProducedOutput&&)>& on_output);
 
   const KernelBuild& build_;
   DeviceApi& device_;
@@ -98,7 +109,32 @@ class ParityRunner {
   std::map<int, std::string> context_errors_;
 };
 
+/// The case's identity as a record: type, shape, seed, path, profile, activation rows, weights.
+v1::ParityCase describe_case(const ParityOptions& options, const ParityCaseSpec& spec, int path);
+
+/// Judges outputs against the parity reference. It holds no kernel build: the inputs of a case
+/// are made again from its seed (or read from its model file), so nothing the build's process
+/// says but the outputs themselves enters a verdict.
+class ParityJudge {
+ public:
+  ParityJudge(const ParityOptions& options, int threads) : options_(options), threads_(threads) {}
+  /// The verdict on `y` (nt * od outputs) of case `spec` on `path`; `produced` brings run_ms.
+  v1::ParityCase judge(const ParityCaseSpec& spec, int path, const v1::ParityCase& produced,
+                       const std::vector<float>& y);
+
+ private:
+  const ParityOptions& options_;
+  int threads_;
+  // The inputs and exact product of the last case judged: its paths come one after the other.
+  const ParityCaseSpec* inputs_of_ = nullptr;
+  std::vector<uint8_t> weights_;
+  std::vector<float> x_;
+  std::vector<double> exact_;
+};
+
 v1::NumericsProfile to_proto(reference::Numerics numerics);
+/// The profile a record names; nullopt for UNSPECIFIED or a value this worker does not know.
+std::optional<reference::Numerics> from_proto(v1::NumericsProfile profile);
 v1::ActivationKind to_proto(ActivationKind kind);
 
 }  // namespace qgate::worker

@@ -9,6 +9,7 @@ inline constexpr int kExitCaseFailed = 1;   // a parity case failed, or argmax d
 inline constexpr int kExitUsage = 2;        // bad option or argument
 inline constexpr int kExitBuild = 3;        // the kernel build could not be loaded
 inline constexpr int kExitDevice = 4;       // the backend or device could not be used
+inline constexpr int kExitChannelTampered = 5;  // the parity judge's channel held what the worker never sends
 
 int run_worker_cli(int argc, char** argv);
 
