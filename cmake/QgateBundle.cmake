@@ -30,6 +30,11 @@ if(qgate_slow_target)
   list(APPEND QGATE_BUNDLE_PLUGINS $<TARGET_FILE:${qgate_slow_target}>)
   list(APPEND QGATE_BUNDLE_DEPENDS ${qgate_slow_target})
 endif()
+# libqgate_ggml.so, when qgate was configured with QGATE_GGML_SRC (docs/ggml.md).
+if(TARGET qgate_ggml)
+  list(APPEND QGATE_BUNDLE_PLUGINS $<TARGET_FILE:qgate_ggml>)
+  list(APPEND QGATE_BUNDLE_DEPENDS qgate_ggml)
+endif()
 # The dashboard's page and vendored chart libraries, where qgated looks for them: share/qgate/dashboard.
 list(APPEND QGATE_BUNDLE_DEPENDS dashboard_assets)
 add_custom_target(bundle
