@@ -40,6 +40,7 @@ add_library(qgate_server STATIC
   src/harness_devices.cpp
   src/dashboard_service.cpp
   src/listener_security.cpp
+  src/connection_acceptor.cpp
   src/daemon.cpp)
 target_include_directories(qgate_server PUBLIC include)
 target_link_libraries(qgate_server

@@ -654,14 +654,14 @@ class SqliteStore final : public Store {
     });
   }
 
-  InterruptedJobs requeue_interrupted_jobs(int max_daemon_deaths) override {
+  InterruptedJobs requeue_interrupted_jobs(int max_daemon_deaths, bool daemon_died) override {
     return guarded("requeue_interrupted_jobs", [&] {
       SQLite::Transaction transaction(database_, SQLite::TransactionBehavior::IMMEDIATE);
       InterruptedJobs out;
       {
         ScopedStatement select(prepared("SELECT id, attempts FROM jobs WHERE state = 'running' ORDER BY id"));
         while (select->executeStep())
-          (select->getColumn(1).getInt() + 1 >= max_daemon_deaths ? out.given_up : out.requeued)
+          (daemon_died && select->getColumn(1).getInt() + 1 >= max_daemon_deaths ? out.given_up : out.requeued)
               .push_back(select->getColumn(0).getInt64());
       }
       // Their half-done runs would otherwise stay 'running' forever; they are kept (for the record)
@@ -671,16 +671,19 @@ class SqliteStore final : public Store {
           "WHERE state = 'running' AND job_id IN (SELECT id FROM jobs WHERE state = 'running')"));
       bind_all(*interrupt_runs, now_ms());
       interrupt_runs->exec();
-      ScopedStatement give_up(prepared(
-          "UPDATE jobs SET state = 'failed', attempts = attempts + 1, finished_ms = ?, disposition = 'crashed', "
-          "disposition_detail = ?, error = ? WHERE state = 'running' AND attempts + 1 >= ?"));
-      const std::string why = "the daemon stopped " + std::to_string(max_daemon_deaths) +
-                              " times while this job ran (does the build kill its parent?); it is not run again";
-      bind_all(*give_up, now_ms(), why, why, max_daemon_deaths);
-      give_up->exec();
+      if (daemon_died) {
+        ScopedStatement give_up(prepared(
+            "UPDATE jobs SET state = 'failed', attempts = attempts + 1, finished_ms = ?, disposition = 'crashed', "
+            "disposition_detail = ?, error = ? WHERE state = 'running' AND attempts + 1 >= ?"));
+        const std::string why = "the daemon died " + std::to_string(max_daemon_deaths) +
+                                " times while this job ran; it is not run again (a build that kills its parent "
+                                "would take every restarted daemon down)";
+        bind_all(*give_up, now_ms(), why, why, max_daemon_deaths);
+        give_up->exec();
+      }
       ScopedStatement requeue(prepared(
-          "UPDATE jobs SET state = 'queued', attempts = attempts + 1, started_ms = NULL "
-          "WHERE state = 'running'"));
+          "UPDATE jobs SET state = 'queued', attempts = attempts + ?, started_ms = NULL WHERE state = 'running'"));
+      bind_all(*requeue, daemon_died ? 1 : 0);
       requeue->exec();
       transaction.commit();
       return out;

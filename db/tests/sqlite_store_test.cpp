@@ -254,10 +254,22 @@ TEST_F(SqliteStoreTest, RunningJobsAreRequeuedAfterACrash) {
   EXPECT_EQ(ended->state, JobState::Failed);
   EXPECT_EQ(ended->attempts, 2);
   ASSERT_TRUE(ended->error.has_value());
-  EXPECT_NE(ended->error->find("the daemon stopped 2 times while this job ran"), std::string::npos) << *ended->error;
+  EXPECT_NE(ended->error->find("the daemon died 2 times while this job ran"), std::string::npos) << *ended->error;
   EXPECT_EQ(ended->disposition, db::Disposition::Crashed);
   EXPECT_TRUE(ended->finished_ms.has_value());
   EXPECT_EQ(store_->claim_next_job(std::nullopt)->id, waiting) << "the given-up job is never claimed again";
+}
+
+TEST_F(SqliteStoreTest, AnOrderlyStopRequeuesRunningJobsWithoutCountingADeath) {
+  const RowId job = store_->create_job(make_job(build_id_, 1000));
+  for (int stop = 0; stop < 3; ++stop) {
+    ASSERT_EQ(store_->claim_next_job(std::nullopt)->id, job);
+    const db::InterruptedJobs stopped = store_->requeue_interrupted_jobs(db::kMaxDaemonDeaths, false);
+    EXPECT_EQ(stopped.requeued, std::vector<RowId>{job});
+    EXPECT_TRUE(stopped.given_up.empty());
+  }
+  EXPECT_EQ(store_->find_job(job)->attempts, 0);
+  EXPECT_EQ(store_->find_job(job)->state, JobState::Queued);
 }
 
 // --- Runs ---

@@ -579,9 +579,14 @@ class TrendRollupsMigrationTest : public TrendRollupsTest {
     return written;
   }
 
+  /// Undoes what the migrations after 0007 added, so a file taken back to an older schema is that
+  /// schema (0008: verdict_leaks.kept_once).
+  static void undo_after_0007(SQLite::Database& raw) { raw.exec("ALTER TABLE verdict_leaks DROP COLUMN kept_once"); }
+
   /// Takes the file back to schema 4: without 0006's and 0005's tables and indexes.
   void back_to_schema_4() {
     SQLite::Database raw(path_.string(), SQLite::OPEN_READWRITE);
+    undo_after_0007(raw);
     raw.exec("DROP TABLE build_rollups");
     raw.exec("DROP INDEX runs_by_build_series");
     raw.exec("CREATE INDEX runs_by_build ON runs (build_id)");
@@ -637,6 +642,7 @@ TEST_F(TrendRollupsMigrationTest, TheRunnerSplitsTheMixedTimingPointsOfAStoreAtS
     raw.exec("DELETE FROM build_rollups WHERE timing = 'pass'");
     raw.exec("UPDATE build_rollups SET runs = 6, all_median = 200.5, all_low = 100, all_high = 302");
     raw.exec("ALTER TABLE build_rollups DROP COLUMN timing");
+    undo_after_0007(raw);
     raw.exec("CREATE INDEX build_rollups_by_group ON build_rollups (build_id, series_key, tokens, week_ms)");
     raw.exec("PRAGMA user_version = 6");
   }

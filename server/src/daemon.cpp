@@ -25,6 +25,7 @@
 #include "qgate/dashboards/dashboard_api.h"
 #include "qgate/dashboards/dashboard_site.h"
 #include "qgate/dashboards/http_server.h"
+#include "qgate/server/connection_acceptor.h"
 #include "qgate/server/dashboard_service.h"
 #include "qgate/server/event_hub.h"
 #include "qgate/server/harness_service.h"
@@ -100,6 +101,8 @@ struct Daemon::Parts {
   std::unique_ptr<HarnessService> service;
   std::unique_ptr<DashboardService> dashboard;
   std::unique_ptr<grpc::Server> server;
+  // The plain listener's own accept loop (connection_acceptor.h); TLS listens through gRPC.
+  std::unique_ptr<ConnectionAcceptor> acceptor;
   std::string address;
   // The HTTP dashboard (--http): its API calls the RPCs above through an in-process channel.
   std::unique_ptr<dashboards::DashboardApi> http_api;
@@ -141,7 +144,7 @@ void Daemon::start() {
   db::InterruptedJobs interrupted;
   try {
     parts_->store = db::open_sqlite_store(so);
-    interrupted = parts_->store->requeue_interrupted_jobs();  // also the first write: proves we can
+    interrupted = parts_->store->requeue_interrupted_jobs(options_.max_daemon_deaths);  // the first write: proves we can
   } catch (const db::StoreError& e) {
     // SQLite opens a file it cannot write read-only without a word; say so before anything is run.
     if (e.kind() == db::StoreErrorKind::ReadOnly || access(options_.db_path.c_str(), W_OK) != 0)
@@ -152,8 +155,8 @@ void Daemon::start() {
   }
   for (auto id : interrupted.requeued) spdlog::warn("job {} was running when the daemon stopped; re-queued", id);
   for (auto id : interrupted.given_up)
-    spdlog::error("job {} was running when the daemon stopped, for the {}th time: CRASHED, not run again", id,
-                  db::kMaxDaemonDeaths);
+    spdlog::error("job {} was running when the daemon stopped; {} daemons have died under it: CRASHED, not run again",
+                  id, options_.max_daemon_deaths);
 
   std::string sampler_kind = options_.sampler;
   if (sampler_kind == "auto") sampler_kind = !options_.replay_samples_file.empty() ? "replay"
@@ -226,7 +229,9 @@ void Daemon::start() {
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(options_.listen, credentials, &port);
+  // TLS: gRPC's own listener. Plain: qgated's accept loop, which survives descriptor exhaustion.
+  if (tls) builder.AddListeningPort(options_.listen, credentials, &port);
+  else parts_->acceptor = std::make_unique<ConnectionAcceptor>(options_.listen);
   builder.RegisterService(parts_->service.get());
   parts_->dashboard = std::make_unique<DashboardService>(*parts_->store);
   builder.RegisterService(parts_->dashboard.get());
@@ -239,8 +244,12 @@ void Daemon::start() {
     health->SetServingStatus(qgate::v1::Harness::service_full_name(), true);
   if (!socket_path.empty()) chmod(socket_path.c_str(), 0600);
   parts_->address = options_.listen;
-  if (port > 0 && options_.listen.find(":0") != std::string::npos)
+  if (parts_->acceptor) {
+    parts_->address = parts_->acceptor->address();
+    parts_->acceptor->start(parts_->server.get());
+  } else if (port > 0 && options_.listen.find(":0") != std::string::npos) {
     parts_->address = options_.listen.substr(0, options_.listen.rfind(':')) + ":" + std::to_string(port);
+  }
   if (http_security) {
     // The dashboard reads through the same RPCs, in process: the same application layer, the same
     // validation, and whatever token rule gRPC applies to a read (the Authorization header travels).
@@ -279,9 +288,19 @@ void Daemon::shutdown() {
   // Health watchers see NOT_SERVING before the server stops answering.
   if (parts_->server)
     if (auto* health = parts_->server->GetHealthCheckService()) health->Shutdown();
+  if (parts_->acceptor) parts_->acceptor->stop();
   if (parts_->server) parts_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   if (parts_->scheduler) parts_->scheduler->stop();
   if (parts_->gpus) parts_->gpus->stop();
+  // An orderly stop: its running jobs go back to the queue now, not counted as a daemon death. If
+  // the store cannot take the write (a full disk), the next start counts it as one.
+  try {
+    if (parts_->store)
+      for (auto id : parts_->store->requeue_interrupted_jobs(options_.max_daemon_deaths, false).requeued)
+        spdlog::info("job {} interrupted by the daemon stopping: queued again", id);
+  } catch (const std::exception& e) {
+    spdlog::warn("qgated: cannot queue the interrupted jobs again ({}); the next start will", e.what());
+  }
 }
 
 std::string Daemon::listening_address() const { return parts_->address; }

@@ -96,7 +96,7 @@ class JobPlan {
  private:
   std::vector<std::string> common_args() const {
     return {"--backend", options_.backend, "--threads", std::to_string(options_.cpu_threads), "--seed",
-            std::to_string(seed())};
+            std::to_string(seed()), "--sandbox", options_.worker_sandbox};
   }
   /// How a worker opens the placement's i-th GPU; the options' GPU when the placement has none.
   std::vector<std::string> device_args(size_t i) const {
@@ -432,16 +432,19 @@ void JobRunner::run(const db::Job& job, const std::atomic<int>& stop, const JobP
     spdlog::info("job {} started: {} of build {}", job.id, words::spec_word(spec.kind()), job.build_id);
     JobPlan(store_, options_, sampler_, *launcher_, recorder, control, job, placement).run();
   } catch (const DaemonStopping&) {
-    // Left in state running on purpose: the next start requeues it and runs it again.
-    spdlog::info("job {} interrupted by the daemon stopping; it runs again at the next start", job.id);
+    // Left running here: the daemon queues it again once every runner has stopped (Daemon::shutdown).
+    spdlog::info("job {} interrupted by the daemon stopping; it is queued again", job.id);
   } catch (const JobCancelled&) {
     recorder.end(db::JobState::Cancelled, "cancelled", std::nullopt);
   } catch (const JobFailure& e) {
     recorder.end(db::JobState::Failed, e.what(), e.fault);
   } catch (const db::StoreError& e) {
-    // qgate's own failure, not the build's: no verdict was recorded, and none is half written.
-    const std::string why = std::string("qgated could not write its database (disk full or read-only?): ") + e.what();
-    recorder.end(db::JobState::Failed, why, Fault{v1::DISPOSITION_ERROR, why});
+    // qgate's own failure, not the build's: no verdict was recorded, and none is half written. The
+    // job is not ended either (that write may half succeed on a full disk): it stays unfinished and
+    // runs again when the daemon next starts.
+    spdlog::error("job {} stopped: qgated could not write its database (disk full or read-only?): {}; the database "
+                  "refused to record it, so it stays unfinished and is run again at the next start",
+                  job.id, e.what());
   } catch (const std::exception& e) {
     const std::string why = std::string("internal error: ") + e.what();
     recorder.end(db::JobState::Failed, why, Fault{v1::DISPOSITION_ERROR, why});

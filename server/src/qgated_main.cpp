@@ -33,6 +33,14 @@ int main(int argc, char** argv) {
   app.add_option("--threads", o.cpu_threads, "CPU backend threads per worker, 0 = all")->capture_default_str();
   app.add_option("--max-upload-bytes", o.max_upload_bytes, "largest build accepted")->capture_default_str();
   app.add_option("--max-queued-jobs", o.max_queued_jobs, "queue bound")->capture_default_str();
+  app.add_option("--worker-sandbox", o.worker_sandbox,
+                 "the workers' sandbox: auto (Landlock where the kernel has it), on (refuse to run without), off")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->capture_default_str();
+  app.add_option("--max-daemon-deaths", o.max_daemon_deaths,
+                 "a job whose daemon died under it this many times is CRASHED, not run again")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
   app.add_option("--max-streams", o.max_streams, "concurrent WatchJob streams; more are refused at once")
       ->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--max-uploads", o.max_uploads, "concurrent uploads (submits); more are refused at once")

@@ -139,6 +139,20 @@ class DaemonUnderTest {
     }
   }
 
+  /// Waits up to `limit` for qgated to exit on its own (something killed it); true once it has.
+  bool wait_for_exit(std::chrono::seconds limit) {
+    if (pid_ <= 0) return true;
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (waitpid(pid_, nullptr, WNOHANG) == pid_) {
+        pid_ = -1;
+        return true;
+      }
+      std::this_thread::sleep_for(20ms);
+    }
+    return false;
+  }
+
   /// SIGTERM, then waits up to `limit` for the exit; returns false when it did not exit.
   bool terminate(std::chrono::seconds limit) {
     if (pid_ <= 0) return true;
@@ -167,6 +181,8 @@ class DaemonUnderTest {
   }
 
   const std::string& dir() const { return dir_; }
+  /// The unix socket qgated listens on when try_start is given no address.
+  const std::string& socket_path() const { return socket_; }
   pid_t pid() const { return pid_; }
   /// CPU backend threads per worker, for try_start (tests that run two workers at once give 1).
   std::string threads = "2";

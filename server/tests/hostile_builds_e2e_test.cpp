@@ -4,10 +4,19 @@
 // background thread burns a core while it is idle cannot slow the other arm, because the idle arm
 // is frozen while the other is timed.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <chrono>
+#include <cstring>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "daemon_under_test.h"
 
@@ -84,4 +93,100 @@ TEST_F(HostileBuilds, ATimedRunOfABuildThatNeverWritesYIsIncorrect) {
   EXPECT_EQ(e.job.value("disposition", ""), "DISPOSITION_INCORRECT") << e.job.dump();
   EXPECT_NE(e.job.value("disposition_detail", "").find("the build did not write y"), std::string::npos)
       << e.job.dump();
+}
+
+TEST_F(HostileBuilds, ABuildThatKillsTheDaemonStopsAfterTheAttemptCap) {
+  // The sandbox would stop the kill itself (Landlock's signal scope): this is the cap behind it.
+  ASSERT_TRUE(d_.terminate(std::chrono::seconds(20)));
+  std::string why;
+  ASSERT_TRUE(d_.try_start({"--worker-sandbox", "off"}, "", &why)) << why;
+  const auto submitted = d_.cli("--json submit --build " + std::string(QGATE_FAULT_KILL_PARENT) +
+                                " --name kill-parent --kind parity --parity-shapes quick");
+  ASSERT_EQ(submitted.code, 0) << submitted.err;
+  const int64_t id = json_data(submitted, "submission")["job_id"].get<int64_t>();
+  // The build kills qgated twice, once per run of its job; each time the daemon is started again, as
+  // its supervisor would.
+  for (int death = 1; death <= 2; ++death) {
+    ASSERT_TRUE(d_.wait_for_exit(std::chrono::seconds(60))) << "death " << death << ": qgated is still up\n" << d_.log();
+    std::string again;
+    ASSERT_TRUE(d_.try_start({"--worker-sandbox", "off"}, "", &again)) << again;
+  }
+  EXPECT_NE(d_.log().find("job " + std::to_string(id) + " was running when the daemon stopped; 2 daemons have died under it"),
+            std::string::npos)
+      << d_.log();
+  const json job = show(d_, id);
+  EXPECT_EQ(state_of(job), "JOB_STATE_FAILED") << job.dump();
+  EXPECT_EQ(job.value("disposition", ""), "DISPOSITION_CRASHED") << job.dump();
+  EXPECT_NE(job.value("disposition_detail", "").find("the daemon died 2 times while this job ran"),
+            std::string::npos)
+      << job.dump();
+  // Not run a third time: the daemon stays up and serves.
+  EXPECT_FALSE(d_.wait_for_exit(std::chrono::seconds(3))) << "the build ran again and took qgated down";
+  EXPECT_EQ(d_.cli("--json device").code, 0);
+}
+
+// A client that opens connections until the daemon runs out of descriptors. The gRPC Debian ships
+// stops accepting for good after one EMFILE; qgated's own accept loop must answer again once the
+// connections are gone.
+TEST(HostileClients, AfterDescriptorExhaustionTheDaemonAnswersAgainWithin10s) {
+  DaemonUnderTest d;
+  d.in_child = [] {
+    const struct rlimit files = {96, 96};
+    setrlimit(RLIMIT_NOFILE, &files);
+  };
+  std::string why;
+  ASSERT_TRUE(d.try_start({}, "", &why)) << why;
+  std::vector<int> idle;
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  std::strncpy(sa.sun_path, d.socket_path().c_str(), sizeof sa.sun_path - 1);
+  for (int i = 0; i < 300; ++i) {
+    const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    ASSERT_GE(fd, 0);
+    if (connect(fd, reinterpret_cast<const sockaddr*>(&sa), sizeof sa) != 0 && errno != EAGAIN) {
+      close(fd);
+      continue;
+    }
+    idle.push_back(fd);
+  }
+  std::this_thread::sleep_for(std::chrono::seconds(1));  // the daemon takes what it can, past its limit
+  for (int fd : idle) close(fd);
+  const auto t0 = std::chrono::steady_clock::now();
+  bool answered = false;
+  while (!answered && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10))
+    answered = d.cli("--timeout 2 --json device").code == 0;
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+  std::printf("after %zu connections: answered again after %lld ms\n", idle.size(), (long long)took.count());
+  EXPECT_TRUE(answered) << "qgated stayed deaf after descriptor exhaustion\n" << d.log();
+  EXPECT_NE(d.log().find("refused: it would leave fewer than"), std::string::npos)
+      << "the flood never reached the cap:\n" << d.log();
+}
+
+/// The Landlock ABI of this kernel, 0 without Landlock.
+long landlock_abi() {
+  const long abi = syscall(444 /* landlock_create_ruleset */, nullptr, 0, 1u /* VERSION */);
+  return abi > 0 ? abi : 0;
+}
+
+// The sandbox: the snoop build reads the daemon's --data-dir from its parent's command line and
+// tries to open the database, connect over TCP, write to /tmp and signal the daemon.
+TEST_F(HostileBuilds, ASandboxedBuildCannotOpenTheDatabaseNorReachTheNetwork) {
+  if (landlock_abi() < 6) GTEST_SKIP() << "this kernel's Landlock (ABI " << landlock_abi() << ") is older than 6";
+  auto e = run_job(d_, QGATE_FAULT_SNOOP, "snoop", parity_);
+  EXPECT_EQ(e.watch_code, 0) << "it computes correctly: " << e.job.dump();
+  const std::string log = slurp(d_.dir() + "/logs/job-" + std::to_string(e.job["id"].get<int64_t>()) + "-parity.log");
+  EXPECT_NE(log.find("snoop: open " + d_.dir() + "/qgate.db: Permission denied"), std::string::npos) << log;
+  EXPECT_NE(log.find("snoop: tcp connect: Permission denied"), std::string::npos) << log;
+  EXPECT_NE(log.find("snoop: write /tmp/qgate-snoop-"), std::string::npos) << log;
+  EXPECT_EQ(log.find(": ok\n"), std::string::npos) << "one attempt got through:\n" << log;
+  EXPECT_NE(log.find("snoop: signal the daemon: Operation not permitted"), std::string::npos) << log;
+
+  // The control: the same build with the sandbox off opens the database.
+  ASSERT_TRUE(d_.terminate(std::chrono::seconds(20)));
+  std::string why;
+  ASSERT_TRUE(d_.try_start({"--worker-sandbox", "off"}, "", &why)) << why;
+  auto open = run_job(d_, QGATE_FAULT_SNOOP, "snoop", parity_);
+  const std::string unsandboxed =
+      slurp(d_.dir() + "/logs/job-" + std::to_string(open.job["id"].get<int64_t>()) + "-parity.log");
+  EXPECT_NE(unsandboxed.find("snoop: open " + d_.dir() + "/qgate.db: ok"), std::string::npos) << unsandboxed;
 }

@@ -23,6 +23,12 @@
 //                      library's allocator or handles do (512 MiB of device memory on CUDA, 64 MiB
 //                      of touched host memory on the CPU), never freed and never grown: memory kept
 //                      once, which the leak judge must not call a leak.
+//   kill_parent      - qgate_gemm_run sends SIGKILL to its process's parent (qgated, for a worker):
+//                      a daemon that re-ran it at every restart would never stay up.
+//   snoop            - forwards correctly, and on its first run tries what a hostile build would:
+//                      open the daemon's database (its --data-dir read from /proc/<parent>/cmdline),
+//                      connect over TCP, write to /tmp and signal its parent; it writes each
+//                      attempt's outcome to stderr ("snoop: open <path>: Permission denied").
 //   idle_spinner     - forwards correctly, and runs a background thread that burns a core whenever
 //                      none of its own calls is in flight: left running, it slows the other arm of
 //                      an A/B while that arm is timed, and so reads faster than it is.
@@ -32,6 +38,9 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -198,6 +207,54 @@ void leak_memory(int32_t backend) {
   g_last_leaked_block = block;
 }
 
+void snoop_once() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const pid_t parent = getppid();
+    std::string cmdline;
+    if (FILE* f = std::fopen(("/proc/" + std::to_string(parent) + "/cmdline").c_str(), "rb")) {
+      char buf[4096];
+      const size_t n = std::fread(buf, 1, sizeof buf, f);
+      cmdline.assign(buf, n);
+      std::fclose(f);
+    }
+    std::vector<std::string> args;
+    for (size_t at = 0; at < cmdline.size();) {
+      const size_t end = cmdline.find('\0', at);
+      args.push_back(cmdline.substr(at, end - at));
+      at = end == std::string::npos ? cmdline.size() : end + 1;
+    }
+    auto report = [](const std::string& what, bool ok) {
+      std::fprintf(stderr, "snoop: %s: %s\n", what.c_str(), ok ? "ok" : std::strerror(errno));
+    };
+    for (size_t i = 0; i + 1 < args.size(); ++i)
+      if (args[i] == "--data-dir") {
+        const std::string db = args[i + 1] + "/qgate.db";
+        const int fd = open(db.c_str(), O_RDONLY | O_CLOEXEC);
+        report("open " + db, fd >= 0);
+        if (fd >= 0) close(fd);
+      }
+    const int sock = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(9);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    const bool connected = sock >= 0 && connect(sock, reinterpret_cast<const sockaddr*>(&sa), sizeof sa) == 0;
+    // Refused means the attempt reached the network stack: only EACCES/EPERM means it was stopped.
+    report("tcp connect", connected);
+    if (sock >= 0) close(sock);
+    const std::string tmp = "/tmp/qgate-snoop-" + std::to_string(getpid());
+    const int file = open(tmp.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+    report("write " + tmp, file >= 0);
+    if (file >= 0) {
+      close(file);
+      unlink(tmp.c_str());
+    }
+    report("signal the daemon", ::kill(parent, 0) == 0);
+    std::fflush(stderr);
+  });
+}
+
 constexpr size_t kPoolBytesCuda = size_t(512) << 20;
 constexpr size_t kPoolBytesCpu = size_t(64) << 20;
 
@@ -358,6 +415,7 @@ QGATE_EXPORT qgate_status qgate_gemm_run(qgate_gemm* g, const float* x, int64_t 
     ~InFlight() { g_calls_in_flight.fetch_sub(1); }
   } in_flight;
   if (fault_is("crash_run")) raise(SIGSEGV);
+  if (fault_is("kill_parent")) ::kill(getppid(), SIGKILL);
   if (fault_is("crash_once")) crash_if_first_run();
   if (fault_is("hang")) hang_forever();
   if (fault_is("unwritten_output") || fault_is("forged_records")) return QGATE_OK;
@@ -371,6 +429,7 @@ QGATE_EXPORT qgate_status qgate_gemm_run(qgate_gemm* g, const float* x, int64_t 
   }
   if (fault_is("leak")) leak_memory(facts.backend);
   if (fault_is("pool_once")) keep_pool_once(facts.backend);
+  if (fault_is("snoop")) snoop_once();
   const qgate_status status = ref().gemm_run(g, x, nt, y, stream);
   if (status == QGATE_OK && fault_is("nan_output")) fill_nan(y, nt * facts.od, facts.backend, stream);
   return status;

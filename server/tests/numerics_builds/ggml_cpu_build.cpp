@@ -23,6 +23,12 @@
 //   q6_K            per 128: tmp = Σ fma(C16a*sc_a + C16b*sc_b, d_x, tmp); sum = fma(tmp, d, sum)
 // f16 path: weights dequantized in f32 and rounded to f16, activations rounded to f16, f32 sums.
 //
+// Two variants that change only a rounding (docs/parity.md, "Value and slack"):
+//   QGATE_GGML_BUILD_EXACT_K_SCALES=1  rounds less than ggml: q4_K/q5_K keep d*sc and dmin*m in f32
+//                                      (ggml rounds both to f16): it must pass the ggml profile;
+//   QGATE_GGML_BUILD_F16_ACT_SCALE=1   rounds more: MMQ's q5_0, q8_0 and q6_K read the f16 activation
+//                                      scale where ggml keeps it in f32: it must fail.
+//
 // Compiled with QGATE_GGML_BUILD_SCALE_BUG=1 it has one indexing bug: the last 32-block of every
 // 256 values takes its scale (and min) from the block before it; for q6_K the second 16 of that
 // block takes the first 16's sub-scale. Both paths see it.
@@ -43,6 +49,12 @@
 
 #ifndef QGATE_GGML_BUILD_SCALE_BUG
 #define QGATE_GGML_BUILD_SCALE_BUG 0
+#endif
+#ifndef QGATE_GGML_BUILD_EXACT_K_SCALES
+#define QGATE_GGML_BUILD_EXACT_K_SCALES 0
+#endif
+#ifndef QGATE_GGML_BUILD_F16_ACT_SCALE
+#define QGATE_GGML_BUILD_F16_ACT_SCALE 0
 #endif
 
 namespace {
@@ -215,9 +227,9 @@ void unpack_block(Kind kind, const uint8_t* p, Unpacked* out) {
         }
         int sc, m;
         k_scale_min(scales, j, &sc, &m);
-        // ggml forms d*sc and -dmin*m as f16 products before the dot.
-        u.s1 = round_f16(d * float(sc));
-        u.s2 = round_f16(-dmin * float(m));
+        // ggml forms d*sc and -dmin*m as f16 products before the dot (the exact variant keeps f32).
+        u.s1 = QGATE_GGML_BUILD_EXACT_K_SCALES ? d * float(sc) : round_f16(d * float(sc));
+        u.s2 = QGATE_GGML_BUILD_EXACT_K_SCALES ? -dmin * float(m) : round_f16(-dmin * float(m));
         u.kd = d;
         u.kdmin = dmin;
         u.ksc = int16_t(sc);
@@ -339,7 +351,7 @@ float mmq_dot(Kind kind, const Unpacked* w, const ActBlock* a, int64_t nb) {
     case Kind::q8_0:
       for (int64_t b = 0; b < nb; ++b) {
         const float cd = float(dot32(w[b].w, a[b].q)) * w[b].s1;
-        sum = std::fma(cd, a[b].d, sum);
+        sum = std::fma(cd, QGATE_GGML_BUILD_F16_ACT_SCALE ? a[b].d16 : a[b].d, sum);
       }
       break;
     case Kind::q4_1:
@@ -357,7 +369,7 @@ float mmq_dot(Kind kind, const Unpacked* w, const ActBlock* a, int64_t nb) {
         float tmp = 0.0f;
         for (int64_t b = b0; b < b0 + 4; ++b) {
           const int32_t c = dot16(w[b].w, a[b].q) * w[b].sc[0] + dot16(w[b].w + 16, a[b].q + 16) * w[b].sc[1];
-          tmp = std::fma(float(c), a[b].d, tmp);
+          tmp = std::fma(float(c), QGATE_GGML_BUILD_F16_ACT_SCALE ? a[b].d16 : a[b].d, tmp);
         }
         sum = std::fma(tmp, w[b0].s1, sum);
       }
@@ -479,6 +491,10 @@ void parallel_for(int64_t n, int threads, Fn&& fn) {
 
 #if QGATE_GGML_BUILD_SCALE_BUG
 constexpr const char* kBuildName = "ggml-cpu-test-bad";
+#elif QGATE_GGML_BUILD_EXACT_K_SCALES
+constexpr const char* kBuildName = "ggml-cpu-test-exact-k-scales";
+#elif QGATE_GGML_BUILD_F16_ACT_SCALE
+constexpr const char* kBuildName = "ggml-cpu-test-f16-act-scale";
 #else
 constexpr const char* kBuildName = "ggml-cpu-test";
 #endif

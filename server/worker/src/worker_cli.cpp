@@ -31,6 +31,7 @@
 #include "qgate/worker/parity.h"
 #include "qgate/worker/problems.h"
 #include "qgate/worker/record_writer.h"
+#include "qgate/worker/sandbox.h"
 #include "qgate/worker/command_arm.h"
 #include "qgate/worker/serve.h"
 #include "qgate/worker/worker_errors.h"
@@ -72,6 +73,7 @@ struct CommonOptions {
   std::string format;  // empty: table on a terminal, proto otherwise
   bool json = false;
   uint64_t seed = 20260831;
+  std::string sandbox = "auto";  // parity and serve: the Landlock sandbox (sandbox.h)
 };
 
 void add_common(CLI::App* cmd, CommonOptions& o) {
@@ -89,6 +91,21 @@ void add_common(CLI::App* cmd, CommonOptions& o) {
       ->check(CLI::IsMember({"proto", "json", "table"}));
   cmd->add_flag("--json", o.json, "same as --format json");
   cmd->add_option("--seed", o.seed, "base seed; every case records its own")->capture_default_str();
+  cmd->add_option("--sandbox", o.sandbox,
+                  "parity and serve: restrict the worker with Landlock before it loads the build: auto, on, off")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->capture_default_str();
+}
+
+/// Restricts this worker before it loads the build (sandbox.h); the answer goes into its run
+/// context. `scratch` becomes the build's TMPDIR.
+std::string enter_sandbox(const CommonOptions& o, const std::vector<std::string>& extra_reads, const ScratchDir& scratch) {
+  SandboxMode mode = SandboxMode::automatic;
+  parse_sandbox_mode(o.sandbox, &mode);
+  setenv("TMPDIR", scratch.path().c_str(), 1);
+  SandboxPlan plan = sandbox_plan(o.build, extra_reads);
+  plan.scratch_dir = scratch.path();
+  return apply_sandbox(mode, plan);
 }
 
 OutputFormat resolve_format(const CommonOptions& o) {
@@ -121,8 +138,14 @@ int open_session(const CommonOptions& o, const std::map<std::string, std::string
                                     : make_cpu_device_api(o.threads, {o.device, o.cpu_device_name,
                                                                       o.cpu_device_uuid, o.cpu_slowdown});
   } catch (const std::exception& e) {
-    emit(error_record(v1::WORKER_ERROR_KIND_DEVICE, e.what()));
-    std::cerr << "qgate-worker: " << e.what() << "\n";
+    // Inside the sandbox, a device that will not open may be one the sandbox hides: say so.
+    const auto sandbox = options.find("sandbox");
+    const std::string note = sandbox != options.end() && sandbox->second.rfind("landlock", 0) == 0
+                                 ? " (inside the worker sandbox, " + sandbox->second +
+                                       "; qgated --worker-sandbox off runs workers without it)"
+                                 : "";
+    emit(error_record(v1::WORKER_ERROR_KIND_DEVICE, e.what() + note));
+    std::cerr << "qgate-worker: " << e.what() << note << "\n";
     return kExitDevice;
   }
   s->device->describe(&s->context);
@@ -326,8 +349,22 @@ int cmd_parity(const CommonOptions& o, const ParityCommand& cmd, const std::vect
     if (!judge.send(input)) throw std::runtime_error("the parity judge stopped reading (see its message above)");
   };
 
+  // Sandboxed before the build is loaded: everything it does from its constructor on is inside.
+  std::unique_ptr<ScratchDir> scratch;
+  std::string sandbox;
+  try {
+    scratch = std::make_unique<ScratchDir>();
+    sandbox = enter_sandbox(o, {cmd.gguf}, *scratch);
+  } catch (const std::exception& e) {
+    v1::JudgeInput input;
+    *input.mutable_error() = error_record(v1::WORKER_ERROR_KIND_DEVICE, std::string("sandbox: ") + e.what()).error();
+    judge.send(input);
+    std::cerr << "qgate-worker: sandbox: " << e.what() << "\n";
+    judge.finish();
+    return kExitDevice;
+  }
   Session s;
-  std::map<std::string, std::string> opts = {{"command", "parity"}, {"types", cmd.types},
+  std::map<std::string, std::string> opts = {{"command", "parity"}, {"sandbox", sandbox}, {"types", cmd.types},
                                              {"shapes", cmd.shapes}, {"path", cmd.path},
                                              {"numerics", cmd.numerics},
                                              {"edge_cases", po.edge_cases ? "on" : "off"},
@@ -784,8 +821,18 @@ int cmd_serve(const CommonOptions& o) {
   }
   DescriptorStream replies(record_fd);
   RecordWriter writer(OutputFormat::proto, replies.stream());
+  std::unique_ptr<ScratchDir> scratch;
+  std::string sandbox;
+  try {
+    scratch = std::make_unique<ScratchDir>();
+    sandbox = enter_sandbox(o, {}, *scratch);
+  } catch (const std::exception& e) {
+    writer.write(error_record(v1::WORKER_ERROR_KIND_DEVICE, std::string("sandbox: ") + e.what()));
+    std::cerr << "qgate-worker: sandbox: " << e.what() << "\n";
+    return kExitDevice;
+  }
   Session s;
-  if (int rc = open_session(o, {{"command", "serve"}}, writer, &s); rc != kExitOk) return rc;
+  if (int rc = open_session(o, {{"command", "serve"}, {"sandbox", sandbox}}, writer, &s); rc != kExitOk) return rc;
   return serve_requests(*s.build, *s.device, o.threads, STDIN_FILENO, writer);
 }
 

@@ -76,6 +76,29 @@ TEST(NumericsProfiles, AGgmlBuildPassesWhenJudgedAsItDeclares) {
   EXPECT_EQ(s.exit_code, kExitOk) << s.err;
 }
 
+// A profile is an error budget, not a recipe to copy: rounding less than ggml passes, more fails.
+TEST(NumericsProfiles, ABuildThatRoundsLessThanItsProfilePasses) {
+  const Sweep s = sweep(QGATE_GGML_CPU_BUILD_EXACT_K_SCALES, "");
+  print_table("ggml build with q4_K/q5_K's d*sc and dmin*m kept in f32, judged in ggml numerics", s);
+  ASSERT_EQ(s.cases.size(), 8u * (7 + 5)) << s.err;
+  for (const auto& c : s.cases)
+    EXPECT_EQ(c.outcome(), qgate::v1::CASE_OUTCOME_PASSED)
+        << c.type() << " " << c.shape().nt() << "x" << c.shape().od() << "x" << c.shape().k() << ": " << c.message();
+  EXPECT_EQ(s.exit_code, kExitOk) << s.err;
+}
+
+TEST(NumericsProfiles, ABuildThatRoundsMoreThanItsProfileFails) {
+  const Sweep s = sweep(QGATE_GGML_CPU_BUILD_F16_ACT_SCALE, "");
+  print_table("ggml build reading MMQ's f32 activation scale as f16 (q5_0, q8_0, q6_K), judged in ggml numerics", s);
+  EXPECT_EQ(s.exit_code, kExitCaseFailed) << s.err;
+  std::map<std::string, int> failed_by_type;
+  for (const auto& c : s.cases)
+    if (c.outcome() != qgate::v1::CASE_OUTCOME_PASSED) ++failed_by_type[c.type()];
+  for (const char* type : {"q5_0", "q8_0", "q6_K"}) EXPECT_GT(failed_by_type[type], 0) << type;
+  for (const char* type : {"q4_0", "q4_1", "q5_1", "q4_K", "q5_K"})
+    EXPECT_EQ(failed_by_type[type], 0) << type << " keeps ggml's roundings in this build";
+}
+
 TEST(NumericsProfiles, TheSameBuildJudgedAsQgateFailsItsBoundsButNotItsMaths) {
   const Sweep s = sweep(QGATE_GGML_CPU_BUILD, "--numerics qgate");
   print_table("ggml-numerics build, judged in qgate numerics (--numerics qgate)", s);
@@ -87,7 +110,7 @@ TEST(NumericsProfiles, TheSameBuildJudgedAsQgateFailsItsBoundsButNotItsMaths) {
 }
 
 TEST(NumericsProfiles, ABuildWithAScaleBugFailsUnderEveryProfile) {
-  for (const char* numerics : {"ggml", "qgate"}) {
+  for (const char* numerics : {"ggml", "qgate", "ggml-cpu", "unknown"}) {
     const Sweep s = sweep(QGATE_GGML_CPU_BUILD_BAD, std::string("--numerics ") + numerics);
     print_table(std::string("scale-bug build, judged in ") + numerics + " numerics", s);
     EXPECT_EQ(s.exit_code, kExitCaseFailed) << numerics;
@@ -98,7 +121,14 @@ TEST(NumericsProfiles, ABuildWithAScaleBugFailsUnderEveryProfile) {
       nmse_failures[c.type()] += c.exact_nmse() > c.exact_nmse_limit();
     }
     EXPECT_EQ(random_failures.size(), 8u);
-    for (const auto& [type, n] : random_failures) EXPECT_EQ(n, 7) << numerics << " " << type << ": every shape fails";
+    const bool declared_lineage = std::string(numerics) != "unknown";
+    for (const auto& [type, n] : random_failures) {
+      // A declared profile catches the bug on every shape. The unknown-lineage profile is weaker by
+      // design (docs/parity.md): it must still fail the build on every type, but q8_0's bug (two
+      // neighbouring scales 3.3e-4 apart in NMSE) hides on most shapes under its bound.
+      if (declared_lineage) EXPECT_EQ(n, 7) << numerics << " " << type << ": every shape fails";
+      else EXPECT_GT(n, 0) << numerics << " " << type << ": the bug must show on some shape";
+    }
     int loud = 0;
     for (const auto& [type, n] : nmse_failures) loud += n > 0;
     // The bug shows in NMSE against the exact product too, for every type but q8_0: there the two

@@ -83,8 +83,10 @@ class Store {
   /// attempts + 1 (attempts counts the daemons that died under a job), and their unfinished runs
   /// are marked interrupted. A job whose daemon has now died under it `max_daemon_deaths` times is
   /// not run again: it ends failed, disposition crashed, with that reason, since a build that
-  /// kills its parent would otherwise take every restarted daemon down with it.
-  virtual InterruptedJobs requeue_interrupted_jobs(int max_daemon_deaths = kMaxDaemonDeaths) = 0;
+  /// kills its parent would otherwise take every restarted daemon down with it. A daemon that
+  /// stops in order calls it with `daemon_died` false: its jobs go back to the queue uncounted.
+  virtual InterruptedJobs requeue_interrupted_jobs(int max_daemon_deaths = kMaxDaemonDeaths,
+                                                   bool daemon_died = true) = 0;
 
   // --- Runs ---
 

@@ -31,6 +31,10 @@ struct DaemonOptions {
   int cpu_threads = 0;                // CPU backend threads per worker, 0 = all
   int64_t max_upload_bytes = int64_t(512) << 20;
   int max_queued_jobs = 1000;
+  // A job whose daemon died under it this many times is CRASHED and not run again (docs/security.md).
+  int max_daemon_deaths = 2;
+  // The workers' sandbox (qgate-worker --sandbox): auto (Landlock where the kernel has it), on, off.
+  std::string worker_sandbox = "auto";
   int max_streams = 256;              // concurrent WatchJob streams; more are refused (RESOURCE_EXHAUSTED)
   int max_uploads = 32;               // concurrent SubmitBuild uploads; more are refused likewise
   int run_timeout_s = 300;            // one timed run (or the parity sweep's case) may take this long
