@@ -123,30 +123,42 @@ struct Session {
 
 using RecordSink = std::function<void(const v1::WorkerRecord&)>;
 
-int open_session(const CommonOptions& o, const std::map<std::string, std::string>& options,
-                 const RecordSink& emit, Session* s) {
-  BuildLoadError load_error;
-  std::string message;
-  s->build = KernelBuild::load(o.build, &load_error, &message);
-  if (!s->build) {
-    emit(error_record(to_error_kind(load_error), message));
-    std::cerr << "qgate-worker: " << message << "\n";
-    return kExitBuild;
-  }
+/// Opens the device, then (for parity and serve) enters the sandbox, then loads the build: the
+/// driver's nodes and libraries are open before the sandbox closes the way to them, and the build,
+/// constructor included, runs only inside it. `sandbox` returns what it applied.
+int open_session(const CommonOptions& o, std::map<std::string, std::string> options, const RecordSink& emit,
+                 Session* s, const std::function<std::string()>& sandbox = {}) {
   try {
     s->device = o.backend == "cuda" ? make_cuda_device_api(o.device)
                                     : make_cpu_device_api(o.threads, {o.device, o.cpu_device_name,
                                                                       o.cpu_device_uuid, o.cpu_slowdown});
   } catch (const std::exception& e) {
-    // Inside the sandbox, a device that will not open may be one the sandbox hides: say so.
-    const auto sandbox = options.find("sandbox");
-    const std::string note = sandbox != options.end() && sandbox->second.rfind("landlock", 0) == 0
-                                 ? " (inside the worker sandbox, " + sandbox->second +
-                                       "; qgated --worker-sandbox off runs workers without it)"
-                                 : "";
-    emit(error_record(v1::WORKER_ERROR_KIND_DEVICE, e.what() + note));
-    std::cerr << "qgate-worker: " << e.what() << note << "\n";
+    emit(error_record(v1::WORKER_ERROR_KIND_DEVICE, e.what()));
+    std::cerr << "qgate-worker: " << e.what() << "\n";
     return kExitDevice;
+  }
+  if (sandbox) {
+    try {
+      options["sandbox"] = sandbox();
+    } catch (const std::exception& e) {
+      emit(error_record(v1::WORKER_ERROR_KIND_DEVICE, std::string("sandbox: ") + e.what()));
+      std::cerr << "qgate-worker: sandbox: " << e.what() << "\n";
+      return kExitDevice;
+    }
+  }
+  BuildLoadError load_error;
+  std::string message;
+  s->build = KernelBuild::load(o.build, &load_error, &message);
+  if (!s->build) {
+    // A library the build needs may lie where the sandbox does not reach: say so.
+    if (options.count("sandbox") && options["sandbox"].rfind("landlock", 0) == 0 &&
+        message.find("Permission denied") != std::string::npos)
+      message += " (inside the worker sandbox, " + options["sandbox"] +
+                 ": its libraries must lie under the system trees, the qgate installation or LD_LIBRARY_PATH; "
+                 "qgated --worker-sandbox off runs workers without it)";
+    emit(error_record(to_error_kind(load_error), message));
+    std::cerr << "qgate-worker: " << message << "\n";
+    return kExitBuild;
   }
   s->device->describe(&s->context);
   s->context.set_qgate_version(QGATE_VERSION);
@@ -169,8 +181,8 @@ int open_session(const CommonOptions& o, const std::map<std::string, std::string
 }
 
 int open_session(const CommonOptions& o, const std::map<std::string, std::string>& options,
-                 RecordWriter& writer, Session* s) {
-  return open_session(o, options, [&](const v1::WorkerRecord& r) { writer.write(r); }, s);
+                 RecordWriter& writer, Session* s, const std::function<std::string()>& sandbox = {}) {
+  return open_session(o, options, [&](const v1::WorkerRecord& r) { writer.write(r); }, s, sandbox);
 }
 
 bool parse_paths(const std::string& text, std::vector<int>* out, std::string* error) {
@@ -349,22 +361,20 @@ int cmd_parity(const CommonOptions& o, const ParityCommand& cmd, const std::vect
     if (!judge.send(input)) throw std::runtime_error("the parity judge stopped reading (see its message above)");
   };
 
-  // Sandboxed before the build is loaded: everything it does from its constructor on is inside.
+  // The scratch folder's janitor is started now, before any thread (the device's) exists.
   std::unique_ptr<ScratchDir> scratch;
-  std::string sandbox;
   try {
     scratch = std::make_unique<ScratchDir>();
-    sandbox = enter_sandbox(o, {cmd.gguf}, *scratch);
   } catch (const std::exception& e) {
     v1::JudgeInput input;
-    *input.mutable_error() = error_record(v1::WORKER_ERROR_KIND_DEVICE, std::string("sandbox: ") + e.what()).error();
+    *input.mutable_error() = error_record(v1::WORKER_ERROR_KIND_DEVICE, e.what()).error();
     judge.send(input);
-    std::cerr << "qgate-worker: sandbox: " << e.what() << "\n";
+    std::cerr << "qgate-worker: " << e.what() << "\n";
     judge.finish();
     return kExitDevice;
   }
   Session s;
-  std::map<std::string, std::string> opts = {{"command", "parity"}, {"sandbox", sandbox}, {"types", cmd.types},
+  std::map<std::string, std::string> opts = {{"command", "parity"}, {"types", cmd.types},
                                              {"shapes", cmd.shapes}, {"path", cmd.path},
                                              {"numerics", cmd.numerics},
                                              {"edge_cases", po.edge_cases ? "on" : "off"},
@@ -378,7 +388,8 @@ int cmd_parity(const CommonOptions& o, const ParityCommand& cmd, const std::vect
     send(input);
   };
   try {
-    if (int rc = open_session(o, opts, forward, &s); rc != kExitOk) {
+    if (int rc = open_session(o, opts, forward, &s, [&] { return enter_sandbox(o, {cmd.gguf}, *scratch); });
+        rc != kExitOk) {
       judge.finish();
       return rc;
     }
@@ -822,17 +833,17 @@ int cmd_serve(const CommonOptions& o) {
   DescriptorStream replies(record_fd);
   RecordWriter writer(OutputFormat::proto, replies.stream());
   std::unique_ptr<ScratchDir> scratch;
-  std::string sandbox;
   try {
     scratch = std::make_unique<ScratchDir>();
-    sandbox = enter_sandbox(o, {}, *scratch);
   } catch (const std::exception& e) {
-    writer.write(error_record(v1::WORKER_ERROR_KIND_DEVICE, std::string("sandbox: ") + e.what()));
-    std::cerr << "qgate-worker: sandbox: " << e.what() << "\n";
+    writer.write(error_record(v1::WORKER_ERROR_KIND_DEVICE, e.what()));
+    std::cerr << "qgate-worker: " << e.what() << "\n";
     return kExitDevice;
   }
   Session s;
-  if (int rc = open_session(o, {{"command", "serve"}, {"sandbox", sandbox}}, writer, &s); rc != kExitOk) return rc;
+  if (int rc = open_session(o, {{"command", "serve"}}, writer, &s, [&] { return enter_sandbox(o, {}, *scratch); });
+      rc != kExitOk)
+    return rc;
   return serve_requests(*s.build, *s.device, o.threads, STDIN_FILENO, writer);
 }
 
