@@ -157,15 +157,7 @@ class DaemonUnderTest {
   bool terminate(std::chrono::seconds limit) {
     if (pid_ <= 0) return true;
     ::kill(pid_, SIGTERM);
-    const auto deadline = std::chrono::steady_clock::now() + limit;
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (waitpid(pid_, nullptr, WNOHANG) == pid_) {
-        pid_ = -1;
-        return true;
-      }
-      std::this_thread::sleep_for(20ms);
-    }
-    return false;
+    return wait_for_exit(limit);
   }
 
   CliResult cli(const std::string& args) const {

@@ -1,8 +1,9 @@
-// The worker's sandbox (docs/security.md): before it loads a build, the worker restricts itself,
-// and so the build and anything it starts, with Landlock. Files: read and execute under the system
-// trees, the qgate installation the worker runs from and the build itself; read and write on /dev
-// (GPU nodes) and on a private scratch folder that becomes TMPDIR; nothing else, so the daemon's
-// data folder (its database, uploads, logs) and a token file outside those trees cannot be opened.
+// The worker's sandbox (docs/security.md): after it opens the device and before it loads a build,
+// the worker restricts itself, and so the build and anything it starts, with Landlock. Files: read
+// and execute under the system trees, the qgate installation the worker runs from and the build
+// itself; read and write on /dev (GPU nodes) and on a private scratch folder that becomes TMPDIR;
+// nothing else, so the daemon's data folder (its database, uploads, logs) and a token file outside
+// those trees cannot be opened.
 // Network: no TCP bind or connect. Signals: none to processes outside the sandbox (the daemon, the
 // other arm). What the kernel's Landlock version does not know is left open, and said.
 #pragma once
