@@ -72,13 +72,24 @@ void check_enums(const v1::JobSpec& job) {
   }
 }
 
-void check_parity_source(const v1::JobSpec& job) {
+void check_parity_source(const v1::JobSpec& job, const std::vector<std::string>& models_dirs) {
   if (!job.parity_gguf().empty()) {
-    // The worker opens it as the daemon's user; refuse now what it could not read.
+    // The worker opens it as the daemon's user: only inside a folder the operator allowed, so a job
+    // cannot have the daemon read any file it can (docs/security.md). Refuse now what it could not read.
+    if (models_dirs.empty())
+      refuse("this qgated reads no model files: start it with --models-dir FOLDER to allow parity_gguf");
     const std::filesystem::path model(job.parity_gguf());
     std::error_code error;
     if (!model.is_absolute()) refuse("parity_gguf must be an absolute path on the daemon's host");
-    if (!std::filesystem::is_regular_file(model, error) || ::access(model.c_str(), R_OK) != 0)
+    const std::filesystem::path real = std::filesystem::weakly_canonical(model, error);
+    bool allowed = false;
+    for (const auto& dir : models_dirs) {
+      const std::filesystem::path root = std::filesystem::weakly_canonical(dir, error);
+      const auto rel = real.lexically_relative(root);
+      allowed = allowed || (!rel.empty() && *rel.begin() != "..");
+    }
+    if (!allowed) refuse("parity_gguf '" + job.parity_gguf() + "' is outside the daemon's --models-dir folders");
+    if (!std::filesystem::is_regular_file(real, error) || ::access(real.c_str(), R_OK) != 0)
       refuse("parity_gguf '" + job.parity_gguf() + "' is not a readable file on the daemon's host");
   }
   if (!job.parity_tensors().empty() && job.parity_gguf().empty()) refuse("parity_tensors needs parity_gguf");
@@ -208,7 +219,7 @@ std::optional<db::Build> JobSubmission::validate_header(const v1::SubmitHeader& 
   if (!job.path().empty() && job.path() != "mmq" && job.path() != "f16")
     refuse("path must be mmq or f16, got '" + job.path() + "'");
   check_enums(job);
-  check_parity_source(job);
+  check_parity_source(job, options_.models_dirs);
   check_gpu_choice(job, options_);
   const auto& policy = job.policy();
   if (policy.slowdown_threshold() < 0 || policy.slowdown_threshold() >= 1 || !std::isfinite(policy.slowdown_threshold()))

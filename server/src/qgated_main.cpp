@@ -33,6 +33,9 @@ int main(int argc, char** argv) {
   app.add_option("--threads", o.cpu_threads, "CPU backend threads per worker, 0 = all")->capture_default_str();
   app.add_option("--max-upload-bytes", o.max_upload_bytes, "largest build accepted")->capture_default_str();
   app.add_option("--max-queued-jobs", o.max_queued_jobs, "queue bound")->capture_default_str();
+  app.add_option("--models-dir", o.models_dirs,
+                 "a folder whose GGUF files parity jobs may read (repeatable); without one, no job reads model files")
+      ->check(CLI::ExistingDirectory);
   app.add_option("--worker-sandbox", o.worker_sandbox,
                  "the workers' sandbox: auto (Landlock where the kernel has it), on (refuse to run without), off")
       ->check(CLI::IsMember({"auto", "on", "off"}))

@@ -4,6 +4,8 @@
 #include "qgate/server/jobs_application.h"
 
 #include <cmath>
+#include <fstream>
+#include <filesystem>
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -172,6 +174,32 @@ TEST_F(JobsApplicationTest, OversizedMetadataAndInvertedPairBudgetsAreRefused) {
   EXPECT_EQ(refusal([&] { submission_.validate_header(header); }, "slowdown_threshold must be in [0, 1)"),
             ApplicationErrorKind::InvalidArgument);
   EXPECT_EQ(store_->count_jobs(db::JobFilter{}), 0) << "nothing refused is stored";
+}
+
+TEST_F(JobsApplicationTest, AModelFileMustLieInAFolderTheOperatorAllowed) {
+  // A job naming any file the daemon can read once put that file's first bytes in job text anyone
+  // could read (/etc/shadow gave "root").
+  const std::filesystem::path models = std::filesystem::path(::testing::TempDir()) / "qgate-models-allowed";
+  std::filesystem::create_directories(models);
+  std::ofstream(models / "m.gguf") << "GGUF";
+  v1::SubmitHeader header = ab_header("mmq-k");
+  header.mutable_job()->set_kind(v1::JOB_KIND_PARITY);
+  header.mutable_job()->set_parity_gguf("/etc/passwd");
+  EXPECT_EQ(refusal([&] { submission_.validate_header(header); }, "reads no model files: start it with --models-dir"),
+            ApplicationErrorKind::InvalidArgument);
+  options_.models_dirs = {models.string()};
+  EXPECT_EQ(refusal([&] { submission_.validate_header(header); }, "is outside the daemon's --models-dir folders"),
+            ApplicationErrorKind::InvalidArgument);
+  header.mutable_job()->set_parity_gguf((models / ".." / "qgate-models-allowed" / ".." / "x.gguf").string());
+  EXPECT_EQ(refusal([&] { submission_.validate_header(header); }, "is outside"), ApplicationErrorKind::InvalidArgument)
+      << "'..' does not lead out of the folder";
+  std::filesystem::create_symlink("/etc/passwd", models / "link.gguf");
+  header.mutable_job()->set_parity_gguf((models / "link.gguf").string());
+  EXPECT_EQ(refusal([&] { submission_.validate_header(header); }, "is outside"), ApplicationErrorKind::InvalidArgument)
+      << "a link out of the folder is followed before the check";
+  header.mutable_job()->set_parity_gguf((models / "m.gguf").string());
+  EXPECT_NO_THROW(submission_.validate_header(header));
+  std::filesystem::remove_all(models);
 }
 
 TEST_F(JobsApplicationTest, ParityJobWithNoShapesAndNoModelFileIsRefused) {

@@ -48,7 +48,8 @@ TEST(NumericsEndToEnd, AGgmlBuildPassesAndItsBuggyTwinFails) {
 TEST(NumericsEndToEnd, AParityJobRunsOnTheBlocksOfAModelFile) {
   namespace t = qgate::profiles::testing;
   DaemonUnderTest d;
-  d.start();
+  std::string why;
+  ASSERT_TRUE(d.try_start({"--models-dir", d.dir()}, "", &why)) << why;
   const std::string model = d.dir() + "/model.gguf";
   std::string error;
   ASSERT_TRUE(t::write_file(model, t::make_test_gguf(t::llama_test_tensors()).bytes, &error)) << error;

@@ -35,6 +35,8 @@ struct DaemonOptions {
   int max_daemon_deaths = 2;
   // The workers' sandbox (qgate-worker --sandbox): auto (Landlock where the kernel has it), on, off.
   std::string worker_sandbox = "auto";
+  // Folders whose model files a parity job may name (--models-dir, repeatable); none: no model files.
+  std::vector<std::string> models_dirs;
   int max_streams = 256;              // concurrent WatchJob streams; more are refused (RESOURCE_EXHAUSTED)
   int max_uploads = 32;               // concurrent SubmitBuild uploads; more are refused likewise
   int run_timeout_s = 300;            // one timed run (or the parity sweep's case) may take this long
