@@ -1,5 +1,5 @@
 // Exit codes of the qgate CLI, in one place because scripts and CI branch on them: 0, 1 and 2 are
-// verdicts (MEASUREMENT.md, "A/B"), and every kind of error, usage mistakes included, is 3 so that
+// verdicts (docs/measurement.md, "A/B"), and every kind of error, usage mistakes included, is 3 so that
 // a typo can never be read as a FAIL or an INCONCLUSIVE. 4 says a re-measure found no quiet window.
 #pragma once
 

@@ -93,7 +93,7 @@ nlohmann::json to_json(const google::protobuf::Message& message);
 /// "job 12 running (ab): parity 64/64, pairs 6/40, ratio 1.023 [0.998, 1.049]".
 std::string progress_line(std::int64_t job_id, v1::JobState state, const v1::JobProgress& progress);
 
-/// The say-so that goes wherever tok/s is shown (ARCHITECTURE.md, "Figures"): what a run's tok/s
+/// The say-so that goes wherever tok/s is shown (docs/measurement.md, "Figures"): what a run's tok/s
 /// was timed over, its GEMMs each timed alone and summed, or whole passes (TIMING_MODE_PASS).
 std::string tokens_per_s_note(v1::TimingMode timing = v1::TIMING_MODE_GEMM);
 

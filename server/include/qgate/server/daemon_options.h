@@ -52,7 +52,7 @@ struct DaemonOptions {
   std::string replay_samples_file;
   std::string record_samples_file;    // also write every reading to this trace
   // The quiet policy of quiet-window jobs (remeasure): no foreign process above this SM%, no
-  // thermal or power slowdown, held this long. Defaults as in MEASUREMENT.md.
+  // thermal or power slowdown, held this long. Defaults as in docs/measurement.md.
   double quiet_max_foreign_sm_percent = 5.0;
   double quiet_hold_s = 30.0;
   // The HTTP dashboard (docs/dashboard.md): off unless `http` names a host:port; served under the

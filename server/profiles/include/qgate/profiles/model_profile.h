@@ -1,5 +1,5 @@
 // Model profiles: the list of linear-layer GEMMs of one model at one quantization mix, the thing a
-// tok/s figure is measured on (prompt tokens / summed GEMM time of these GEMMs, ARCHITECTURE.md
+// tok/s figure is measured on (prompt tokens / summed GEMM time of these GEMMs, docs/measurement.md
 // "Figures"). Built-in profiles cover the models the gate is judged on plus a tiny CPU one; GGUF
 // files give the rest (gguf.h).
 #pragma once

@@ -95,7 +95,7 @@ struct ComparisonBands {
 
 Comparison compare(const RatioEstimate& estimate, const ComparisonBands& bands = {});
 
-/// Gate verdict for "candidate A against baseline B". Exit codes as MEASUREMENT.md says.
+/// Gate verdict for "candidate A against baseline B". Exit codes as docs/measurement.md says.
 enum class Verdict { pass, fail, inconclusive };
 std::string_view to_string(Verdict v);  // "PASS", "FAIL", "INCONCLUSIVE"
 std::optional<Verdict> verdict_from_string(std::string_view s);

@@ -2,7 +2,7 @@
 // builds from different jobs): Welch's t interval on the difference of means, the Mann-Whitney rank-sum
 // test, and both applied to log tok/s to give a ratio of geometric means with its interval.
 //
-// Pairs exist only inside one job (MEASUREMENT.md, "A/B"); across jobs nothing pairs run i of one build
+// Pairs exist only inside one job (docs/measurement.md, "A/B"); across jobs nothing pairs run i of one build
 // with run i of another, so these tests treat each side as an independent sample.
 #pragma once
 
