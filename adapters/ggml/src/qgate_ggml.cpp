@@ -10,15 +10,19 @@
 // caller's x and y are copied into and out of ggml's own tensors on the caller's stream), and events
 // order ggml's stream against the caller's (docs/ggml.md lists every wait and copy).
 //
-// ggml aborts the process on a CUDA error after printing the error to stderr; qgate-worker reports
-// that as CRASHED with stderr's tail. No exception crosses the C boundary.
+// ggml aborts the process on a CUDA error. It logs the error's text first and then aborts with only
+// "file:line: CUDA error" and a backtrace; qgate-worker reports a crash as CRASHED with the tail of
+// its stderr. So the adapter ends stderr with one line that says what ggml said (GgmlFailureReport).
+// No exception crosses the C boundary.
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <string>
 #include <thread>
@@ -85,6 +89,87 @@ bool path_from_env(int32_t* path, std::string* error) {
   *error = std::string("MINFER_MMQ must be 0 or 1, got '") + value + "'";
   return false;
 }
+
+// ggml's logger and abort hook, set once per process when the first context is created. Every log
+// line still goes to stderr as ggml's default logger writes it. The last burst of error lines is
+// also kept, and at an abort one short line is written last, in place of ggml's backtrace:
+//   ggml aborted: CUDA error: invalid configuration argument (current device: 0, in function ...)
+// It is at most kLineBytes long, so the tail of stderr that the worker reports holds all of it.
+class GgmlFailureReport {
+ public:
+  static void install() {
+    static std::once_flag once;
+    std::call_once(once, [] {
+      ggml_log_set(&GgmlFailureReport::log, nullptr);
+      ggml_set_abort_callback(&GgmlFailureReport::abort_with_errors);
+    });
+  }
+
+ private:
+  static constexpr size_t kBurstBytes = 2048;
+  static constexpr size_t kLineBytes = 360;
+
+  struct State {
+    std::mutex mutex;
+    std::string burst;  // the latest run of consecutive error lines
+    ggml_log_level level = GGML_LOG_LEVEL_NONE;
+  };
+  static State& state() {
+    static State s;
+    return s;
+  }
+
+  static void log(ggml_log_level level, const char* text, void*) {
+    if (!text) return;
+    std::fputs(text, stderr);
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (level != GGML_LOG_LEVEL_CONT) {
+      if (level == GGML_LOG_LEVEL_ERROR && s.level != GGML_LOG_LEVEL_ERROR) s.burst.clear();
+      s.level = level;
+    }
+    if (s.level != GGML_LOG_LEVEL_ERROR || s.burst.size() >= kBurstBytes) return;
+    s.burst.append(text, std::min(std::strlen(text), kBurstBytes - s.burst.size()));
+  }
+
+  static std::string trimmed(const std::string& text) {
+    const size_t first = text.find_first_not_of(" \t\r\n");
+    if (first == std::string::npos) return "";
+    return text.substr(first, text.find_last_not_of(" \t\r\n") - first + 1);
+  }
+
+  static void abort_with_errors(const char* message) {
+    std::string burst;
+    {
+      State& s = state();
+      std::lock_guard<std::mutex> lock(s.mutex);
+      burst = s.burst;
+    }
+    std::string headline, details;
+    size_t start = 0;
+    while (start <= burst.size()) {
+      size_t end = burst.find('\n', start);
+      if (end == std::string::npos) end = burst.size();
+      const std::string line = trimmed(burst.substr(start, end - start));
+      if (!line.empty()) {
+        if (headline.empty()) headline = line;
+        else details += (details.empty() ? "" : "; ") + line;
+      }
+      start = end + 1;
+    }
+    const std::string where = message ? trimmed(message) : std::string();
+    if (headline.empty()) {
+      headline = where.empty() ? "no message" : where;
+    } else if (!where.empty()) {
+      details += (details.empty() ? "" : "; ") + where;
+    }
+    std::string line = "ggml aborted: " + headline;
+    if (!details.empty()) line += " (" + details + ")";
+    if (line.size() > kLineBytes) line = line.substr(0, kLineBytes - 4) + "...)";
+    std::fprintf(stderr, "%s\n", line.c_str());
+    std::fflush(stderr);
+  }
+};
 
 // A ggml context that holds tensor metadata only (the data lives in backend buffers).
 ggml_context* new_metadata_context(size_t n_tensors, size_t graph_nodes) {
@@ -381,6 +466,7 @@ QGATE_EXPORT qgate_status qgate_context_create(const qgate_context_options* opti
   if (options->struct_size < sizeof(qgate_context_options))
     return refuse(QGATE_ERR_INVALID_ARGUMENT, "qgate_context_options.struct_size is too small");
   try {
+    GgmlFailureReport::install();
     auto ctx = std::make_unique<qgate_context>();
     switch (options->path) {
       case QGATE_PATH_F16:

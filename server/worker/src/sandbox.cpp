@@ -154,7 +154,9 @@ ScratchDir::ScratchDir() {
   if (pipe2(gone, O_CLOEXEC) != 0) return;
   const pid_t janitor = fork();
   if (janitor == 0) {
-    // It holds nothing of the worker's: no record stream, no pipe to the judge or to qgated.
+    // Its own session: qgated ends a worker by killing the worker's process group, and the folder
+    // must still go. It holds nothing of the worker's: no record stream, no pipe to the judge or to qgated.
+    setsid();
     const int keep = gone[0];
     const int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
     for (int fd = 0; fd <= 2; ++fd) dup2(devnull, fd);

@@ -2,7 +2,14 @@
 // error and a distinct exit code for every kind of bad input, and never a crash.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <thread>
@@ -349,6 +356,48 @@ TEST(WorkerServe, AnswersEveryRequestWithMemoryAndShutdownWithReleaseDone) {
   ASSERT_TRUE(records[4].has_released()) << records[4].DebugString();
   EXPECT_EQ(records[4].released().released_gemms(), 2);
   EXPECT_GT(records[4].released().memory().host_rss_bytes(), 0);
+}
+
+// qgated ends a worker by killing its process group. The scratch folder's janitor must not die with
+// it: it lives in its own session and removes the folder once the worker is gone.
+TEST(WorkerScratch, AWorkerKilledWithItsProcessGroupLeavesNoScratchFolder) {
+  char tmp_pattern[] = "/tmp/qgate-scratch-test-XXXXXX";
+  ASSERT_NE(mkdtemp(tmp_pattern), nullptr);
+  const std::filesystem::path tmpdir = tmp_pattern;
+  auto entries = [&] {
+    std::vector<std::string> names;
+    for (const auto& e : std::filesystem::directory_iterator(tmpdir)) names.push_back(e.path().filename());
+    return names;
+  };
+  int input[2];
+  ASSERT_EQ(pipe(input), 0);
+  const std::string worker = worker_binary(), build = ref_library();
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    setpgid(0, 0);
+    dup2(input[0], 0);
+    close(input[1]);
+    setenv("TMPDIR", tmpdir.c_str(), 1);
+    execl(worker.c_str(), worker.c_str(), "serve", "--backend", "cpu", "--build", build.c_str(),
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(input[0]);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (entries().empty() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_EQ(entries().size(), 1u) << "the worker made no scratch folder under TMPDIR";
+  EXPECT_EQ(entries()[0].rfind("qgate-worker-", 0), 0u) << entries()[0];
+  ASSERT_EQ(kill(-pid, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  close(input[1]);
+  const auto gone_by = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!entries().empty() && std::chrono::steady_clock::now() < gone_by)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_TRUE(entries().empty()) << "left behind: " << entries()[0];
+  std::filesystem::remove_all(tmpdir);
 }
 
 TEST(WorkerServe, ShutdownBeforeAnyPrepareReleasesNothing) {
