@@ -23,6 +23,7 @@ add_library(qgate_server STATIC
   src/job_event_log.cpp
   src/record_stream.cpp
   src/worker_process.cpp
+  src/orphan_reaper.cpp
   src/worker_channel.cpp
   src/job_control.cpp
   src/fault_classifier.cpp

@@ -1,5 +1,6 @@
 // Wires the store, the scheduler and the gRPC server together.
 #include "qgate/server/daemon.h"
+#include "qgate/server/orphan_reaper.h"
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
@@ -136,6 +137,10 @@ void Daemon::start() {
     files.rlim_cur = files.rlim_max;
     if (setrlimit(RLIMIT_NOFILE, &files) != 0) spdlog::warn("qgated: cannot raise its descriptor limit");
   }
+  // A worker's descendant that leaves the worker's process group (setsid) becomes our child when
+  // its parent dies, and is ended when its worker is reaped (orphan_reaper.h).
+  if (std::string why; !OrphanReaper::instance().adopt(&why))
+    spdlog::warn("qgated: {}: a process a worker starts in a session of its own may outlive its job", why);
   std::filesystem::create_directories(options_.data_dir);
   if (access(options_.worker_binary.c_str(), X_OK) != 0)
     throw std::runtime_error("qgate-worker not found or not executable at " + options_.worker_binary);

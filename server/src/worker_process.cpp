@@ -1,5 +1,6 @@
 // Child-process plumbing for qgate-worker: fork/exec with pipes, a fresh process group, non-
-// blocking reads of length-delimited records with a deadline, and group kills.
+// blocking reads of length-delimited records with a deadline, death seen by pid (a pidfd), group
+// kills, and whatever the worker left outside its group ended once it is reaped (OrphanReaper).
 #include "qgate/server/worker_process.h"
 
 #include <fcntl.h>
@@ -11,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -20,6 +22,8 @@
 
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+
+#include "qgate/server/orphan_reaper.h"
 
 namespace qgate::server {
 namespace {
@@ -69,7 +73,7 @@ WorkerProcess::WorkerProcess(const WorkerLaunch& launch) : stderr_path_(launch.s
   const std::string err_path = launch.stderr_path.empty() ? "/dev/null" : launch.stderr_path;
   const int64_t cpu_seconds = launch.cpu_seconds, open_files = launch.open_files, file_bytes = launch.file_bytes;
 
-  pid_ = fork();
+  pid_ = OrphanReaper::instance().fork_recorded();
   if (pid_ < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
   if (pid_ == 0) {
     setpgid(0, 0);  // its own group, so a kill reaches whatever it starts too
@@ -97,6 +101,8 @@ WorkerProcess::WorkerProcess(const WorkerLaunch& launch) : stderr_path_(launch.s
     _exit(127);
   }
   setpgid(pid_, pid_);
+  // Readable once the worker has exited, whoever else still holds its pipe (a child it started).
+  pidfd_ = int(syscall(SYS_pidfd_open, pid_, 0));
   close(in_pipe[0]);
   close(out_pipe[1]);
   stdin_fd_ = in_pipe[1];
@@ -109,6 +115,7 @@ WorkerProcess::~WorkerProcess() {
   if (!reaped_) kill_group();
   if (stdin_fd_ >= 0) close(stdin_fd_);
   if (stdout_fd_ >= 0) close(stdout_fd_);
+  if (pidfd_ >= 0) close(pidfd_);
 }
 
 bool WorkerProcess::send(const v1::WorkerRequest& request) {
@@ -133,25 +140,52 @@ bool WorkerProcess::fill(std::chrono::steady_clock::time_point deadline) {
   while (true) {
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline) return false;
-    pollfd pfd{stdout_fd_, POLLIN, 0};
-    const int ms = int(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count()) + 1;
-    const int r = poll(&pfd, 1, ms);
+    pollfd pfds[2] = {{stdout_fd_, POLLIN, 0}, {pidfd_, POLLIN, 0}};
+    int ms = int(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count()) + 1;
+    // Without a pidfd (a kernel before 5.3), look at the pid every 100 ms instead.
+    if (pidfd_ < 0) ms = std::min(ms, 100);
+    const int r = poll(pfds, pidfd_ >= 0 ? 2 : 1, ms);
     if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    char chunk[65536];
+    if (r < 0) return false;
+    if (pfds[0].revents != 0) {
+      char chunk[65536];
+      const ssize_t n = ::read(stdout_fd_, chunk, sizeof chunk);
+      if (n > 0) {
+        parser_.append(chunk, size_t(n));
+        return true;
+      }
+      if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+        eof_ = true;
+        return false;
+      }
+    }
+    if (worker_exited(pfds[1].revents != 0)) {
+      // Everything it wrote before it ended is in the pipe: take that, then it is the end, even
+      // when a process it started still holds the pipe open.
+      drain_after_exit();
+      eof_ = true;
+      return false;
+    }
+  }
+}
+
+bool WorkerProcess::worker_exited(bool pidfd_readable) const {
+  if (reaped_) return true;
+  if (pidfd_ >= 0) return pidfd_readable;
+  siginfo_t info{};
+  return waitid(P_PID, id_t(pid_), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == pid_;
+}
+
+void WorkerProcess::drain_after_exit() {
+  char chunk[65536];
+  while (true) {
     const ssize_t n = ::read(stdout_fd_, chunk, sizeof chunk);
     if (n > 0) {
       parser_.append(chunk, size_t(n));
-      return true;
+      continue;
     }
-    if (n == 0) {
-      eof_ = true;
-      return false;
-    }
-    if (errno != EAGAIN && errno != EINTR) {
-      eof_ = true;
-      return false;
-    }
+    if (n < 0 && errno == EINTR) continue;
+    return;  // empty (EAGAIN), closed, or an error
   }
 }
 
@@ -184,6 +218,12 @@ void WorkerProcess::kill_group() {
   }
   reaped_ = true;
   exit_text_ = describe_status(status, &term_signal_);
+  end_what_it_left();
+}
+
+void WorkerProcess::end_what_it_left() {
+  OrphanReaper::instance().forget(pid_);
+  OrphanReaper::instance().reap_orphans();
 }
 
 std::string WorkerProcess::wait_exit(std::chrono::milliseconds timeout) {
@@ -196,6 +236,7 @@ std::string WorkerProcess::wait_exit(std::chrono::milliseconds timeout) {
       reaped_ = true;
       exit_text_ = describe_status(status, &term_signal_);
       ::kill(-pid_, SIGKILL);  // anything it left behind in its group
+      end_what_it_left();      // and outside it
       return exit_text_;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));

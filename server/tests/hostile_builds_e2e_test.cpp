@@ -4,13 +4,16 @@
 // background thread burns a core while it is idle cannot slow the other arm, because the idle arm
 // is frozen while the other is timed.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <chrono>
 #include <cstring>
@@ -189,4 +192,56 @@ TEST_F(HostileBuilds, ASandboxedBuildCannotOpenTheDatabaseNorReachTheNetwork) {
   const std::string unsandboxed =
       slurp(d_.dir() + "/logs/job-" + std::to_string(open.job["id"].get<int64_t>()) + "-parity.log");
   EXPECT_NE(unsandboxed.find("snoop: open " + d_.dir() + "/qgate.db: ok"), std::string::npos) << unsandboxed;
+}
+
+namespace {
+
+/// The pid the setsid_child / crash_with_child builds print to their worker's log; 0 when absent.
+pid_t setsid_child_pid(DaemonUnderTest& d, int64_t job_id) {
+  const std::string log = slurp(d.dir() + "/logs/job-" + std::to_string(job_id) + "-parity.log");
+  const std::string marker = "setsid child: pid ";
+  const size_t at = log.find(marker);
+  return at == std::string::npos ? 0 : pid_t(std::atol(log.c_str() + at + marker.size()));
+}
+
+/// True once no process has `pid` (killed and reaped), waiting up to `timeout`.
+bool gone_within(pid_t pid, std::chrono::seconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (::kill(pid, 0) != 0 && errno == ESRCH) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+}  // namespace
+
+// A child that starts its own session escapes the kill of the worker's process group; qgated, the
+// subreaper of its workers, ends it when the worker is reaped.
+TEST_F(HostileBuilds, ASetsidChildIsGoneWhenItsJobEnds) {
+  auto e = run_job(d_, QGATE_FAULT_SETSID_CHILD, "setsid-child", parity_);
+  EXPECT_EQ(e.watch_code, 0) << "it computes correctly: " << e.job.dump();
+  const pid_t child = setsid_child_pid(d_, e.job["id"].get<int64_t>());
+  ASSERT_GT(child, 0) << "the build never started its child";
+  EXPECT_TRUE(gone_within(child, std::chrono::seconds(5))) << "pid " << child << " outlived its job\n" << d_.log();
+  EXPECT_NE(d_.log().find("ended process " + std::to_string(child) + ", which a worker left behind"),
+            std::string::npos)
+      << d_.log();
+}
+
+// The worker segfaults while a child it started holds its pipes open: qgated watches the worker's
+// pid, not its pipe, so the job is CRASHED at once instead of waiting out the run timeout.
+TEST_F(HostileBuilds, AWorkerThatDiesWhileItsChildHoldsItsPipesIsCrashedNotTimedOut) {
+  ASSERT_TRUE(d_.terminate(std::chrono::seconds(20)));
+  std::string why;
+  ASSERT_TRUE(d_.try_start({"--run-timeout", "90"}, "", &why)) << why;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto e = run_job(d_, QGATE_FAULT_CRASH_WITH_CHILD, "crash-with-child", parity_);
+  const auto took = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - t0);
+  EXPECT_EQ(e.job.value("disposition", ""), "DISPOSITION_CRASHED") << e.job.dump();
+  EXPECT_NE(e.job.value("disposition_detail", "").find("SIGSEGV"), std::string::npos) << e.job.dump();
+  EXPECT_LT(took.count(), 60) << "the crash was seen only at the run timeout";
+  const pid_t child = setsid_child_pid(d_, e.job["id"].get<int64_t>());
+  ASSERT_GT(child, 0) << "the build never started its child";
+  EXPECT_TRUE(gone_within(child, std::chrono::seconds(5))) << "pid " << child << " outlived its job";
 }

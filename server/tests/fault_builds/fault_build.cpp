@@ -29,6 +29,12 @@
 //                      open the daemon's database (its --data-dir read from /proc/<parent>/cmdline),
 //                      connect over TCP, write to /tmp and signal its parent; it writes each
 //                      attempt's outcome to stderr ("snoop: open <path>: Permission denied").
+//   setsid_child     - forwards correctly, and on its first run starts a child in a session of its own
+//                      (setsid), out of reach of a kill of the worker's process group; the child holds
+//                      every descriptor the worker had, says "setsid child: pid <n>" on stderr and
+//                      sleeps for ten minutes. It must be gone when its job ends.
+//   crash_with_child - starts the same child on its first run, then segfaults: the worker is dead while
+//                      its child still holds its pipes, which must read as CRASHED, not as a hang.
 //   idle_spinner     - forwards correctly, and runs a background thread that burns a core whenever
 //                      none of its own calls is in flight: left running, it slows the other arm of
 //                      an A/B while that arm is timed, and so reads faster than it is.
@@ -205,6 +211,21 @@ void leak_memory(int32_t backend) {
   // The last block escapes through a volatile: a compiler may drop a malloc whose pointer goes
   // nowhere (and the memset with it), which would leak nothing at all.
   g_last_leaked_block = block;
+}
+
+// A child in its own session that keeps the worker's descriptors, once per process.
+void start_setsid_child_once() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const pid_t child = fork();
+    if (child != 0) return;
+    setsid();
+    char line[64];
+    const int n = std::snprintf(line, sizeof line, "setsid child: pid %d\n", int(getpid()));
+    if (n > 0) (void)!write(2, line, size_t(n));
+    for (int i = 0; i < 600; ++i) sleep(1);
+    _exit(0);
+  });
 }
 
 void snoop_once() {
@@ -415,6 +436,8 @@ QGATE_EXPORT qgate_status qgate_gemm_run(qgate_gemm* g, const float* x, int64_t 
     ~InFlight() { g_calls_in_flight.fetch_sub(1); }
   } in_flight;
   if (fault_is("crash_run")) raise(SIGSEGV);
+  if (fault_is("setsid_child") || fault_is("crash_with_child")) start_setsid_child_once();
+  if (fault_is("crash_with_child")) raise(SIGSEGV);
   if (fault_is("kill_parent")) ::kill(getppid(), SIGKILL);
   if (fault_is("crash_once")) crash_if_first_run();
   if (fault_is("hang")) hang_forever();

@@ -480,7 +480,9 @@ int cmd_judge(const CommonOptions& o, const ParityCommand& cmd) {
   ParityJudge judge(po, o.threads);
   JudgeInputReader reader(STDIN_FILENO);
   const auto t0 = std::chrono::steady_clock::now();
-  while (true) {
+  // The memory readings are the worker's last message: the judge stops reading there, not at the
+  // channel's end, which a process the build started may hold open.
+  while (!summary.has_memory_before()) {
     v1::JudgeInput input;
     const JudgeInputReader::Read read = reader.next(&input);
     if (read == JudgeInputReader::Read::malformed) return tampered("the channel holds bytes that are not a message");

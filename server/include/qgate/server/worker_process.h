@@ -68,7 +68,11 @@ class WorkerProcess {
 
  private:
   bool fill(std::chrono::steady_clock::time_point deadline);
+  bool worker_exited(bool pidfd_readable) const;
+  void drain_after_exit();
+  void end_what_it_left();
   pid_t pid_ = -1;
+  int pidfd_ = -1;
   int stdin_fd_ = -1;
   int stdout_fd_ = -1;
   RecordStreamParser parser_;
