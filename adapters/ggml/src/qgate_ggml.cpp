@@ -33,6 +33,7 @@
 #include "ggml-cpu.h"
 #include "ggml.h"
 #include "qgate/kernel_abi.h"
+#include "qgate/kernel_abi_support.h"
 
 #if defined(QGATE_GGML_HAVE_CUDA)
 #include <cuda_runtime.h>
@@ -66,28 +67,6 @@ bool is_abi_weight_type(int32_t type) {
     default:
       return false;
   }
-}
-
-void write_error(char* buf, size_t size, const std::string& message) {
-  if (!buf || size == 0) return;
-  size_t n = std::min(size - 1, message.size());
-  std::memcpy(buf, message.data(), n);
-  buf[n] = '\0';
-}
-
-// MINFER_MMQ: unset (or empty) or "0" selects f16, "1" selects MMQ, anything else is refused.
-bool path_from_env(int32_t* path, std::string* error) {
-  const char* value = std::getenv("MINFER_MMQ");
-  if (!value || !*value || std::strcmp(value, "0") == 0) {
-    *path = QGATE_PATH_F16;
-    return true;
-  }
-  if (std::strcmp(value, "1") == 0) {
-    *path = QGATE_PATH_MMQ;
-    return true;
-  }
-  *error = std::string("MINFER_MMQ must be 0 or 1, got '") + value + "'";
-  return false;
 }
 
 // ggml's logger and abort hook, set once per process when the first context is created. Every log
@@ -459,7 +438,7 @@ QGATE_EXPORT qgate_status qgate_context_create(const qgate_context_options* opti
                                                size_t error_buf_size) {
   if (out) *out = nullptr;
   auto refuse = [&](qgate_status status, const std::string& message) {
-    write_error(error_buf, error_buf_size, message);
+    qgate::abi::write_error(error_buf, error_buf_size, message);
     return status;
   };
   if (!options || !out) return refuse(QGATE_ERR_INVALID_ARGUMENT, "options and out must not be NULL");
@@ -475,7 +454,7 @@ QGATE_EXPORT qgate_status qgate_context_create(const qgate_context_options* opti
         break;
       case QGATE_PATH_FROM_ENV: {
         std::string error;
-        if (!path_from_env(&ctx->path, &error)) return refuse(QGATE_ERR_INVALID_ARGUMENT, error);
+        if (!qgate::abi::path_from_env(&ctx->path, &error)) return refuse(QGATE_ERR_INVALID_ARGUMENT, error);
         break;
       }
       default:

@@ -9,6 +9,7 @@
 
 #include "detail/gemm_backend.h"
 #include "qgate/kernel_abi.h"
+#include "qgate/kernel_abi_support.h"
 #include "qgate/quant/block_formats.h"
 
 using qgate::kernels::CallResult;
@@ -39,26 +40,13 @@ qgate_status fail(qgate_context* ctx, qgate_status status, std::string message) 
   return status;
 }
 
-void write_error(char* buf, size_t size, const std::string& message) {
-  if (!buf || size == 0) return;
-  size_t n = std::min(size - 1, message.size());
-  std::memcpy(buf, message.data(), n);
-  buf[n] = '\0';
-}
+using qgate::abi::write_error;
 
-// MINFER_MMQ: unset or "0" selects f16, "1" selects MMQ, anything else is refused.
 bool path_from_env(GemmPath* path, std::string* error) {
-  const char* value = std::getenv("MINFER_MMQ");
-  if (!value || !*value || std::strcmp(value, "0") == 0) {
-    *path = GemmPath::f16;
-    return true;
-  }
-  if (std::strcmp(value, "1") == 0) {
-    *path = GemmPath::mmq;
-    return true;
-  }
-  *error = std::string("MINFER_MMQ must be 0 or 1, got '") + value + "'";
-  return false;
+  int32_t abi_path = QGATE_PATH_F16;
+  if (!qgate::abi::path_from_env(&abi_path, error)) return false;
+  *path = abi_path == QGATE_PATH_MMQ ? GemmPath::mmq : GemmPath::f16;
+  return true;
 }
 
 std::string backends_compiled() {

@@ -46,6 +46,7 @@
 #include <vector>
 
 #include "qgate/kernel_abi.h"
+#include "qgate/kernel_abi_support.h"
 
 #ifndef QGATE_GGML_BUILD_SCALE_BUG
 #define QGATE_GGML_BUILD_SCALE_BUG 0
@@ -501,10 +502,7 @@ constexpr const char* kBuildName = "ggml-cpu-test";
 
 const qgate_build_info kInfo = {QGATE_ABI_VERSION, kBuildName, "1.0", "", "cpu", ""};
 
-void write_error(char* buf, size_t size, const std::string& message) {
-  if (buf == nullptr || size == 0) return;
-  std::snprintf(buf, size, "%s", message.c_str());
-}
+using qgate::abi::write_error;
 
 }  // namespace
 
@@ -560,13 +558,9 @@ QGATE_EXPORT qgate_status qgate_context_create(const qgate_context_options* opti
   }
   int32_t path = options->path;
   if (path == QGATE_PATH_FROM_ENV) {
-    const char* env = std::getenv("MINFER_MMQ");
-    if (env == nullptr || std::strcmp(env, "0") == 0) {
-      path = QGATE_PATH_F16;
-    } else if (std::strcmp(env, "1") == 0) {
-      path = QGATE_PATH_MMQ;
-    } else {
-      write_error(error_buf, error_buf_size, std::string("MINFER_MMQ must be 0 or 1, not \"") + env + "\"");
+    std::string error;
+    if (!qgate::abi::path_from_env(&path, &error)) {
+      write_error(error_buf, error_buf_size, error);
       return QGATE_ERR_INVALID_ARGUMENT;
     }
   }

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "qgate/kernel_abi.h"
+#include "qgate/kernel_abi_support.h"
 #include "slow_device.h"
 
 namespace {
@@ -142,12 +143,7 @@ std::string percent_text(double fraction) {
   return buf;
 }
 
-void write_error(char* buf, size_t size, const std::string& message) {
-  if (!buf || size == 0) return;
-  const size_t n = std::min(size - 1, message.size());
-  std::memcpy(buf, message.data(), n);
-  buf[n] = '\0';
-}
+using qgate::abi::write_error;
 
 }  // namespace
 
