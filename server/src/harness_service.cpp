@@ -294,6 +294,7 @@ HarnessService::HarnessService(db::Store& store, EventHub& events, Scheduler& sc
 grpc::Status HarnessService::validate_header(const v1::SubmitHeader& header) const {
   return guarded_status([&]() -> grpc::Status {
     submission_.validate_header(header);
+    if (header.job().wait_for_quiet()) require_quiet_windows(device_now(), "to run in");
     return grpc::Status::OK;
   });
 }

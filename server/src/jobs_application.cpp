@@ -12,6 +12,13 @@
 #include "qgate/server/job_records.h"
 
 namespace qgate::server {
+
+void require_quiet_windows(const cotenant::DeviceNow& device, const std::string& purpose) {
+  if (!device.available)
+    throw ApplicationError(ApplicationErrorKind::FailedPrecondition,
+                           "this daemon cannot see co-tenant load (" + device.unavailable_reason +
+                               "), so it can never find a quiet window " + purpose);
+}
 namespace {
 
 [[noreturn]] void refuse(const std::string& message) {
@@ -122,10 +129,7 @@ v1::RemeasureResponse Remeasurement::remeasure(const v1::RemeasureRequest& reque
   if (request.deadline_s() < 0 || request.deadline_s() > kMaxDeadlineS)
     refuse("deadline_s must be in [0, " + std::to_string(kMaxDeadlineS) + "], got " +
            std::to_string(request.deadline_s()));
-  if (!device.available)
-    throw ApplicationError(ApplicationErrorKind::FailedPrecondition,
-                           "this daemon cannot see co-tenant load (" + device.unavailable_reason +
-                               "), so it can never find a quiet window to re-measure in");
+  require_quiet_windows(device, "to re-measure in");
 
   std::vector<db::Job> targets;
   if (request.job_id() > 0) {

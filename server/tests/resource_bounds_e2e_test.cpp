@@ -18,22 +18,24 @@ using namespace qgate::testing;
 
 namespace {
 
-qgate::v1::SubmitHeader parity_header(int64_t size_bytes) {
+qgate::v1::SubmitHeader parity_header(int64_t size_bytes, bool wait_for_quiet = false) {
   qgate::v1::SubmitHeader header;
   header.mutable_build()->set_name("bounds");
   header.mutable_job()->set_kind(qgate::v1::JOB_KIND_PARITY);
+  header.mutable_job()->set_wait_for_quiet(wait_for_quiet);
   header.set_size_bytes(size_bytes);
   return header;
 }
 
 /// Uploads `bytes` as one build through the stub; the status SubmitBuild ends with.
-grpc::Status upload(qgate::v1::Harness::Stub& stub, const std::string& bytes, int64_t declared_size) {
+grpc::Status upload(qgate::v1::Harness::Stub& stub, const std::string& bytes, int64_t declared_size,
+                    bool wait_for_quiet = false) {
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + 30s);
   qgate::v1::SubmitBuildResponse response;
   auto writer = stub.SubmitBuild(&context, &response);
   qgate::v1::SubmitBuildRequest request;
-  *request.mutable_header() = parity_header(declared_size);
+  *request.mutable_header() = parity_header(declared_size, wait_for_quiet);
   writer->Write(request);
   for (size_t at = 0; at < bytes.size(); at += 64 << 10) {
     request.set_chunk(bytes.substr(at, 64 << 10));
@@ -236,4 +238,22 @@ TEST(ResourceBounds, AWatchOverMaxStreamsIsRefusedAtOnceAndReadsGoOn) {
   int status = 0;
   waitpid(w2, &status, 0);  // the cancel ends its watch
   EXPECT_TRUE(WIFEXITED(status)) << "the second watcher ended with the job";
+}
+
+// A job that waits for a quiet GPU, sent to a daemon that cannot see co-tenant load (the CPU
+// backend has no sampler), would wait forever and hold a place in the queue: refused at the header.
+TEST(ResourceBounds, AJobWaitingForQuietOnADaemonWithoutASamplerIsRefused) {
+  DaemonUnderTest d;
+  d.start();
+  auto stub = d.stub();
+  const std::string bytes = library_bytes();
+  grpc::Status s = upload(*stub, bytes, int64_t(bytes.size()), /*wait_for_quiet=*/true);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << s.error_message();
+  EXPECT_NE(s.error_message().find("can never find a quiet window to run in"), std::string::npos)
+      << s.error_message();
+  const json list = json_data(d.cli("--json jobs"), "jobs");
+  EXPECT_TRUE(list.empty()) << list.dump();
+  // The same job without the wait is taken.
+  s = upload(*stub, bytes, int64_t(bytes.size()));
+  EXPECT_TRUE(s.ok()) << s.error_message();
 }

@@ -36,6 +36,11 @@ struct SubmitOutcome {
 
 /// SubmitBuild: checks a header before any bytes are taken, and turns a finished upload into a
 /// build and a queued job.
+/// Refuses (FailedPrecondition) work that waits for a quiet GPU on a daemon that cannot see
+/// co-tenant load: it would wait forever and hold a place in the queue. `purpose` ends the message
+/// ("to re-measure in").
+void require_quiet_windows(const cotenant::DeviceNow& device, const std::string& purpose);
+
 class JobSubmission {
  public:
   JobSubmission(db::Store& store, DaemonHooks& daemon, const DaemonOptions& options);
