@@ -1,6 +1,8 @@
 // ParityPhase: the candidate's parity sweep in one qgate-worker process, every case stored.
 #include "qgate/server/parity_phase.h"
 
+#include <signal.h>
+
 #include "qgate/server/fault_classifier.h"
 #include "qgate/server/leak_check.h"
 #include "qgate/v1/record_words.h"
@@ -34,6 +36,15 @@ std::vector<std::string> ParityPhase::worker_args() const {
 ParityOutcome ParityPhase::run(v1::JobProgress& progress) {
   progress.set_phase("parity");
   recorder_.publish(progress, "parity sweep started");
+  if (auto out = sweep(progress, /*last_attempt=*/false)) return *out;
+  // Killed by something other than qgated (the OOM killer, an operator): nothing the build did
+  // says so, so the sweep runs again from its start, once.
+  recorder_.publish(progress, "parity: the worker was killed from outside (SIGKILL); running the sweep again, once");
+  return *sweep(progress, /*last_attempt=*/true);
+}
+
+std::optional<ParityOutcome> ParityPhase::sweep(v1::JobProgress& progress, bool last_attempt) {
+  progress.set_parity_done(0);
   WorkerLaunch launch;
   launch.binary = setup_.worker_binary;
   launch.args = worker_args();
@@ -62,6 +73,8 @@ ParityOutcome ParityPhase::run(v1::JobProgress& progress) {
     }
     if (end != ReadEnd::record) {
       const WorkerExit exit = worker->wait_exit(std::chrono::seconds(5));
+      control_.check();  // a cancel kills the worker too: no reason to run it again
+      if (exit.signal == SIGKILL && !last_attempt) return std::nullopt;
       throw JobFailure("the parity worker ended (" + exit.text + ") before finishing: " + worker->stderr_tail(400),
                        FaultClassifier::died(exit, "the parity sweep"));
     }

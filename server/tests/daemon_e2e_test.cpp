@@ -348,6 +348,72 @@ TEST(DaemonEndToEnd, AWorkerThatDiesIsRestartedAndItsRunRetriedOnce) {
   EXPECT_EQ(dev.code, 0) << dev.err;
 }
 
+namespace {
+
+/// The first child of `parent` whose command is qgate-worker, 0 when there is none.
+pid_t worker_child_of(pid_t parent) {
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string text;
+    if (!std::getline(stat, text)) continue;
+    const size_t open = text.find('('), close = text.rfind(')');
+    if (open == std::string::npos || close == std::string::npos) continue;
+    long ppid = 0;
+    char state = 0;
+    if (std::sscanf(text.c_str() + close + 1, " %c %ld", &state, &ppid) != 2) continue;
+    if (ppid == parent && text.compare(open + 1, close - open - 1, "qgate-worker") == 0) return pid_t(std::stol(name));
+  }
+  return 0;
+}
+
+}  // namespace
+
+// Something other than qgated (the OOM killer, an operator) kills the parity worker: the sweep runs
+// again once, from its start, and the job ends as the build deserves.
+TEST(DaemonEndToEnd, AParityWorkerKilledFromOutsideIsRunAgainOnce) {
+  DaemonUnderTest d;
+  d.start();
+  auto submitted = d.cli("--json submit --build " + std::string(QGATE_REF_LIBRARY) +
+                         " --name ref --kind parity --parity-shapes quick");
+  ASSERT_EQ(submitted.code, 0) << submitted.err;
+  const int64_t id = json_data(submitted, "submission")["job_id"].get<int64_t>();
+  pid_t worker = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (worker == 0 && std::chrono::steady_clock::now() < deadline) {
+    worker = worker_child_of(d.pid());
+    if (worker == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_GT(worker, 0) << "no parity worker appeared";
+  ASSERT_EQ(::kill(worker, SIGKILL), 0);
+  EXPECT_EQ(d.cli("watch " + std::to_string(id)).code, 0) << d.log();
+  const json job = show(d, id);
+  EXPECT_EQ(job.value("disposition", ""), "DISPOSITION_OK") << job.dump();
+  EXPECT_EQ(job["verdict"].value("parity_passed", 0), 192) << job.dump();
+
+  // Killed from outside on the retry too: the job ends CRASHED with the signal, not a third run.
+  submitted = d.cli("--json submit --build " + std::string(QGATE_REF_LIBRARY) +
+                    " --name ref --kind parity --parity-shapes quick");
+  ASSERT_EQ(submitted.code, 0) << submitted.err;
+  const int64_t twice = json_data(submitted, "submission")["job_id"].get<int64_t>();
+  for (int kill_number = 0; kill_number < 2; ++kill_number) {
+    pid_t w = 0;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while ((w == 0 || w == worker) && std::chrono::steady_clock::now() < until) {
+      w = worker_child_of(d.pid());
+      if (w == 0 || w == worker) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    ASSERT_GT(w, 0) << "no parity worker for kill " << kill_number;
+    ASSERT_EQ(::kill(w, SIGKILL), 0);
+    worker = w;
+  }
+  d.cli("watch " + std::to_string(twice));
+  const json failed = show(d, twice);
+  EXPECT_EQ(failed.value("disposition", ""), "DISPOSITION_CRASHED") << failed.dump();
+  EXPECT_NE(failed.value("error", "").find("signal 9"), std::string::npos) << failed.dump();
+}
+
 TEST(DaemonEndToEnd, CancelAQueuedAndARunningJob) {
   DaemonUnderTest d;
   d.start();

@@ -43,6 +43,9 @@ class ParityPhase {
   std::vector<std::string> worker_args() const;
 
  private:
+  /// One run of the sweep's worker; nullopt when the worker was killed from outside (SIGKILL that
+  /// qgated did not send) and this is not the last attempt.
+  std::optional<ParityOutcome> sweep(v1::JobProgress& progress, bool last_attempt);
   ParitySetup setup_;
   WorkerLauncher& launcher_;
   JobRecorder& recorder_;
