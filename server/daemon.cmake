@@ -8,6 +8,7 @@ add_library(qgate_jobs STATIC
   src/gpu_choice.cpp
   src/job_gpu_records.cpp
   src/job_submission.cpp
+  src/job_profile.cpp
   src/jobs_application.cpp
   src/result_import.cpp
   src/job_details.cpp)

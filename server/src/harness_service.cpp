@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <deque>
+#include <fstream>
 #include <mutex>
 #include <utility>
 
@@ -21,6 +23,16 @@
 
 namespace qgate::server {
 namespace {
+
+/// MemAvailable from /proc/meminfo, in bytes: what CPU-backend workers can still allocate; 0 when
+/// it cannot be read.
+uint64_t host_memory_available() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string line;
+  while (std::getline(meminfo, line))
+    if (line.rfind("MemAvailable:", 0) == 0) return std::strtoull(line.c_str() + 13, nullptr, 10) * 1024;
+  return 0;
+}
 
 grpc::Status invalid(const std::string& message) { return {grpc::StatusCode::INVALID_ARGUMENT, message}; }
 
@@ -295,6 +307,10 @@ grpc::Status HarnessService::validate_header(const v1::SubmitHeader& header) con
   return guarded_status([&]() -> grpc::Status {
     submission_.validate_header(header);
     if (header.job().wait_for_quiet()) require_quiet_windows(device_now(), "to run in");
+    if (device_.memory_bytes > 0)
+      require_profile_fits(header.job(), options_.backend, uint64_t(device_.memory_bytes), "the GPU's");
+    else if (options_.backend == "cpu")
+      require_profile_fits(header.job(), options_.backend, host_memory_available(), "the host's available");
     return grpc::Status::OK;
   });
 }

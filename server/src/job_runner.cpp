@@ -12,6 +12,7 @@
 #include "qgate/server/ab_phase.h"
 #include "qgate/server/artifact_store.h"
 #include "qgate/server/job_gpu_records.h"
+#include "qgate/server/job_profile.h"
 #include "qgate/server/job_records.h"
 #include "qgate/server/job_recorder.h"
 #include "qgate/server/parity_phase.h"
@@ -24,20 +25,10 @@ namespace {
 constexpr uint64_t kDefaultSeed = 20260831;
 constexpr int kDefaultRepetitions = 5;
 
-/// The model profile an A/B times: the spec's custom one (read from a GGUF header when submitted),
-/// else a built-in one by name.
-profiles::ModelProfile job_profile(const v1::JobSpec& spec, const std::string& backend) {
-  if (spec.has_custom_profile()) {
-    profiles::ModelProfile profile;
-    profile.name = spec.custom_profile().name();
-    profile.description = "read from a GGUF header";
-    for (const auto& g : spec.custom_profile().gemms())
-      profile.add_gemm(*quant::parse_type(g.type()), g.od(), g.k(), g.role(), g.count());
-    return profile;
-  }
-  const std::string name = !spec.profile().empty() ? spec.profile() : backend == "cpu" ? "cpu-tiny" : "llama-7b-q4_K_M";
-  auto profile = profiles::find_builtin_profile(name);
-  if (!profile) throw JobFailure("unknown profile '" + name + "'");
+/// The model profile an A/B times (job_profile.h); a name no longer built in fails the job.
+profiles::ModelProfile profile_of(const v1::JobSpec& spec, const std::string& backend) {
+  auto profile = job_profile(spec, backend);
+  if (!profile) throw JobFailure("unknown profile '" + spec.profile() + "'");
   return *profile;
 }
 
@@ -164,10 +155,10 @@ class JobPlan {
   }
 
   void run_ab() {
-    const profiles::ModelProfile profile = job_profile(spec_, options_.backend);
+    const profiles::ModelProfile profile = profile_of(spec_, options_.backend);
     AbSetup setup = ab_setup_base();
     setup.profile = profile.name;
-    setup.tokens = spec_.tokens() > 0 ? spec_.tokens() : profile.default_tokens;
+    setup.tokens = job_tokens(spec_, profile);
     auto* prepare = &setup.arms.prepare;
     prepare->set_tokens(setup.tokens);
     prepare->set_seed(seed());

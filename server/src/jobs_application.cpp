@@ -2,6 +2,8 @@
 // job_submission.cpp).
 #include "qgate/server/jobs_application.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cctype>
 #include <chrono>
@@ -9,9 +11,26 @@
 #include "qgate/server/compare_builds.h"
 #include "qgate/server/gpu_choice.h"
 #include "qgate/server/job_gpu_records.h"
+#include "qgate/server/job_profile.h"
 #include "qgate/server/job_records.h"
 
 namespace qgate::server {
+
+void require_profile_fits(const v1::JobSpec& job, const std::string& backend, uint64_t memory_bytes,
+                          const std::string& memory_name) {
+  if (job.kind() != v1::JOB_KIND_AB && job.kind() != v1::JOB_KIND_GATE) return;
+  const auto profile = job_profile(job, backend);
+  if (!profile || memory_bytes == 0) return;
+  const uint64_t workers = job.split_gpus() ? 1 : 2;
+  const uint64_t each = profile->prepared_bytes(job_tokens(job, *profile));
+  if (each * workers <= memory_bytes) return;
+  auto gib = [](uint64_t bytes) { return fmt::format("{:.1f} GiB", double(bytes) / double(1ull << 30)); };
+  throw ApplicationError(ApplicationErrorKind::ResourceExhausted,
+                         "profile '" + profile->name + "' needs about " + gib(each * workers) + " (" +
+                             std::to_string(workers) + " worker(s), each up to " + gib(each) +
+                             ": weights as f16, activations, output), more than " + memory_name + " " +
+                             gib(memory_bytes));
+}
 
 void require_quiet_windows(const cotenant::DeviceNow& device, const std::string& purpose) {
   if (!device.available)

@@ -257,3 +257,50 @@ TEST(ResourceBounds, AJobWaitingForQuietOnADaemonWithoutASamplerIsRefused) {
   s = upload(*stub, bytes, int64_t(bytes.size()));
   EXPECT_TRUE(s.ok()) << s.error_message();
 }
+
+// A profile that cannot fit where its two workers would prepare it is refused at the header,
+// instead of a worker being OOM-killed and the build blamed. On the CPU backend the bound is the
+// host's available memory: one 2^20 x 2^20 GEMM is 2 TiB as f16.
+TEST(ResourceBounds, AProfileLargerThanTheMemoryItWouldRunInIsRefused) {
+  DaemonUnderTest d;
+  d.start();
+  auto stub = d.stub();
+  const std::string bytes = library_bytes();
+  auto submit = [&](int64_t od, int64_t k) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + 30s);
+    qgate::v1::SubmitBuildResponse response;
+    auto writer = stub->SubmitBuild(&context, &response);
+    qgate::v1::SubmitBuildRequest request;
+    auto* header = request.mutable_header();
+    header->mutable_build()->set_name("bounds");
+    header->set_size_bytes(int64_t(bytes.size()));
+    auto* job = header->mutable_job();
+    job->set_kind(qgate::v1::JOB_KIND_AB);
+    job->set_tokens(8);
+    auto* profile = job->mutable_custom_profile();
+    profile->set_name("sized");
+    auto* gemm = profile->add_gemms();
+    gemm->set_type("q4_0");
+    gemm->set_od(od);
+    gemm->set_k(k);
+    gemm->set_count(1);
+    writer->Write(request);
+    request.clear_header();
+    request.set_chunk(bytes);
+    writer->Write(request);
+    writer->WritesDone();
+    return writer->Finish();
+  };
+  grpc::Status s = submit(1 << 20, 1 << 20);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+  EXPECT_NE(s.error_message().find("profile 'sized' needs about 4096.1 GiB (2 worker(s), each up to 2048.1 GiB"),
+            std::string::npos)
+      << s.error_message();
+  EXPECT_NE(s.error_message().find("more than the host's available"), std::string::npos) << s.error_message();
+  const json list = json_data(d.cli("--json jobs"), "jobs");
+  EXPECT_TRUE(list.empty()) << list.dump();
+  // A small one is taken.
+  s = submit(256, 256);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+}

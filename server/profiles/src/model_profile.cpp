@@ -1,6 +1,9 @@
 // The built-in model profiles and the arithmetic on a profile (MACs, weight bytes, merging).
 #include "qgate/profiles/model_profile.h"
 
+#include <algorithm>
+#include <set>
+
 #include <stdexcept>
 #include <string>
 
@@ -24,6 +27,18 @@ uint64_t ModelProfile::weight_bytes() const {
   uint64_t total = 0;
   for (const ProfileGemm& g : gemms) total += g.weight_bytes();
   return total;
+}
+
+uint64_t ModelProfile::prepared_bytes(int64_t tokens) const {
+  uint64_t total = 0;
+  int64_t widest = 0;
+  std::set<int64_t> ks;
+  for (const ProfileGemm& g : gemms) {
+    total += uint64_t(g.od) * uint64_t(g.k) * 2;
+    widest = std::max(widest, g.od);
+    if (ks.insert(g.k).second) total += uint64_t(tokens) * uint64_t(g.k) * 4;
+  }
+  return total + uint64_t(tokens) * uint64_t(widest) * 4;
 }
 
 int64_t ModelProfile::gemm_count() const {

@@ -149,3 +149,16 @@ TEST(ModelProfile, AddGemmMergesIdenticalEntriesAndRefusesEmptyShapes) {
   EXPECT_THROW(p.add_gemm(WeightType::q8_0, 64, -32, "z"), std::invalid_argument);
   EXPECT_THROW(p.add_gemm(WeightType::q8_0, 64, 128, "z", 0), std::invalid_argument);
 }
+
+// What one worker holds after prepare: weights per entry (not per merged copy) as f16, one
+// activation block per distinct k, one output for the widest GEMM.
+TEST(ModelProfile, PreparedBytesCountEachEntryOnceAsF16PlusOneInputPerKAndTheWidestOutput) {
+  ModelProfile p;
+  p.add_gemm(WeightType::q4_0, 64, 128, "x", 3);
+  p.add_gemm(WeightType::q6_K, 32, 256, "y");
+  p.add_gemm(WeightType::q8_0, 96, 128, "z");
+  const uint64_t weights = (64 * 128 + 32 * 256 + 96 * 128) * 2;
+  const uint64_t inputs = 8 * (128 + 256) * 4;
+  const uint64_t output = 8 * 96 * 4;
+  EXPECT_EQ(p.prepared_bytes(8), weights + inputs + output);
+}

@@ -41,6 +41,12 @@ struct SubmitOutcome {
 /// ("to re-measure in").
 void require_quiet_windows(const cotenant::DeviceNow& device, const std::string& purpose);
 
+/// Refuses (ResourceExhausted) an A/B or gate job whose profile cannot fit: both arms' workers
+/// prepare it at once (one each on a split job's two GPUs), each holding up to
+/// ModelProfile::prepared_bytes. `memory_bytes` is what the arms run in ("the GPU's 140.4 GiB").
+void require_profile_fits(const v1::JobSpec& job, const std::string& backend, uint64_t memory_bytes,
+                          const std::string& memory_name);
+
 class JobSubmission {
  public:
   JobSubmission(db::Store& store, DaemonHooks& daemon, const DaemonOptions& options);

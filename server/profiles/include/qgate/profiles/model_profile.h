@@ -38,6 +38,10 @@ struct ModelProfile {
 
   int64_t macs_per_token() const;
   uint64_t weight_bytes() const;
+  /// What one worker holds once it has prepared this profile for `tokens`, at most: one set of
+  /// weights per entry (merged copies are run from the same weights) kept as f16, the most any of
+  /// qgate's paths keeps; one f32 activation block per distinct k; one f32 output for the widest.
+  uint64_t prepared_bytes(int64_t tokens) const;
   /// GEMMs in one pass, counting every merged copy.
   int64_t gemm_count() const;
   /// Adds a GEMM, merging it into an existing entry with the same (type, od, k, role).
