@@ -39,6 +39,7 @@ add_library(qgate_server STATIC
   src/scheduler.cpp
   src/device_status.cpp
   src/harness_service.cpp
+  src/upload_deadlines.cpp
   src/harness_devices.cpp
   src/dashboard_service.cpp
   src/listener_security.cpp

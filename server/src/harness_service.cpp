@@ -81,8 +81,13 @@ class RefusedWatch final : public grpc::ServerWriteReactor<v1::JobEvent> {
 class SubmitReactor final : public grpc::ServerReadReactor<v1::SubmitBuildRequest> {
  public:
   SubmitReactor(HarnessService& service, const DaemonOptions& options, grpc::CallbackServerContext* context,
-                v1::SubmitBuildResponse* response, std::optional<StreamSlot> slot)
-      : service_(service), options_(options), context_(context), response_(response), slot_(std::move(slot)) {
+                v1::SubmitBuildResponse* response, std::optional<StreamSlot> slot, UploadDeadlines& deadlines)
+      : service_(service),
+        options_(options),
+        context_(context),
+        response_(response),
+        slot_(std::move(slot)),
+        deadlines_(deadlines) {
     if (grpc::Status auth = service_.authorize(context); !auth.ok()) {
       end_upload(auth);
       return;
@@ -91,10 +96,17 @@ class SubmitReactor final : public grpc::ServerReadReactor<v1::SubmitBuildReques
       end_upload(too_many_streams("uploads", options_.max_uploads, "--max-uploads"));
       return;
     }
+    std::lock_guard<std::mutex> lock(mu_);
+    deadline_ = deadlines_.watch(UploadDeadlines::Clock::now() + std::chrono::seconds(options_.upload_timeout_s),
+                                 [this] { expire(); });
     StartRead(&request_);
   }
 
+  // Reads and the deadline's expiry come on different threads: one at a time, and nothing after the
+  // stream has been finished.
   void OnReadDone(bool ok) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (finished_) return;
     if (!ok) {
       // A client that went away mid-upload gets no job, even if every byte had arrived.
       if (context_->IsCancelled()) return end_upload({grpc::StatusCode::CANCELLED, "the client went away"});
@@ -137,14 +149,28 @@ class SubmitReactor final : public grpc::ServerReadReactor<v1::SubmitBuildReques
     StartRead(&request_);
   }
 
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    if (deadline_) deadlines_.forget(deadline_);
+    delete this;
+  }
 
  private:
   /// Finishes the stream and gives its place back at once: the client may start its next upload as
-  /// soon as it has this status, before gRPC gets round to deleting this reactor.
+  /// soon as it has this status, before gRPC gets round to deleting this reactor. Called with mu_
+  /// held, or from the constructor.
   void end_upload(const grpc::Status& status) {
+    if (finished_) return;
+    finished_ = true;
     slot_.reset();
     Finish(status);
+  }
+
+  /// The upload's deadline passed (the watcher's thread).
+  void expire() {
+    std::lock_guard<std::mutex> lock(mu_);
+    end_upload({grpc::StatusCode::DEADLINE_EXCEEDED,
+                "the upload did not finish within " + std::to_string(options_.upload_timeout_s) +
+                    " s (qgated --upload-timeout); nothing was stored"});
   }
 
   grpc::Status complete() {
@@ -170,6 +196,10 @@ class SubmitReactor final : public grpc::ServerReadReactor<v1::SubmitBuildReques
   bool have_header_ = false;
   std::unique_ptr<ArtifactUpload> upload_;
   std::optional<StreamSlot> slot_;
+  UploadDeadlines& deadlines_;
+  uint64_t deadline_ = 0;  // its id in deadlines_, 0 before it is watched
+  std::mutex mu_;
+  bool finished_ = false;
 };
 
 // ---- WatchJob: events until the job ends ----
@@ -329,7 +359,8 @@ grpc::Status HarnessService::accept_upload(const v1::SubmitHeader& header, const
 
 grpc::ServerReadReactor<v1::SubmitBuildRequest>* HarnessService::SubmitBuild(grpc::CallbackServerContext* context,
                                                                              v1::SubmitBuildResponse* response) {
-  return new SubmitReactor(*this, options_, context, response, StreamSlot::take(open_uploads_, options_.max_uploads));
+  return new SubmitReactor(*this, options_, context, response, StreamSlot::take(open_uploads_, options_.max_uploads),
+                           upload_deadlines_);
 }
 
 grpc::Status HarnessService::authorize(const grpc::CallbackServerContext* context) const {

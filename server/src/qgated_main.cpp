@@ -46,6 +46,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--max-streams", o.max_streams, "concurrent WatchJob streams; more are refused at once")
       ->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--upload-timeout", o.upload_timeout_s,
+                 "seconds an upload may take from its first message; a slower one is ended and its place given back")
+      ->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--max-uploads", o.max_uploads, "concurrent uploads (submits); more are refused at once")
       ->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--run-timeout", o.run_timeout_s, "seconds one timed run may take")->capture_default_str();

@@ -304,3 +304,35 @@ TEST(ResourceBounds, AProfileLargerThanTheMemoryItWouldRunInIsRefused) {
   s = submit(256, 256);
   EXPECT_TRUE(s.ok()) << s.error_message();
 }
+
+// An upload that sends its header and then nothing holds one of the --max-uploads places; at
+// --upload-timeout it is ended and the place is free for the next client.
+TEST(ResourceBounds, AStalledUploadIsEndedAtItsDeadlineAndItsPlaceGivenBack) {
+  DaemonUnderTest d;
+  std::string why;
+  ASSERT_TRUE(d.try_start({"--max-uploads", "1", "--upload-timeout", "2"}, "", &why)) << why;
+  auto stub = d.stub();
+  const std::string bytes = library_bytes();
+
+  grpc::ClientContext stalled_context;
+  stalled_context.set_deadline(std::chrono::system_clock::now() + 60s);
+  qgate::v1::SubmitBuildResponse stalled_response;
+  auto stalled = stub->SubmitBuild(&stalled_context, &stalled_response);
+  qgate::v1::SubmitBuildRequest request;
+  *request.mutable_header() = parity_header(int64_t(bytes.size()));
+  ASSERT_TRUE(stalled->Write(request));
+  request.set_chunk(bytes.substr(0, 1024));
+  ASSERT_TRUE(stalled->Write(request));
+  // Nothing more: the server ends the stream at its deadline.
+  grpc::Status ended;
+  const auto took = timed([&] { ended = stalled->Finish(); });
+  EXPECT_EQ(ended.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << ended.error_message();
+  EXPECT_NE(ended.error_message().find("did not finish within 2 s (qgated --upload-timeout)"), std::string::npos)
+      << ended.error_message();
+  EXPECT_LT(took, 20000ms) << "the server's deadline, not the client's 60 s";
+
+  grpc::Status next = upload(*stub, bytes, int64_t(bytes.size()));
+  EXPECT_TRUE(next.ok()) << next.error_message();
+  const json list = json_data(d.cli("--json jobs"), "jobs");
+  EXPECT_EQ(list.size(), 1u) << "only the finished upload is a job: " << list.dump();
+}

@@ -39,6 +39,7 @@ struct DaemonOptions {
   std::vector<std::string> models_dirs;
   int max_streams = 256;              // concurrent WatchJob streams; more are refused (RESOURCE_EXHAUSTED)
   int max_uploads = 32;               // concurrent SubmitBuild uploads; more are refused likewise
+  int64_t upload_timeout_s = 300;     // an upload not finished by then is ended (DEADLINE_EXCEEDED)
   int run_timeout_s = 300;            // one timed run (or the parity sweep's case) may take this long
   int prepare_timeout_s = 900;        // preparing a profile's weights
   int parity_timeout_s = 1800;        // the whole parity phase

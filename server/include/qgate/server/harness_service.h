@@ -13,6 +13,7 @@
 #include "qgate/server/device_description.h"
 #include "qgate/server/event_hub.h"
 #include "qgate/server/jobs_application.h"
+#include "qgate/server/upload_deadlines.h"
 #include "qgate/server/result_import.h"
 #include "qgate/server/scheduler.h"
 #include "qgate/server/series_changes.h"
@@ -102,6 +103,7 @@ class HarnessService final : public v1::Harness::CallbackService {
   SeriesChanges changes_;
   std::atomic<int> open_watch_streams_{0};  // bounded by options_.max_streams
   std::atomic<int> open_uploads_{0};        // bounded by options_.max_uploads
+  UploadDeadlines upload_deadlines_;        // each upload's --upload-timeout
   bool tcp_ = false;
   std::string token_;
 };
