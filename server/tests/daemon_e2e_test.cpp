@@ -350,7 +350,17 @@ TEST(DaemonEndToEnd, AWorkerThatDiesIsRestartedAndItsRunRetriedOnce) {
 
 namespace {
 
-/// The first child of `parent` whose command is qgate-worker, 0 when there is none.
+/// argv[1] of process `pid` ("parity" for a parity worker, "judge" for its judge), "" when gone.
+std::string subcommand_of(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
+  std::string argv0, argv1;
+  std::getline(in, argv0, '\0');
+  std::getline(in, argv1, '\0');
+  return argv1;
+}
+
+/// The first child of `parent` that is a parity worker (qgate-worker parity), 0 when there is none.
+/// A killed worker's judge is adopted by qgated too: it is not one.
 pid_t worker_child_of(pid_t parent) {
   for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
     const std::string name = entry.path().filename();
@@ -363,7 +373,9 @@ pid_t worker_child_of(pid_t parent) {
     long ppid = 0;
     char state = 0;
     if (std::sscanf(text.c_str() + close + 1, " %c %ld", &state, &ppid) != 2) continue;
-    if (ppid == parent && text.compare(open + 1, close - open - 1, "qgate-worker") == 0) return pid_t(std::stol(name));
+    if (ppid == parent && state != 'Z' && text.compare(open + 1, close - open - 1, "qgate-worker") == 0 &&
+        subcommand_of(pid_t(std::stol(name))) == "parity")
+      return pid_t(std::stol(name));
   }
   return 0;
 }
@@ -393,8 +405,9 @@ TEST(DaemonEndToEnd, AParityWorkerKilledFromOutsideIsRunAgainOnce) {
   EXPECT_EQ(job["verdict"].value("parity_passed", 0), 192) << job.dump();
 
   // Killed from outside on the retry too: the job ends CRASHED with the signal, not a third run.
+  // The standard sweep: long enough that both kills land while a sweep is running.
   submitted = d.cli("--json submit --build " + std::string(QGATE_REF_LIBRARY) +
-                    " --name ref --kind parity --parity-shapes quick");
+                    " --name ref --kind parity --parity-shapes standard");
   ASSERT_EQ(submitted.code, 0) << submitted.err;
   const int64_t twice = json_data(submitted, "submission")["job_id"].get<int64_t>();
   for (int kill_number = 0; kill_number < 2; ++kill_number) {
