@@ -218,13 +218,16 @@ void start_setsid_child_once() {
   static std::once_flag once;
   std::call_once(once, [] {
     const pid_t child = fork();
-    if (child != 0) return;
-    setsid();
+    if (child == 0) {
+      setsid();
+      for (int i = 0; i < 600; ++i) sleep(1);
+      _exit(0);
+    }
+    // The parent names the child, before it returns (and perhaps crashes): a line the child wrote
+    // itself could be lost when qgated ends it first.
     char line[64];
-    const int n = std::snprintf(line, sizeof line, "setsid child: pid %d\n", int(getpid()));
-    if (n > 0) (void)!write(2, line, size_t(n));
-    for (int i = 0; i < 600; ++i) sleep(1);
-    _exit(0);
+    const int n = std::snprintf(line, sizeof line, "setsid child: pid %d\n", int(child));
+    if (child > 0 && n > 0) (void)!write(2, line, size_t(n));
   });
 }
 
