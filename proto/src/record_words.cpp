@@ -99,6 +99,7 @@ std::string_view word(v1::WorkerErrorKind kind) {
     case v1::WORKER_ERROR_KIND_UNKNOWN_NUMERICS: return "unknown_numerics";
     case v1::WORKER_ERROR_KIND_MODEL_FILE: return "model_file";
     case v1::WORKER_ERROR_KIND_CHANNEL_TAMPERED: return "channel_tampered";
+    case v1::WORKER_ERROR_KIND_BAD_DECLARATION: return "bad_declaration";
     default: return "unspecified";
   }
 }

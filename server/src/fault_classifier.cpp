@@ -21,6 +21,7 @@ Fault FaultClassifier::worker_error(const v1::WorkerError& error) {
     case v1::WORKER_ERROR_KIND_DLOPEN_FAILED: refused = "cannot be loaded"; break;
     case v1::WORKER_ERROR_KIND_MISSING_SYMBOL: refused = "missing ABI symbols"; break;
     case v1::WORKER_ERROR_KIND_ABI_MISMATCH: refused = "wrong ABI version"; break;
+    case v1::WORKER_ERROR_KIND_BAD_DECLARATION: refused = "a declaration qgate cannot store"; break;
     default: break;
   }
   if (refused) return {v1::DISPOSITION_REJECTED, std::string(refused) + ": " + error.message()};

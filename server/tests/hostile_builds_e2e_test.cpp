@@ -19,6 +19,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "daemon_under_test.h"
@@ -244,4 +245,20 @@ TEST_F(HostileBuilds, AWorkerThatDiesWhileItsChildHoldsItsPipesIsCrashedNotTimed
   const pid_t child = setsid_child_pid(d_, e.job["id"].get<int64_t>());
   ASSERT_GT(child, 0) << "the build never started its child";
   EXPECT_TRUE(gone_within(child, std::chrono::seconds(5))) << "pid " << child << " outlived its job";
+}
+
+// A build names itself with what qgate cannot store or show: bytes that are not UTF-8, or 80 MiB.
+// It is REJECTED for its declaration, the reason names the field, and the daemon serves on.
+TEST_F(HostileBuilds, ABuildWhoseNameIsNotUtf8OrHugeIsRejected) {
+  for (const auto& [path, label, why] :
+       {std::tuple{QGATE_FAULT_NAME_NOT_UTF8, "name-not-utf8", "name is not UTF-8 (byte 12)"},
+        std::tuple{QGATE_FAULT_NAME_80MIB, "name-80mib", "name is longer than 256 bytes"}}) {
+    auto e = run_job(d_, path, label, parity_);
+    EXPECT_NE(e.watch_code, 0) << e.job.dump();
+    EXPECT_EQ(e.job.value("disposition", ""), "DISPOSITION_REJECTED") << e.job.dump();
+    EXPECT_NE(e.job.value("disposition_detail", "").find(why), std::string::npos) << e.job.dump();
+    EXPECT_LT(e.job.dump().size(), 64u * 1024) << "the job record carries the huge name";
+  }
+  auto ref = run_job(d_, QGATE_REF_LIBRARY, "ref", parity_);
+  EXPECT_EQ(ref.watch_code, 0) << ref.job.dump();
 }

@@ -35,6 +35,9 @@
 //                      sleeps for ten minutes. It must be gone when its job ends.
 //   crash_with_child - starts the same child on its first run, then segfaults: the worker is dead while
 //                      its child still holds its pipes, which must read as CRASHED, not as a hang.
+//   name_not_utf8    - forwards correctly, and names itself with bytes that are not UTF-8.
+//   name_80mib       - forwards correctly, and names itself with an 80 MiB string. Neither name can
+//                      be stored or shown: the build is REJECTED for its declaration.
 //   idle_spinner     - forwards correctly, and runs a background thread that burns a core whenever
 //                      none of its own calls is in flight: left running, it slows the other arm of
 //                      an A/B while that arm is timed, and so reads faster than it is.
@@ -399,6 +402,11 @@ QGATE_EXPORT const qgate_build_info* qgate_get_build_info(void) {
   static qgate_build_info info = [] {
     qgate_build_info i = *ref().build_info();
     i.name = "qgate-fault-" QGATE_FAULT;
+    if (fault_is("name_not_utf8")) i.name = "qgate-fault-\xff\xfe-latin1-caf\xe9";
+    if (fault_is("name_80mib")) {
+      static std::string huge(80u << 20, 'n');  // kept for the life of the process, like a literal
+      i.name = huge.c_str();
+    }
     return i;
   }();
   return &info;

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <stdexcept>
 
 #include "qgate/common/sha256.h"
@@ -24,6 +25,7 @@ const char* to_string(BuildLoadError error) {
     case BuildLoadError::dlopen_failed: return "dlopen_failed";
     case BuildLoadError::missing_symbol: return "missing_symbol";
     case BuildLoadError::abi_mismatch: return "abi_mismatch";
+    case BuildLoadError::bad_declaration: return "bad_declaration";
   }
   return "unknown";
 }
@@ -165,6 +167,95 @@ bool resolve(void* handle, const char* name, Fn* out, std::string* missing) {
   return true;
 }
 
+
+/// Length of a well-formed UTF-8 sequence starting at `s` (at most `left` bytes), or 0.
+size_t utf8_sequence(const unsigned char* s, size_t left) {
+  const unsigned char c = s[0];
+  size_t n = 0;
+  uint32_t cp = 0;
+  if (c < 0x80) return 1;
+  if ((c & 0xE0) == 0xC0) n = 2, cp = c & 0x1F;
+  else if ((c & 0xF0) == 0xE0) n = 3, cp = c & 0x0F;
+  else if ((c & 0xF8) == 0xF0) n = 4, cp = c & 0x07;
+  else return 0;
+  if (n > left) return 0;
+  for (size_t i = 1; i < n; ++i) {
+    if ((s[i] & 0xC0) != 0x80) return 0;
+    cp = (cp << 6) | (s[i] & 0x3F);
+  }
+  static constexpr uint32_t kSmallest[] = {0, 0, 0x80, 0x800, 0x10000};
+  if (cp < kSmallest[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;  // overlong, surrogate
+  return n;
+}
+
+/// `text` as a declared string, or nullopt with *why set: at most kMaxDeclaredBytes, UTF-8, no
+/// control characters. Reads at most one byte past the limit, however long the build's string is.
+std::optional<std::string> declared_string(const char* text, const char* field, std::string* why) {
+  if (!text) return std::string();
+  const size_t limit = KernelBuild::kMaxDeclaredBytes;
+  const size_t length = strnlen(text, limit + 1);
+  if (length > limit) {
+    *why = std::string(field) + " is longer than " + std::to_string(limit) + " bytes";
+    return std::nullopt;
+  }
+  const auto* bytes = reinterpret_cast<const unsigned char*>(text);
+  for (size_t at = 0; at < length;) {
+    const size_t n = utf8_sequence(bytes + at, length - at);
+    if (n == 0) {
+      *why = std::string(field) + " is not UTF-8 (byte " + std::to_string(at) + ")";
+      return std::nullopt;
+    }
+    if (n == 1 && (bytes[at] < 0x20 || bytes[at] == 0x7F)) {
+      *why = std::string(field) + " holds a control character (byte " + std::to_string(at) + ")";
+      return std::nullopt;
+    }
+    at += n;
+  }
+  return std::string(text, length);
+}
+
+/// Reads and checks, once, what the build declares about itself; false with *why set when any string is
+/// not one qgate can store and show.
+bool read_declaration(const KernelAbi& abi, v1::BuildInfo* out, DeclaredNumerics* numerics_out, std::string* why) {
+  const qgate_build_info* info = nullptr;
+  {
+    BuildCall call("qgate_get_build_info");
+    info = abi.build_info();
+  }
+  auto take = [&](const char* text, const char* field, std::string* into) {
+    auto checked = declared_string(text, field, why);
+    if (checked) *into = std::move(*checked);
+    return checked.has_value();
+  };
+  if (info) {
+    std::string name, version, commit, backends, archs;
+    if (!take(info->name, "qgate_get_build_info's name", &name) ||
+        !take(info->version, "qgate_get_build_info's version", &version) ||
+        !take(info->commit, "qgate_get_build_info's commit", &commit) ||
+        !take(info->backends, "qgate_get_build_info's backends", &backends) ||
+        !take(info->cuda_archs, "qgate_get_build_info's cuda_archs", &archs))
+      return false;
+    out->set_name(name);
+    out->set_version(version);
+    out->set_commit(commit);
+    out->set_backends(backends);
+    out->set_cuda_archs(archs);
+  }
+  auto numerics = [&](auto fn, const char* symbol, std::string* into, auto... backend) {
+    if (!fn) return true;
+    const char* declared = nullptr;
+    {
+      BuildCall call(symbol);
+      declared = fn(backend...);
+    }
+    return take(declared, symbol, into);
+  };
+  return numerics(abi.build_numerics, QGATE_BUILD_NUMERICS_SYMBOL, &numerics_out->any) &&
+         numerics(abi.build_numerics_on, QGATE_BUILD_NUMERICS_ON_SYMBOL, &numerics_out->cpu,
+                  int32_t(QGATE_BACKEND_CPU)) &&
+         numerics(abi.build_numerics_on, QGATE_BUILD_NUMERICS_ON_SYMBOL, &numerics_out->cuda,
+                  int32_t(QGATE_BACKEND_CUDA));
+}
 }  // namespace
 
 std::unique_ptr<KernelBuild> KernelBuild::load(const std::string& path, BuildLoadError* error,
@@ -225,6 +316,13 @@ std::unique_ptr<KernelBuild> KernelBuild::load(const std::string& path, BuildLoa
     *message = "kernel build '" + path + "' does not export: " + missing;
     return nullptr;
   }
+  std::string why;
+  if (!read_declaration(abi, &build->declared_, &build->numerics_, &why)) {
+    *error = BuildLoadError::bad_declaration;
+    *message = "kernel build '" + path + "' declares what qgate cannot store: " + why;
+    return nullptr;
+  }
+  build->declared_.set_abi_version(version);
   *error = BuildLoadError::none;
   return build;
 }
@@ -234,41 +332,18 @@ KernelBuild::~KernelBuild() {
 }
 
 v1::BuildInfo KernelBuild::info() const {
-  v1::BuildInfo out;
+  v1::BuildInfo out = declared_;
   out.set_path(path_);
   out.set_sha256(common::sha256_file_hex(path_));
-  const qgate_build_info* info = nullptr;
-  {
-    BuildCall call("qgate_get_build_info");
-    info = abi_.build_info();
-  }
-  out.set_abi_version(abi_.abi_version());
-  if (info) {
-    auto str = [](const char* s) { return std::string(s ? s : ""); };
-    out.set_name(str(info->name));
-    out.set_version(str(info->version));
-    out.set_commit(str(info->commit));
-    out.set_backends(str(info->backends));
-    out.set_cuda_archs(str(info->cuda_archs));
-  }
   out.set_numerics(declared_numerics());
   return out;
 }
 
-std::string KernelBuild::declared_numerics() const {
-  if (!abi_.build_numerics) return "";
-  BuildCall call(QGATE_BUILD_NUMERICS_SYMBOL);
-  const char* declared = abi_.build_numerics();
-  return declared ? declared : "";
-}
+std::string KernelBuild::declared_numerics() const { return numerics_.any; }
 
 std::string KernelBuild::declared_numerics(qgate_backend backend) const {
-  if (abi_.build_numerics_on) {
-    BuildCall call(QGATE_BUILD_NUMERICS_ON_SYMBOL);
-    const char* declared = abi_.build_numerics_on(int32_t(backend));
-    if (declared && *declared) return declared;
-  }
-  return declared_numerics();
+  const std::string& on = backend == QGATE_BACKEND_CUDA ? numerics_.cuda : numerics_.cpu;
+  return on.empty() ? numerics_.any : on;
 }
 
 BuildContext::BuildContext(const KernelBuild& build, qgate_backend backend, int device, int path,

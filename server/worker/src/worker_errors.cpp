@@ -12,6 +12,7 @@ v1::WorkerErrorKind to_error_kind(BuildLoadError error) {
     case BuildLoadError::dlopen_failed: return v1::WORKER_ERROR_KIND_DLOPEN_FAILED;
     case BuildLoadError::missing_symbol: return v1::WORKER_ERROR_KIND_MISSING_SYMBOL;
     case BuildLoadError::abi_mismatch: return v1::WORKER_ERROR_KIND_ABI_MISMATCH;
+    case BuildLoadError::bad_declaration: return v1::WORKER_ERROR_KIND_BAD_DECLARATION;
   }
   return v1::WORKER_ERROR_KIND_UNSPECIFIED;
 }

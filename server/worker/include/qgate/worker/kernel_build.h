@@ -12,8 +12,17 @@
 namespace qgate::worker {
 
 /// Why a build could not be loaded; each kind is a distinct, stable string for reports.
-enum class BuildLoadError { none, not_found, not_elf, dlopen_failed, missing_symbol, abi_mismatch };
+/// bad_declaration: a string the build declares (qgate_get_build_info's fields, its numerics) is
+/// over kMaxDeclaredBytes, is not UTF-8, or holds control characters.
+enum class BuildLoadError { none, not_found, not_elf, dlopen_failed, missing_symbol, abi_mismatch, bad_declaration };
 const char* to_string(BuildLoadError error);
+
+/// The numerics a build declares, as read at load: "" where it declares none.
+struct DeclaredNumerics {
+  std::string any;   // qgate_build_numerics()
+  std::string cpu;   // qgate_build_numerics_on(QGATE_BACKEND_CPU)
+  std::string cuda;  // qgate_build_numerics_on(QGATE_BACKEND_CUDA)
+};
 
 /// The ABI entry points of one loaded build.
 struct KernelAbi {
@@ -43,7 +52,10 @@ class KernelBuild {
 
   const KernelAbi& abi() const { return abi_; }
   const std::string& path() const { return path_; }
+  /// The build's declaration, read and checked once at load.
   v1::BuildInfo info() const;
+  /// The most bytes a declared string may have.
+  static constexpr size_t kMaxDeclaredBytes = 256;
   /// What the build declares through qgate_build_numerics(), or "" when it does not export it.
   std::string declared_numerics() const;
   /// What it declares for `backend`: qgate_build_numerics_on(backend) when exported and not
@@ -55,6 +67,8 @@ class KernelBuild {
   void* handle_ = nullptr;
   std::string path_;
   KernelAbi abi_;
+  v1::BuildInfo declared_;     // what qgate_get_build_info said, checked (path and sha256 are added by info())
+  DeclaredNumerics numerics_;  // read once, so the build cannot answer differently later
 };
 
 /// A qgate_context of one build, destroyed with the handle.
