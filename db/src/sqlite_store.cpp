@@ -43,6 +43,7 @@ StoreErrorKind kind_from_sqlite_code(int sqlite_code) {
     case SQLITE_CORRUPT:
     case SQLITE_NOTADB: return StoreErrorKind::Corrupt;
     case SQLITE_CANTOPEN: return StoreErrorKind::CannotOpen;
+    case SQLITE_IOERR: return StoreErrorKind::Io;
     default: return StoreErrorKind::Other;
   }
 }

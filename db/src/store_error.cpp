@@ -15,6 +15,7 @@ std::string_view to_string(StoreErrorKind kind) {
     case StoreErrorKind::SchemaTooNew: return "schema_too_new";
     case StoreErrorKind::InvalidValue: return "invalid_value";
     case StoreErrorKind::CannotOpen: return "cannot_open";
+    case StoreErrorKind::Io: return "io";
   }
   return "unknown";
 }

@@ -110,6 +110,7 @@ struct Daemon::Parts {
   std::unique_ptr<dashboards::DashboardSite> http_site;
   std::unique_ptr<dashboards::HttpServer> http;
   std::string http_address;
+  bool read_only = false;  // started on a database it cannot write: no scheduler, no writes
   std::mutex shutdown_mu;
   bool shut_down = false;
 };
@@ -147,16 +148,34 @@ void Daemon::start() {
   db::SqliteOptions so;
   so.path = options_.db_path;
   db::InterruptedJobs interrupted;
+  // Why the database cannot be written (empty: it can). SQLite opens a file it cannot write
+  // read-only without a word, so the first write is what tells.
+  std::string read_only;
   try {
     parts_->store = db::open_sqlite_store(so);
-    interrupted = parts_->store->requeue_interrupted_jobs(options_.max_daemon_deaths);  // the first write: proves we can
   } catch (const db::StoreError& e) {
-    // SQLite opens a file it cannot write read-only without a word; say so before anything is run.
+    // A database that must be migrated first cannot be served read-only.
     if (e.kind() == db::StoreErrorKind::ReadOnly || access(options_.db_path.c_str(), W_OK) != 0)
       throw std::runtime_error("the database " + options_.db_path + " (or its directory) is read-only for uid " +
-                               std::to_string(getuid()) + "; qgated records every result there and does not start " +
-                               "without write access (" + e.what() + ")");
+                               std::to_string(getuid()) + ", and qgated cannot open it without writing (" +
+                               e.what() + ")");
     throw;
+  }
+  try {
+    interrupted = parts_->store->requeue_interrupted_jobs(options_.max_daemon_deaths);  // the first write: proves we can
+  } catch (const db::StoreError& e) {
+    if (e.kind() == db::StoreErrorKind::ReadOnly || access(options_.db_path.c_str(), W_OK) != 0)
+      read_only = "the database " + options_.db_path + " (or its directory) is read-only for uid " +
+                  std::to_string(getuid()) + " (" + e.what() + ")";
+    else if (e.kind() == db::StoreErrorKind::Full || e.kind() == db::StoreErrorKind::Io)
+      read_only = "the database " + options_.db_path + " cannot be written: the disk is full or failing (" +
+                  e.what() + ")";
+    else
+      throw;
+    // Reads need no write: serve the history, run nothing, and refuse what would write.
+    spdlog::error("qgated: {}; it starts read-only: it serves reads, runs no job and refuses every submit, "
+                  "cancel, remeasure and import until it is restarted with write access",
+                  read_only);
   }
   for (auto id : interrupted.requeued) spdlog::warn("job {} was running when the daemon stopped; re-queued", id);
   for (auto id : interrupted.given_up)
@@ -203,6 +222,8 @@ void Daemon::start() {
                                                      parts_->gpus->description(first.ordinal));
   parts_->service->set_device_watch(first.watch);
   parts_->service->set_gpus(parts_->gpus.get());
+  parts_->service->set_read_only(read_only);
+  parts_->read_only = !read_only.empty();
 
   std::string socket_path;
   if (options_.listen.rfind("unix://", 0) == 0) {
@@ -275,7 +296,7 @@ void Daemon::start() {
     parts_->http_address = parts_->http->start();
   }
   parts_->gpus->start();
-  parts_->scheduler->start();
+  if (!parts_->read_only) parts_->scheduler->start();
 }
 
 void Daemon::wait() {
@@ -300,7 +321,7 @@ void Daemon::shutdown() {
   // An orderly stop: its running jobs go back to the queue now, not counted as a daemon death. If
   // the store cannot take the write (a full disk), the next start counts it as one.
   try {
-    if (parts_->store)
+    if (parts_->store && !parts_->read_only)
       for (auto id : parts_->store->requeue_interrupted_jobs(options_.max_daemon_deaths, false).requeued)
         spdlog::info("job {} interrupted by the daemon stopping: queued again", id);
   } catch (const std::exception& e) {

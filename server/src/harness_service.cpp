@@ -364,6 +364,11 @@ grpc::ServerReadReactor<v1::SubmitBuildRequest>* HarnessService::SubmitBuild(grp
 }
 
 grpc::Status HarnessService::authorize(const grpc::CallbackServerContext* context) const {
+  if (!read_only_.empty())
+    return {grpc::StatusCode::FAILED_PRECONDITION,
+            "qgated is read-only: " + read_only_ +
+                ". It serves jobs, trends and builds, and takes no submit, cancel, remeasure or import until it "
+                "is restarted with write access"};
   if (!tcp_) return grpc::Status::OK;  // the unix socket is mode 0600: its user is trusted
   if (token_.empty())
     return {grpc::StatusCode::PERMISSION_DENIED,

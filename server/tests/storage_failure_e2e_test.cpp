@@ -130,7 +130,38 @@ TEST(StorageFailure, AFullDiskFailsTheJobClearlyWritesNoVerdictAndLosesNothing) 
   EXPECT_EQ(integrity(db_path), "ok");
 }
 
-TEST(StorageFailure, AReadOnlyDatabaseStopsTheStartWithAClearMessage) {
+// A disk already full at start: the first write (queueing again what was running) fails, and
+// qgated starts read-only instead of refusing to start: the history stays readable.
+TEST(StorageFailure, OnADiskFullAtStartTheDaemonStartsReadOnly) {
+  DaemonUnderTest d;
+  std::string why;
+  ASSERT_TRUE(d.try_start({}, "", &why)) << why;
+  const std::string db_path = d.dir() + "/qgate.db";
+  const int64_t job = submit_no_wait(d, kAbJob);
+  d.kill9();  // its job left RUNNING or QUEUED: the next start must write
+  // Every file stops at its size now: the write-ahead log (which a killed daemon leaves behind,
+  // larger than its 32 KiB index) can take no more pages, and the log of this start fits.
+  const auto wal_bytes = std::filesystem::file_size(db_path + "-wal");
+  ASSERT_GT(wal_bytes, 33u << 10) << "the write-ahead log must be larger than its index";
+  std::filesystem::resize_file(d.dir() + "/qgated.log", 0);
+  d.in_child = [wal_bytes] {
+    signal(SIGXFSZ, SIG_IGN);
+    const rlimit limit{rlim_t(wal_bytes), rlim_t(wal_bytes)};
+    setrlimit(RLIMIT_FSIZE, &limit);
+  };
+  ASSERT_TRUE(d.try_start({}, "", &why)) << "qgated must start read-only on a full disk: " << why;
+  EXPECT_NE(d.log().find("the disk is full or failing"), std::string::npos) << d.log();
+  auto jobs = d.cli("--json jobs");
+  EXPECT_EQ(jobs.code, 0) << jobs.err;
+  EXPECT_NE(jobs.out.find("\"id\": " + std::to_string(job)), std::string::npos) << jobs.out;
+  auto refused = d.cli("cancel " + std::to_string(job));
+  EXPECT_NE(refused.code, 0);
+  EXPECT_NE(refused.err.find("qgated is read-only"), std::string::npos) << refused.err;
+  EXPECT_TRUE(d.terminate(20s)) << d.log();
+  EXPECT_EQ(integrity(db_path), "ok");
+}
+
+TEST(StorageFailure, OnAReadOnlyDatabaseTheDaemonStartsReadOnlyServesReadsAndRefusesWrites) {
   DaemonUnderTest d;
   std::string why;
   ASSERT_TRUE(d.try_start({}, "", &why)) << why;
@@ -168,13 +199,31 @@ TEST(StorageFailure, AReadOnlyDatabaseStopsTheStartWithAClearMessage) {
   }
   const auto mtime = std::filesystem::last_write_time(db_path);
 
-  EXPECT_FALSE(d.try_start({}, "", &why)) << "qgated started on a database it cannot write:\n" << d.log();
-  EXPECT_NE(why.find("is read-only for uid"), std::string::npos) << why;
-  EXPECT_NE(why.find(db_path), std::string::npos) << why;
-  EXPECT_NE(why.find("does not start without write access"), std::string::npos) << why;
-  EXPECT_EQ(why.find("AddressSanitizer"), std::string::npos) << why;
+  ASSERT_TRUE(d.try_start({}, "", &why)) << "qgated must start read-only: " << why;
+  EXPECT_NE(d.log().find("is read-only for uid"), std::string::npos) << d.log();
+  EXPECT_NE(d.log().find(db_path), std::string::npos) << d.log();
+  EXPECT_NE(d.log().find("it starts read-only"), std::string::npos) << d.log();
+  // Reads are served: the job is listed, still queued (nothing runs), and the trend answers.
+  auto jobs = d.cli("--json jobs");
+  EXPECT_EQ(jobs.code, 0) << jobs.err;
+  EXPECT_NE(jobs.out.find("\"id\": " + std::to_string(job)), std::string::npos) << jobs.out;
+  EXPECT_EQ(d.cli("trend --profile cpu-tiny").code, 0);
+  std::this_thread::sleep_for(2s);
+  EXPECT_EQ(state_of(show(d, job)), "JOB_STATE_QUEUED") << "a read-only daemon runs no job";
+  // Writes are refused, each with the reason, and the CLI's exit code is not "unreachable".
+  for (const std::string& write : {"submit --build " + std::string(QGATE_REF_LIBRARY) + " " + kAbJob,
+                                   "cancel " + std::to_string(job)}) {
+    auto refused = d.cli(write);
+    EXPECT_NE(refused.code, 0) << write;
+    EXPECT_NE(refused.err.find("qgated is read-only: the database " + db_path), std::string::npos)
+        << write << ": " << refused.err;
+    EXPECT_EQ(refused.err.find("cannot reach qgated"), std::string::npos) << refused.err;
+  }
+  EXPECT_TRUE(d.terminate(20s)) << d.log();
+  EXPECT_EQ(d.log().find("AddressSanitizer"), std::string::npos) << d.log();
   EXPECT_EQ(std::filesystem::last_write_time(db_path), mtime) << "nothing was written";
   EXPECT_EQ(integrity(db_path), "ok");
+  EXPECT_EQ(query_int(db_path, "SELECT count(*) FROM jobs"), 1) << "the refused submit made no job";
 
   // Writable again: the job is there and runs to its verdict.
   if (as_root) {

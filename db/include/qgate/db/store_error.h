@@ -20,6 +20,7 @@ enum class StoreErrorKind {
   SchemaTooNew,  // the database was migrated by a newer qgate than this one
   InvalidValue,  // a stored value this library cannot read (unknown state name, bad JSON)
   CannotOpen,    // the file cannot be opened or created
+  Io,            // the file system failed a read or write (EIO, a file size limit)
 };
 
 std::string_view to_string(StoreErrorKind kind);

@@ -61,7 +61,8 @@ class HarnessService final : public v1::Harness::CallbackService {
   /// The GPUs the daemon serves (qgated --gpus), for ListDevices.
   void set_gpus(const ServedGpus* gpus) { gpus_ = gpus; }
 
-  /// Mutating calls on TCP need `authorization: Bearer <token>`; OK when allowed.
+  /// Mutating calls are refused (FAILED_PRECONDITION) on a daemon that cannot write its database;
+  /// on TCP they need `authorization: Bearer <token>`; OK when allowed.
   grpc::Status authorize(const grpc::CallbackServerContext* context) const;
   /// A command job needs the token on any transport, and a daemon that has one.
   grpc::Status authorize_command(const grpc::CallbackServerContext* context) const;
@@ -70,6 +71,8 @@ class HarnessService final : public v1::Harness::CallbackService {
     tcp_ = tcp;
     token_ = std::move(token);
   }
+  /// Set by the daemon when it started on a database it cannot write: why (empty: writable).
+  void set_read_only(std::string why) { read_only_ = std::move(why); }
 
   /// Validates a submit header; returns an INVALID_ARGUMENT status saying what is wrong.
   grpc::Status validate_header(const v1::SubmitHeader& header) const;
@@ -106,6 +109,7 @@ class HarnessService final : public v1::Harness::CallbackService {
   UploadDeadlines upload_deadlines_;        // each upload's --upload-timeout
   bool tcp_ = false;
   std::string token_;
+  std::string read_only_;
 };
 
 }  // namespace qgate::server
