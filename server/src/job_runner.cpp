@@ -258,6 +258,23 @@ class JobPlan {
     return dir.string();
   }
 
+  /// What of the daemon's own a command may never open, whatever its words name: the database,
+  /// uploads, logs, every job's folder (its own is granted apart), the socket, token and key files.
+  std::vector<std::string> daemon_private_paths() const {
+    const std::filesystem::path data(options_.data_dir);
+    std::vector<std::string> paths = {options_.db_path,
+                                      options_.db_path + "-wal",
+                                      options_.db_path + "-shm",
+                                      (data / "artifacts").string(),
+                                      log_dir(),
+                                      (data / "jobs").string()};
+    for (const std::string* file : {&options_.auth_token_file, &options_.tls_key_file, &options_.log_file,
+                                    &options_.record_samples_file})
+      if (!file->empty()) paths.push_back(*file);
+    if (options_.listen.rfind("unix://", 0) == 0) paths.push_back(options_.listen.substr(7));
+    return paths;
+  }
+
   /// The shared part of every A/B setup: the policy, order, timeouts and the arms' worker settings.
   AbSetup ab_setup_base() const {
     AbSetup setup;
@@ -290,6 +307,7 @@ class JobPlan {
     setup.arms.prepare.mutable_profile()->set_name(setup.profile);
     v1::CommandArm arm;
     arm.set_workdir(job_workdir());
+    for (const std::string& path : daemon_private_paths()) arm.add_protected_paths(path);
     *arm.mutable_tokens_per_s() = command.tokens_per_s();
     if (arm.tokens_per_s().format() == v1::OUTPUT_FORMAT_UNSPECIFIED)
       arm.mutable_tokens_per_s()->set_format(v1::OUTPUT_FORMAT_LLAMA_BENCH_JSON);
@@ -311,9 +329,11 @@ class JobPlan {
         setup.b.build = *base;
         setup.a.label = candidate_.name + "@" + candidate_.sha256.substr(0, 8);
         setup.b.label = base->name + "@" + base->sha256.substr(0, 8);
-        for (auto* arm_spec : {&setup.a, &setup.b})
+        for (auto* arm_spec : {&setup.a, &setup.b}) {
           for (auto* argv : {arm_spec->command->mutable_argv(), arm_spec->command->mutable_output_argv()})
             for (std::string& word : *argv) substitute_build(word, arm_spec->build.artifact_path);
+          arm_spec->command->add_read_paths(arm_spec->build.artifact_path);  // under the protected uploads
+        }
         break;
       }
       default: {

@@ -4,6 +4,8 @@
 // identity, the dispositions of a crash, a hang and a missing figure, the clean environment and
 // the job's own directory, and the refusals that keep commands off by default.
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "daemon_under_test.h"
 
@@ -271,6 +273,42 @@ TEST_F(CommandModeTest, QgatePrefillIsGatedMmqAgainstF16WithIdenticalTokens) {
   EXPECT_TRUE(identity.value("identical", false)) << identity.dump();
   EXPECT_EQ(as_int(identity["length"]), 32);
   EXPECT_GT(job["verdict"]["arm_a"]["tokens_per_s"].get<double>(), 0);
+}
+
+/// The Landlock ABI of this kernel, 0 without Landlock.
+long landlock_abi() {
+  const long abi = syscall(444 /* landlock_create_ruleset */, nullptr, 0, 1u /* VERSION */);
+  return abi > 0 ? abi : 0;
+}
+
+// A command runs in the sandbox: it names the daemon's database and token on its command line and
+// still cannot read them, while its own folder and TMPDIR take its files. With the sandbox off
+// (the control) the same command reads the database.
+TEST_F(CommandModeTest, ACommandCannotReadTheDaemonsDatabaseOrTokenEvenWhenItNamesThem) {
+  if (landlock_abi() < 1) GTEST_SKIP() << "this kernel has no Landlock";
+  const std::string probe = script("probe.sh",
+                                   "{ cat \"$1\" >/dev/null 2>&1 && echo 'db: read' || echo 'db: refused'\n"
+                                   "  cat \"$2\" >/dev/null 2>&1 && echo 'token: read' || echo 'token: refused'\n"
+                                   "  echo x > \"$TMPDIR/t\" && echo 'tmp: written' || echo 'tmp: refused'\n"
+                                   "} > sandbox.txt 2>&1\n"
+                                   "echo \"[{\\\"avg_ts\\\": 100.$$}]\"\n");
+  const std::string words = " --run '" + probe + " " + d_.dir() + "/qgate.db " + token_ + "'";
+  auto outcome = [&](const json& job) {
+    return slurp(d_.dir() + "/jobs/job-" + std::to_string(as_int(job["id"])) + "/sandbox.txt");
+  };
+  start_daemon();
+  const json job = run_to_end(words);
+  ASSERT_EQ(state_of(job), "JOB_STATE_DONE") << job.dump(2);
+  EXPECT_EQ(job.value("disposition", ""), "DISPOSITION_OK") << job.dump(2);
+  EXPECT_EQ(outcome(job), "db: refused\ntoken: refused\ntmp: written\n");
+  const std::string arm_log = slurp(d_.dir() + "/logs/job-" + std::to_string(as_int(job["id"])) + "-arm-A.log");
+  EXPECT_NE(arm_log.find("command sandbox: landlock abi"), std::string::npos) << arm_log;
+
+  ASSERT_TRUE(d_.terminate(std::chrono::seconds(20)));
+  start_daemon({"--worker-sandbox", "off"});
+  const json open = run_to_end(words);
+  ASSERT_EQ(state_of(open), "JOB_STATE_DONE") << open.dump(2);
+  EXPECT_EQ(outcome(open), "db: read\ntoken: read\ntmp: written\n");
 }
 
 }  // namespace

@@ -15,11 +15,13 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <optional>
 
 #include "qgate/interop/output_reader.h"
 #include "qgate/v1/record_words.h"
+#include "qgate/worker/worker_errors.h"
 
 namespace qgate::worker {
 namespace {
@@ -135,7 +137,49 @@ extern "C" void report_status(int) {
   [[maybe_unused]] ssize_t n = write(STDERR_FILENO, kLine, sizeof kLine - 1);
 }
 
+/// True when `p` is, lies under, or holds one of `guarded`.
+bool touches(const std::filesystem::path& p, const std::vector<std::filesystem::path>& guarded) {
+  auto under = [](const std::filesystem::path& inner, const std::filesystem::path& outer) {
+    auto i = inner.begin();
+    for (auto o = outer.begin(); o != outer.end(); ++o, ++i)
+      if (i == inner.end() || *i != *o) return false;
+    return true;
+  };
+  for (const auto& g : guarded)
+    if (under(p, g) || under(g, p)) return true;
+  return false;
+}
+
 }  // namespace
+
+std::vector<std::string> command_read_paths(const v1::CommandArm& arm) {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> guarded;
+  for (const auto& p : arm.protected_paths())
+    if (!p.empty()) guarded.push_back(fs::weakly_canonical(fs::absolute(p)));
+  std::vector<std::string> out(arm.read_paths().begin(), arm.read_paths().end());
+  auto consider = [&](const std::string& word) {
+    if (word.empty()) return;
+    std::error_code ec;
+    const fs::path given = word.front() == '/' || arm.workdir().empty() ? fs::path(word) : fs::path(arm.workdir()) / word;
+    if (!fs::exists(given, ec)) return;
+    const fs::path real = fs::weakly_canonical(given, ec);
+    if (ec || touches(real, guarded)) return;
+    out.push_back(real.string());
+  };
+  for (const auto* argv : {&arm.argv(), &arm.output_argv()}) {
+    if (argv->empty()) continue;
+    if (const auto program = resolve_program(argv->Get(0), arm.workdir())) {
+      consider(fs::path(*program).parent_path().string());
+      consider(*program);
+    }
+    for (const std::string& word : *argv) {
+      consider(word);
+      if (const size_t eq = word.find('='); eq != std::string::npos) consider(word.substr(eq + 1));
+    }
+  }
+  return out;
+}
 
 std::string check_program(const std::vector<std::string>& argv, const std::string& workdir) {
   if (argv.empty() || argv.front().empty()) return "the command is empty";
@@ -200,7 +244,9 @@ ProgramRun run_program(const std::vector<std::string>& argv, const std::string& 
   return run;
 }
 
-int serve_command_arm(const v1::RunContext& context, int input_fd, RecordWriter& writer) {
+int serve_command_arm(const v1::RunContext& context, int input_fd, RecordWriter& writer,
+                      const CommandSandbox& sandbox) {
+  bool restricted = false;
   signal(SIGUSR1, report_status);
   {
     v1::WorkerRecord r;
@@ -243,6 +289,16 @@ int serve_command_arm(const v1::RunContext& context, int input_fd, RecordWriter&
         } else {
           done->set_outcome(v1::CASE_OUTCOME_PASSED);
           arm = asked;
+        }
+        if (arm && sandbox && !restricted) {
+          try {
+            std::cerr << "qgate-worker: command sandbox: " << sandbox(*arm) << "\n";
+            restricted = true;
+          } catch (const std::exception& e) {
+            std::cerr << "qgate-worker: command sandbox: " << e.what() << "\n";
+            writer.write(error_record(v1::WORKER_ERROR_KIND_DEVICE, std::string("sandbox: ") + e.what()));
+            return 3;
+          }
         }
         break;
       }

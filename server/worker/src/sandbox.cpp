@@ -126,6 +126,7 @@ std::string apply_sandbox(SandboxMode mode, const SandboxPlan& plan) {
     // Device nodes (the GPU's, /dev/null, /dev/shm) and the scratch folder: read and write.
     allow("/dev", fs, false);
     if (!plan.scratch_dir.empty()) allow(plan.scratch_dir, fs, true);
+    for (const auto& path : plan.write_paths) allow(path, fs, true);
   } catch (...) {
     close(ruleset);
     throw;

@@ -92,7 +92,8 @@ void add_common(CLI::App* cmd, CommonOptions& o) {
   cmd->add_flag("--json", o.json, "same as --format json");
   cmd->add_option("--seed", o.seed, "base seed; every case records its own")->capture_default_str();
   cmd->add_option("--sandbox", o.sandbox,
-                  "parity and serve: restrict the worker with Landlock before it loads the build: auto, on, off")
+                  "parity, serve and command: restrict the worker with Landlock before it loads the build or "
+                  "starts a program: auto, on, off")
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
 }
@@ -850,8 +851,18 @@ int cmd_serve(const CommonOptions& o) {
 }
 
 // A command-mode arm: no build and no device context of its own (the program opens what it uses).
+// Its programs run in the sandbox (docs/security.md), with the job's folder writable and a scratch
+// folder as their TMPDIR.
 int cmd_command(const CommonOptions& o) {
   RecordWriter writer(OutputFormat::proto, std::cout);
+  std::unique_ptr<ScratchDir> scratch;  // made now, before any thread
+  try {
+    scratch = std::make_unique<ScratchDir>();
+  } catch (const std::exception& e) {
+    writer.write(error_record(v1::WORKER_ERROR_KIND_DEVICE, e.what()));
+    std::cerr << "qgate-worker: " << e.what() << "\n";
+    return kExitDevice;
+  }
   v1::RunContext context;
   char host[256] = {};
   gethostname(host, sizeof host - 1);
@@ -869,7 +880,15 @@ int cmd_command(const CommonOptions& o) {
                                   std::chrono::system_clock::now().time_since_epoch())
                                   .count());
   (*context.mutable_options())["command"] = "command";
-  return serve_command_arm(context, STDIN_FILENO, writer);
+  return serve_command_arm(context, STDIN_FILENO, writer, [&](const v1::CommandArm& arm) {
+    SandboxMode mode = SandboxMode::automatic;
+    parse_sandbox_mode(o.sandbox, &mode);
+    setenv("TMPDIR", scratch->path().c_str(), 1);
+    SandboxPlan plan = sandbox_plan("", command_read_paths(arm));
+    if (!arm.workdir().empty()) plan.write_paths.push_back(arm.workdir());
+    plan.scratch_dir = scratch->path();
+    return apply_sandbox(mode, plan);
+  });
 }
 
 void add_parity_options(CLI::App* cmd, CommonOptions& o, ParityCommand& p, bool& edge_cases, bool& no_edge_cases) {

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -36,8 +37,19 @@ ProgramRun run_program(const std::vector<std::string>& argv, const std::string& 
 /// "" when argv[0] names an executable file (directly, or found on PATH); otherwise why not.
 std::string check_program(const std::vector<std::string>& argv, const std::string& workdir);
 
+/// What a command arm's program may read besides the system trees (docs/security.md): the arm's
+/// read_paths; each program's folder (libraries beside it); and every word of its commands, or the
+/// part after `=`, that names an existing file or folder (relative words against the workdir).
+/// A word that is, lies under, or holds one of the arm's protected_paths is left out.
+std::vector<std::string> command_read_paths(const v1::CommandArm& arm);
+
+/// Restricts this worker (and so every program it starts) for `arm`; returns what was applied.
+using CommandSandbox = std::function<std::string(const v1::CommandArm& arm)>;
+
 /// Serves one command arm: requests from `input_fd`, records to `writer`, until shutdown or end
-/// of input. `context` is sent once, before the first answer. Returns the process exit status.
-int serve_command_arm(const v1::RunContext& context, int input_fd, RecordWriter& writer);
+/// of input. `context` is sent once, before the first answer. `sandbox`, when set, runs once, at
+/// the first prepare that passes and before any program starts. Returns the process exit status.
+int serve_command_arm(const v1::RunContext& context, int input_fd, RecordWriter& writer,
+                      const CommandSandbox& sandbox = {});
 
 }  // namespace qgate::worker

@@ -20,6 +20,7 @@ bool parse_sandbox_mode(const std::string& text, SandboxMode* out);
 
 struct SandboxPlan {
   std::vector<std::string> read_paths;   // files or folders: read and execute
+  std::vector<std::string> write_paths;  // folders that exist: read, write and execute
   std::string scratch_dir;               // created before, read and write
 };
 
