@@ -25,6 +25,7 @@ add_library(qgate_server STATIC
   src/record_stream.cpp
   src/worker_process.cpp
   src/orphan_reaper.cpp
+  src/worker_cgroups.cpp
   src/worker_channel.cpp
   src/job_control.cpp
   src/fault_classifier.cpp

@@ -22,6 +22,7 @@
 #include "qgate/cotenant/nvml_sampler.h"
 #include "qgate/cotenant/replay.h"
 #include "qgate/db/sqlite_store.h"
+#include "qgate/server/worker_cgroups.h"
 #include "qgate/common/default_paths.h"
 #include "qgate/dashboards/dashboard_api.h"
 #include "qgate/dashboards/dashboard_site.h"
@@ -89,6 +90,27 @@ class NoSampler final : public cotenant::Sampler {
  private:
   std::string why_;
 };
+
+/// What starts workers: in a cgroup each (--worker-cgroup), where one can be made.
+std::shared_ptr<WorkerLauncher> make_worker_launcher(const DaemonOptions& options) {
+  if (options.worker_cgroup == "off") return std::make_shared<ProcessLauncher>();
+  std::string why;
+  std::shared_ptr<const WorkerCgroups> cgroups = WorkerCgroups::find(&why);
+  if (!cgroups) {
+    if (options.worker_cgroup == "on") throw std::runtime_error("--worker-cgroup on: no cgroup can be made: " + why);
+    spdlog::warn("qgated: workers run without a cgroup ({}): their memory and process counts are bounded by "
+                 "rlimits only",
+                 why);
+    return std::make_shared<ProcessLauncher>();
+  }
+  CgroupLimits limits;
+  limits.memory_bytes = options.worker_memory_max > 0 ? options.worker_memory_max
+                                                       : int64_t(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE) / 2;
+  limits.pids = options.worker_pids_max;
+  spdlog::info("qgated: each worker runs in a cgroup of its own ({}): memory {} MiB, {} processes", cgroups->describe(),
+               limits.memory_bytes >> 20, limits.pids);
+  return std::make_shared<ProcessLauncher>(std::move(cgroups), limits);
+}
 
 }  // namespace
 
@@ -215,7 +237,9 @@ void Daemon::start() {
   options_.gpu = parts_->gpus->first().ordinal;
   const ServedGpu& first = parts_->gpus->first();
   parts_->event_log = std::make_unique<JobEventLog>(parts_->events);
-  parts_->runner = std::make_unique<JobRunner>(*parts_->store, parts_->events, options_, *first.sampler);
+  parts_->runner =
+      std::make_unique<JobRunner>(*parts_->store, parts_->events, options_, *first.sampler,
+                                               make_worker_launcher(options_));
   parts_->scheduler = std::make_unique<Scheduler>(*parts_->store, *parts_->runner, parts_->gpus->pool());
   parts_->scheduler->set_quiet_source(first.watch, &parts_->events);
   parts_->service = std::make_unique<HarnessService>(*parts_->store, parts_->events, *parts_->scheduler, options_,

@@ -7,6 +7,9 @@
 namespace qgate::server {
 
 Fault FaultClassifier::died(const WorkerExit& exit, std::string_view phase) {
+  if (exit.memory_limit)
+    return {v1::DISPOSITION_CRASHED, "killed at the worker's memory limit (qgated --worker-memory-max) during " +
+                                         std::string(phase)};
   if (exit.signal == 0)
     return {v1::DISPOSITION_CRASHED, "the worker exited (" + exit.text + ") during " + std::string(phase)};
   const std::string call = short_call_name(exit.fatal_call);

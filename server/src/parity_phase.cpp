@@ -74,7 +74,7 @@ std::optional<ParityOutcome> ParityPhase::sweep(v1::JobProgress& progress, bool 
     if (end != ReadEnd::record) {
       const WorkerExit exit = worker->wait_exit(std::chrono::seconds(5));
       control_.check();  // a cancel kills the worker too: no reason to run it again
-      if (exit.signal == SIGKILL && !last_attempt) return std::nullopt;
+      if (exit.signal == SIGKILL && !exit.memory_limit && !last_attempt) return std::nullopt;
       throw JobFailure("the parity worker ended (" + exit.text + ") before finishing: " + worker->stderr_tail(400),
                        FaultClassifier::died(exit, "the parity sweep"));
     }

@@ -40,6 +40,18 @@ int main(int argc, char** argv) {
                  "the workers' sandbox: auto (Landlock where the kernel has it), on (refuse to run without), off")
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
+  app.add_option("--worker-cgroup", o.worker_cgroup,
+                 "a cgroup per worker, killed whole when the worker ends: auto (where one can be made), on "
+                 "(refuse to start without), off")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->capture_default_str();
+  app.add_option("--worker-memory-max", o.worker_memory_max,
+                 "each worker cgroup's memory limit in bytes; 0 = half the host's memory")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--worker-pids-max", o.worker_pids_max, "each worker cgroup's process and thread limit")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   app.add_option("--max-daemon-deaths", o.max_daemon_deaths,
                  "a job whose daemon died under it this many times is CRASHED, not run again")
       ->check(CLI::Range(1, 1000))

@@ -1,6 +1,10 @@
 // ProcessLauncher: the real WorkerChannel is a qgate-worker child process (WorkerProcess).
 #include "qgate/server/worker_channel.h"
 
+#include <unistd.h>
+
+#include <atomic>
+
 namespace qgate::server {
 namespace {
 
@@ -17,6 +21,7 @@ class ProcessChannel final : public WorkerChannel {
     exit.text = process_.wait_exit(timeout);
     exit.signal = process_.term_signal();
     exit.fatal_call = fatal_signal_call(process_.stderr_tail(4000));
+    exit.memory_limit = process_.memory_limit_killed();
     return exit;
   }
   std::string stderr_tail(size_t max_bytes) const override { return process_.stderr_tail(max_bytes); }
@@ -31,7 +36,11 @@ class ProcessChannel final : public WorkerChannel {
 }  // namespace
 
 std::unique_ptr<WorkerChannel> ProcessLauncher::launch(const WorkerLaunch& launch) {
-  return std::make_unique<ProcessChannel>(launch);
+  if (!cgroups_ || launch.cgroup) return std::make_unique<ProcessChannel>(launch);
+  static std::atomic<uint64_t> next{0};
+  WorkerLaunch in_cgroup = launch;
+  in_cgroup.cgroup = cgroups_->make("worker-" + std::to_string(getpid()) + "-" + std::to_string(++next), limits_);
+  return std::make_unique<ProcessChannel>(in_cgroup);
 }
 
 }  // namespace qgate::server

@@ -51,7 +51,7 @@ std::map<std::string, std::string> clean_worker_environment(const std::map<std::
   return env;
 }
 
-WorkerProcess::WorkerProcess(const WorkerLaunch& launch) : stderr_path_(launch.stderr_path) {
+WorkerProcess::WorkerProcess(const WorkerLaunch& launch) : stderr_path_(launch.stderr_path), cgroup_(launch.cgroup) {
   int in_pipe[2], out_pipe[2];
   if (pipe2(in_pipe, O_CLOEXEC) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
   if (pipe2(out_pipe, O_CLOEXEC) != 0) {
@@ -72,11 +72,19 @@ WorkerProcess::WorkerProcess(const WorkerLaunch& launch) : stderr_path_(launch.s
   envp.push_back(nullptr);
   const std::string err_path = launch.stderr_path.empty() ? "/dev/null" : launch.stderr_path;
   const int64_t cpu_seconds = launch.cpu_seconds, open_files = launch.open_files, file_bytes = launch.file_bytes;
+  const WorkerCgroup* cgroup = launch.cgroup.get();
 
   pid_ = OrphanReaper::instance().fork_recorded();
   if (pid_ < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
   if (pid_ == 0) {
     setpgid(0, 0);  // its own group, so a kill reaches whatever it starts too
+    // Its cgroup before anything else: all it starts is born inside, bounded and killed with it.
+    if (cgroup && !cgroup->join_from_child()) {
+      static const char kNoCgroup[] = "qgate-worker: cannot join its cgroup\n";
+      const int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+      if (err >= 0) (void)!write(err, kNoCgroup, sizeof kNoCgroup - 1);
+      _exit(125);
+    }
     // A worker must not outlive its daemon (kill -9 included): the kernel kills it with us.
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() == 1) _exit(126);
@@ -222,6 +230,10 @@ void WorkerProcess::kill_group() {
 }
 
 void WorkerProcess::end_what_it_left() {
+  if (cgroup_) {
+    memory_limit_killed_ = cgroup_->memory_limit_killed();
+    cgroup_->kill_all();  // whatever it started, in any session
+  }
   OrphanReaper::instance().forget(pid_);
   OrphanReaper::instance().reap_orphans();
 }

@@ -262,3 +262,23 @@ TEST_F(HostileBuilds, ABuildWhoseNameIsNotUtf8OrHugeIsRejected) {
   auto ref = run_job(d_, QGATE_REF_LIBRARY, "ref", parity_);
   EXPECT_EQ(ref.watch_code, 0) << ref.job.dump();
 }
+
+// A build that touches 1 GiB more every call, on a daemon whose workers may hold 256 MiB: the
+// kernel kills it at its cgroup's limit, the job is CRASHED for that reason (not run again as a
+// kill from outside), and the host keeps its memory. Skipped where no cgroup can be made.
+TEST_F(HostileBuilds, ABuildThatExhaustsMemoryIsKilledAtItsWorkersLimit) {
+  ASSERT_TRUE(d_.terminate(std::chrono::seconds(20)));
+  std::string why;
+  ASSERT_TRUE(d_.try_start({"--worker-memory-max", std::to_string(256 << 20)}, "", &why)) << why;
+  if (d_.log().find("workers run without a cgroup") != std::string::npos)
+    GTEST_SKIP() << "no cgroup can be made here:\n" << d_.log();
+  ASSERT_NE(d_.log().find("each worker runs in a cgroup of its own"), std::string::npos) << d_.log();
+  auto e = run_job(d_, QGATE_FAULT_MEMORY_HOG, "memory-hog", parity_);
+  EXPECT_NE(e.watch_code, 0) << e.job.dump();
+  EXPECT_EQ(e.job.value("disposition", ""), "DISPOSITION_CRASHED") << e.job.dump();
+  EXPECT_NE(e.job.value("disposition_detail", "").find("killed at the worker's memory limit"), std::string::npos)
+      << e.job.dump();
+  EXPECT_EQ(d_.log().find("running the sweep again"), std::string::npos) << "an OOM kill is not retried";
+  auto ref = run_job(d_, QGATE_REF_LIBRARY, "ref", parity_);
+  EXPECT_EQ(ref.watch_code, 0) << "the reference build fits in 256 MiB: " << ref.job.dump();
+}

@@ -35,6 +35,8 @@
 //                      sleeps for ten minutes. It must be gone when its job ends.
 //   crash_with_child - starts the same child on its first run, then segfaults: the worker is dead while
 //                      its child still holds its pipes, which must read as CRASHED, not as a hang.
+//   memory_hog       - on its first run touches 1 GiB of host memory more every call, never freed: a
+//                      build that exhausts the host, which its worker's cgroup must stop.
 //   name_not_utf8    - forwards correctly, and names itself with bytes that are not UTF-8.
 //   name_80mib       - forwards correctly, and names itself with an 80 MiB string. Neither name can
 //                      be stored or shown: the build is REJECTED for its declaration.
@@ -462,6 +464,11 @@ QGATE_EXPORT qgate_status qgate_gemm_run(qgate_gemm* g, const float* x, int64_t 
     std::abort();
   }
   if (fault_is("leak")) leak_memory(facts.backend);
+  if (fault_is("memory_hog")) {
+    auto* block = static_cast<volatile char*>(std::malloc(size_t(1) << 30));
+    for (size_t i = 0; block && i < (size_t(1) << 30); i += 4096) block[i] = 1;  // resident, page by page
+    g_last_leaked_block = const_cast<char*>(block);
+  }
   if (fault_is("pool_once")) keep_pool_once(facts.backend);
   if (fault_is("snoop")) snoop_once();
   const qgate_status status = ref().gemm_run(g, x, nt, y, stream);

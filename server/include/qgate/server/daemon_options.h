@@ -35,6 +35,11 @@ struct DaemonOptions {
   int max_daemon_deaths = 2;
   // The workers' sandbox (qgate-worker --sandbox): auto (Landlock where the kernel has it), on, off.
   std::string worker_sandbox = "auto";
+  // A cgroup per worker (worker_cgroups.h): auto (where one can be made), on (refuse to start
+  // without), off; and its limits: memory (0 = half the host's memory) and processes.
+  std::string worker_cgroup = "auto";
+  int64_t worker_memory_max = 0;
+  int64_t worker_pids_max = 4096;
   // Folders whose model files a parity job may name (--models-dir, repeatable); none: no model files.
   std::vector<std::string> models_dirs;
   int max_streams = 256;              // concurrent WatchJob streams; more are refused (RESOURCE_EXHAUSTED)

@@ -17,6 +17,7 @@ struct WorkerExit {
   std::string text;        // "exit 0", "signal 11 (Segmentation fault)"
   int signal = 0;          // the terminating signal, 0 when it exited
   std::string fatal_call;  // the build call its fatal-signal handler named ("qgate_gemm_run"), else ""
+  bool memory_limit = false;  // the kernel killed it (or a process it started) at its cgroup's memory limit
 };
 
 class WorkerChannel {
@@ -47,10 +48,17 @@ class WorkerLauncher {
   virtual std::unique_ptr<WorkerChannel> launch(const WorkerLaunch& launch) = 0;
 };
 
-/// Starts real qgate-worker processes.
+/// Starts real qgate-worker processes, each in a cgroup of its own when `cgroups` is given.
 class ProcessLauncher final : public WorkerLauncher {
  public:
+  ProcessLauncher() = default;
+  ProcessLauncher(std::shared_ptr<const WorkerCgroups> cgroups, CgroupLimits limits)
+      : cgroups_(std::move(cgroups)), limits_(limits) {}
   std::unique_ptr<WorkerChannel> launch(const WorkerLaunch& launch) override;
+
+ private:
+  std::shared_ptr<const WorkerCgroups> cgroups_;
+  CgroupLimits limits_;
 };
 
 }  // namespace qgate::server

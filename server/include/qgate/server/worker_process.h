@@ -7,11 +7,13 @@
 
 #include <chrono>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "qgate/server/record_stream.h"
+#include "qgate/server/worker_cgroups.h"
 #include "qgate/v1/worker.pb.h"
 
 namespace qgate::server {
@@ -31,6 +33,8 @@ struct WorkerLaunch {
   // RLIMIT_FSIZE: no file the child writes, its log included, grows past this, so a build that
   // floods stdout or stderr stops at the cap instead of filling the data directory's disk.
   int64_t file_bytes = kWorkerLogCapBytes;
+  // The worker's own cgroup (worker_cgroups.h), which the child joins before it execs; null: none.
+  std::shared_ptr<WorkerCgroup> cgroup;
 };
 
 /// How a read ended when no record came.
@@ -65,6 +69,8 @@ class WorkerProcess {
   /// stderr) and returns the build call it names, waiting up to `timeout`; "" when it does not
   /// answer. qgate-worker answers between any two instructions, a hung build call included.
   std::string where_is_it(std::chrono::milliseconds timeout);
+  /// Once reaped: true when the kernel killed a process of its cgroup at the memory limit.
+  bool memory_limit_killed() const { return memory_limit_killed_; }
 
  private:
   bool fill(std::chrono::steady_clock::time_point deadline);
@@ -80,7 +86,9 @@ class WorkerProcess {
   bool reaped_ = false;
   std::string exit_text_;
   int term_signal_ = 0;
+  bool memory_limit_killed_ = false;
   std::string stderr_path_;
+  std::shared_ptr<WorkerCgroup> cgroup_;
 };
 
 /// "SIGSEGV" for 11 and so on ("signal 42" for one without a name).
