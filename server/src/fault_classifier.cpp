@@ -30,7 +30,7 @@ Fault FaultClassifier::worker_error(const v1::WorkerError& error) {
   if (refused) return {v1::DISPOSITION_REJECTED, std::string(refused) + ": " + error.message()};
   // Only code in the worker's process can write to the judge's channel: the build.
   if (error.kind() == v1::WORKER_ERROR_KIND_CHANNEL_TAMPERED)
-    return {v1::DISPOSITION_INCORRECT, "the build wrote to the parity judge's channel: " + error.message()};
+    return {v1::DISPOSITION_INCORRECT, "the build wrote to its judge's channel: " + error.message()};
   return {v1::DISPOSITION_ERROR, std::string(words::word(error.kind())) + ": " + error.message()};
 }
 

@@ -30,6 +30,7 @@ void OutputIdentityCheck::add(const std::string& arm, int index, const v1::Profi
   out.is_tokens = run.output_tokens_size() > 0 || (run.has_output() && run.output_text().empty());
   out.tokens.assign(run.output_tokens().begin(), run.output_tokens().end());
   out.text = run.output_text();
+  out.off_target = run.output_off_target();
   outputs_.push_back(std::move(out));
 }
 
@@ -85,6 +86,20 @@ v1::OutputIdentity OutputIdentityCheck::result() const {
       detail = o.name() + " differs from " + first->name() + " at " + identity.unit() + " " + std::to_string(at) +
                ": " + values;
     }
+  }
+  // Runs that agree can still all be wrong: the head's exact winners are the judge's to know.
+  const Output* worst = nullptr;
+  for (const Output& o : outputs_)
+    if (o.present && o.is_tokens && (!worst || o.off_target > worst->off_target)) worst = &o;
+  if (worst && double(worst->off_target) > kMaxOffTargetShare * double(worst->length())) {
+    identity.set_identical(false);
+    if (identity.first_difference() < 0) identity.set_first_difference(0);
+    identity.set_detail(worst->name() + ": " + std::to_string(worst->off_target) + " of " +
+                        std::to_string(worst->length()) +
+                        " greedy tokens are not the ones the output head's exact logits pick" +
+                        (differing == 0 ? " (every run agrees: the logits are wrong alike on both arms)"
+                                        : "; and " + detail));
+    return identity;
   }
   identity.set_identical(differing == 0);
   if (differing == 0)

@@ -52,7 +52,7 @@ TEST_F(HostileBuilds, ABuildThatForgesItsRecordsNeverPasses) {
   EXPECT_NE(verdict.value("verdict", ""), "VERDICT_PASS") << e.job.dump();
   EXPECT_EQ(verdict.value("parity_passed", 0), 0) << "no forged case may count as passed";
   EXPECT_EQ(e.job.value("disposition", ""), "DISPOSITION_INCORRECT") << e.job.dump();
-  EXPECT_NE(e.job.value("disposition_detail", "").find("parity judge's channel"), std::string::npos)
+  EXPECT_NE(e.job.value("disposition_detail", "").find("judge's channel"), std::string::npos)
       << e.job.dump();
   // The daemon serves on, and the reference build still passes after it.
   auto ref = run_job(d_, QGATE_REF_LIBRARY, "ref", parity_);
@@ -281,4 +281,24 @@ TEST_F(HostileBuilds, ABuildThatExhaustsMemoryIsKilledAtItsWorkersLimit) {
   EXPECT_EQ(d_.log().find("running the sweep again"), std::string::npos) << "an OOM kill is not retried";
   auto ref = run_job(d_, QGATE_REF_LIBRARY, "ref", parity_);
   EXPECT_EQ(ref.watch_code, 0) << "the reference build fits in 256 MiB: " << ref.job.dump();
+}
+
+// A build wrong alike on both paths (every output 1.0): both arms agree, token for token, on
+// tokens the head was not built to give. The judge, which makes the tokens from the logits and
+// knows each row's exact winner from the seed, says so, and the job is INCORRECT.
+TEST_F(HostileBuilds, AnAbWhoseArmsAgreeOnWrongTokensIsIncorrect) {
+  auto e = run_job(d_, QGATE_FAULT_CONSTANT_OUTPUT, "constant-output", "--kind ab --profile cpu-tiny --max-pairs 4");
+  EXPECT_NE(e.watch_code, 0) << e.job.dump();
+  EXPECT_EQ(e.job.value("disposition", ""), "DISPOSITION_INCORRECT") << e.job.dump();
+  const json identity = verdict_of(e.job).value("identity", json::object());
+  EXPECT_FALSE(identity.value("identical", true)) << e.job.dump();
+  EXPECT_NE(identity.value("detail", "").find("greedy tokens are not the ones the output head's exact logits pick"),
+            std::string::npos)
+      << identity.dump();
+  EXPECT_NE(identity.value("detail", "").find("every run agrees"), std::string::npos) << identity.dump();
+  // The control: the reference build's A/B is identical, every token on target (its speed
+  // verdict, MMQ against f16 on this CPU, is beside the point).
+  auto ref = run_job(d_, QGATE_REF_LIBRARY, "ref", "--kind ab --profile cpu-tiny --max-pairs 4");
+  EXPECT_EQ(ref.job.value("disposition", ""), "DISPOSITION_OK") << ref.job.dump();
+  EXPECT_TRUE(verdict_of(ref.job).value("identity", json::object()).value("identical", false)) << ref.job.dump();
 }

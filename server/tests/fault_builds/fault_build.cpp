@@ -11,6 +11,8 @@
 //   hang             - qgate_gemm_run never returns; it also forks a child that sleeps forever (its
 //                      pid goes to the marker file), which only a kill of the whole process group ends.
 //   nan_output       - qgate_gemm_run computes, then writes NaN over y.
+//   constant_output  - (CPU) qgate_gemm_run computes, then writes 1.0 over y: every path alike wrong,
+//                      every output written, so both arms of an A/B agree on the wrong tokens.
 //   unwritten_output - qgate_gemm_run returns success without touching y.
 //   leak             - qgate_gemm_run allocates memory it never frees (device memory on CUDA, touched
 //                      host memory on the CPU), then forwards correctly.
@@ -55,6 +57,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -473,6 +476,10 @@ QGATE_EXPORT qgate_status qgate_gemm_run(qgate_gemm* g, const float* x, int64_t 
   if (fault_is("snoop")) snoop_once();
   const qgate_status status = ref().gemm_run(g, x, nt, y, stream);
   if (status == QGATE_OK && fault_is("nan_output")) fill_nan(y, nt * facts.od, facts.backend, stream);
+  if (status == QGATE_OK && fault_is("constant_output")) {
+    if (facts.backend == QGATE_BACKEND_CUDA) std::abort();  // a CPU-only fault
+    std::fill(y, y + nt * facts.od, 1.0f);
+  }
   return status;
 }
 QGATE_EXPORT int64_t qgate_gemm_resident_bytes(const qgate_gemm* g) { return ref().gemm_resident_bytes(g); }

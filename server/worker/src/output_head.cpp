@@ -13,6 +13,7 @@
 
 #include "qgate/common/weight_types.h"
 #include "qgate/quant/quantize.h"
+#include "qgate/worker/problems.h"
 
 namespace qgate::worker {
 namespace {
@@ -55,7 +56,26 @@ void run_on(int workers, Fn& fn) {
   for (auto& th : pool) th.join();
 }
 
+/// The first draws of a head's generator: each row's target token.
+std::vector<int64_t> draw_targets(std::mt19937_64& rng, int64_t od, int64_t rows) {
+  std::uniform_int_distribution<int64_t> token(0, od - 1);
+  std::vector<int64_t> targets(static_cast<size_t>(rows));
+  for (auto& t : targets) t = token(rng);
+  return targets;
+}
+
 }  // namespace
+
+int64_t output_head_rows(int64_t tokens) { return std::min(tokens, kOutputHeadRows); }
+
+uint64_t output_head_seed(uint64_t request_seed, const OutputHeadChoice& head, int64_t rows) {
+  return case_seed(request_seed, head.type, GemmShape{rows, head.od, head.k});
+}
+
+std::vector<int64_t> output_head_targets(int64_t od, int64_t rows, uint64_t seed) {
+  std::mt19937_64 rng(seed ^ kHeadSeedSalt);
+  return draw_targets(rng, od, rows);
+}
 
 OutputHeadChoice choose_output_head(const v1::ModelProfile& profile, qgate_backend backend) {
   for (int i = 0; i < profile.gemms_size(); ++i) {
@@ -87,9 +107,8 @@ OutputHeadInputs make_output_head_inputs(quant::WeightType type, const void* wei
   in.sigmas.resize(size_t(rows));
 
   std::mt19937_64 rng(seed ^ kHeadSeedSalt);
-  std::uniform_int_distribution<int64_t> token(0, od - 1);
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-  for (auto& t : in.targets) t = token(rng);
+  in.targets = draw_targets(rng, od, rows);
   std::vector<float> noise(size_t(rows) * size_t(k));
   for (auto& v : noise) v = uniform(rng);
 

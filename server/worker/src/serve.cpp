@@ -78,15 +78,15 @@ v1::GemmPath proto_path(int path) { return path == QGATE_PATH_MMQ ? v1::GEMM_PAT
 /// states. Returns false with `done` filled when the build fails on the head.
 bool prepare_head(DeviceApi& device, int threads, uint64_t seed, const OutputHeadChoice& choice,
                   const std::vector<uint8_t>* profile_head_weights, PreparedProfile& p, v1::PrepareDone& done) {
-  p.head_rows = std::min(p.tokens, kOutputHeadRows);
+  p.head_rows = output_head_rows(p.tokens);
   p.head_od = choice.od;
-  const GemmShape shape{p.head_rows, choice.od, choice.k};
+  const uint64_t head_seed = output_head_seed(seed, choice, p.head_rows);
   std::vector<uint8_t> own_weights;
   const std::vector<uint8_t>* weights = profile_head_weights;
   if (choice.profile_index >= 0) {
     p.head = p.gemms[size_t(choice.profile_index)].get();
   } else {
-    own_weights = make_weights(choice.type, choice.od, choice.k, case_seed(seed, choice.type, shape));
+    own_weights = make_weights(choice.type, choice.od, choice.k, head_seed);
     weights = &own_weights;
     p.own_head = std::make_unique<PreparedGemm>(*p.ctx, int32_t(choice.type), choice.od, choice.k,
                                                 own_weights.data(), p.head_rows);
@@ -103,16 +103,17 @@ bool prepare_head(DeviceApi& device, int threads, uint64_t seed, const OutputHea
     }
     p.head = p.own_head.get();
   }
-  const auto inputs = make_output_head_inputs(choice.type, weights->data(), choice.od, choice.k, p.head_rows,
-                                              case_seed(seed, choice.type, shape), threads);
+  const auto inputs =
+      make_output_head_inputs(choice.type, weights->data(), choice.od, choice.k, p.head_rows, head_seed, threads);
   p.head_input = DeviceBuffer(device, inputs.hidden.size() * sizeof(float));
   device.upload(p.head_input.as<void>(), inputs.hidden.data(), inputs.hidden.size() * sizeof(float));
   p.head_output = DeviceBuffer(device, size_t(p.head_rows) * size_t(p.head_od) * sizeof(float));
   return true;
 }
 
-/// Runs the head once, untimed, and puts its greedy tokens in `run`. A build error or a device
-/// error fails the run as a failed timed run does; false then.
+/// Runs the head once, untimed, and puts its logits in `run` for the judge, which makes the greedy
+/// tokens (serve_judge.h). A build error or a device error fails the run as a failed timed run
+/// does; false then.
 bool run_head(DeviceApi& device, PreparedProfile& p, v1::ProfileRun& run) {
   if (!p.head) return true;
   const qgate_status status =
@@ -126,8 +127,7 @@ bool run_head(DeviceApi& device, PreparedProfile& p, v1::ProfileRun& run) {
   device.synchronize();
   std::vector<float> logits(size_t(p.head_rows) * size_t(p.head_od));
   device.download(logits.data(), p.head_output.as<void>(), logits.size() * sizeof(float));
-  for (int64_t token : greedy_tokens(logits.data(), p.head_rows, p.head_od)) run.add_output_tokens(token);
-  run.set_has_output(true);
+  run.set_head_logits(logits.data(), logits.size() * sizeof(float));
   return true;
 }
 

@@ -2,6 +2,7 @@
 // summary go to stderr, so a pipe of records is never mixed with prose.
 #include "qgate/worker/worker_cli.h"
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -32,6 +33,7 @@
 #include "qgate/worker/problems.h"
 #include "qgate/worker/record_writer.h"
 #include "qgate/worker/sandbox.h"
+#include "qgate/worker/serve_judge.h"
 #include "qgate/worker/command_arm.h"
 #include "qgate/worker/serve.h"
 #include "qgate/worker/worker_errors.h"
@@ -825,15 +827,37 @@ int cmd_argmax(const CommonOptions& o, const std::string& type_text, int64_t od,
 }
 
 // ---------------------------------------------------------------------------------------------
-int cmd_serve(const CommonOptions& o) {
-  // What the build prints goes to the log, never among the replies qgated reads.
+// Waits for the serve judge when the worker ends, however it ends, so that the judge has passed
+// on every reply before qgated sees the worker gone.
+struct ServeJudgeWait {
+  pid_t pid = -1;
+  ~ServeJudgeWait() {
+    if (pid <= 0) return;
+    while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+  }
+};
+
+int cmd_serve(const CommonOptions& o, const std::vector<std::string>& judge_args) {
+  // What the build prints goes to the log, never among the replies qgated reads; and what the
+  // worker replies reaches qgated only through its judge (serve_judge.h), started before the build.
   std::string error;
   const int record_fd = take_record_stream(&error);
   if (record_fd < 0) {
     std::cerr << "qgate-worker: " << error << "\n";
     return kExitDevice;
   }
-  DescriptorStream replies(record_fd);
+  ServeJudgeChannel channel;
+  try {
+    channel = start_serve_judge(judge_args, record_fd);
+  } catch (const std::exception& e) {
+    DescriptorStream direct(record_fd);
+    RecordWriter(OutputFormat::proto, direct.stream()).write(error_record(v1::WORKER_ERROR_KIND_DEVICE, e.what()));
+    std::cerr << "qgate-worker: serve judge: " << e.what() << "\n";
+    return kExitDevice;
+  }
+  ServeJudgeWait wait_for_judge{channel.judge_pid};  // declared first: waits after the replies close
+  DescriptorStream replies(channel.replies_fd);
   RecordWriter writer(OutputFormat::proto, replies.stream());
   std::unique_ptr<ScratchDir> scratch;
   try {
@@ -981,6 +1005,14 @@ int run_worker_cli(int argc, char** argv) {
   auto* serve = app.add_subcommand("serve", "answer prepare/run requests on stdin (used by qgated)");
   add_common(serve, serve_o);
 
+  CommonOptions serve_judge_o;
+  int to_worker_fd = -1, from_worker_fd = -1;
+  auto* serve_judge = app.add_subcommand("serve-judge", "pass requests to a serve worker and judge its replies "
+                                                        "(started by `serve` before it loads the build; never loads it)");
+  add_common(serve_judge, serve_judge_o);
+  serve_judge->add_option("--to-worker-fd", to_worker_fd, "where the worker reads requests")->required();
+  serve_judge->add_option("--from-worker-fd", from_worker_fd, "where the worker writes replies")->required();
+
   CommonOptions command_o;
   auto* command = app.add_subcommand("command", "run a command-mode arm's program for each timed run (used by qgated)");
   add_common(command, command_o);
@@ -1011,7 +1043,18 @@ int run_worker_cli(int argc, char** argv) {
       return cmd_judge(judge_o, judge_cmd);
     }
     if (*bench) return cmd_bench(bench_o, bench_cmd);
-    if (*serve) return cmd_serve(serve_o);
+    if (*serve) {
+      std::vector<std::string> judge_args(argv + 1, argv + argc);
+      for (auto& a : judge_args)
+        if (a == "serve") {
+          a = "serve-judge";
+          break;
+        }
+      return cmd_serve(serve_o, judge_args);
+    }
+    if (*serve_judge)
+      return run_serve_judge(serve_judge_o.backend == "cuda" ? QGATE_BACKEND_CUDA : QGATE_BACKEND_CPU, to_worker_fd,
+                             from_worker_fd);
     if (*command) return cmd_command(command_o);
     if (*describe) {
       RecordWriter writer(resolve_format(describe_o), std::cout);

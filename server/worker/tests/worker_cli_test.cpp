@@ -410,12 +410,15 @@ TEST(WorkerServe, ShutdownBeforeAnyPrepareReleasesNothing) {
 }
 
 TEST(WorkerServe, AMalformedRequestIsAnInvalidRequestError) {
+  // The serve judge reads qgated's requests: it answers the malformed one and ends the worker's
+  // input, and the worker ends as it does at the end of its input.
   auto r = run_worker_with_input("serve --backend cpu" + kBuild, std::string("\x05\xff\xff\xff\xff\xff", 6));
-  EXPECT_EQ(r.exit_code, kExitUsage) << r.err;
+  EXPECT_EQ(r.exit_code, kExitOk) << r.err;
   auto records = parse_records(r.out);
-  ASSERT_EQ(records.size(), 2u);
-  ASSERT_TRUE(records[1].has_error());
-  EXPECT_EQ(records[1].error().kind(), qgate::v1::WORKER_ERROR_KIND_INVALID_REQUEST);
+  ASSERT_EQ(records.size(), 2u);  // the context and the error, in either order
+  const auto& error = records[0].has_error() ? records[0] : records[1];
+  ASSERT_TRUE(error.has_error());
+  EXPECT_EQ(error.error().kind(), qgate::v1::WORKER_ERROR_KIND_INVALID_REQUEST);
   // An empty request (no oneof set) is answered, and the worker goes on.
   r = run_worker_with_input("serve --backend cpu" + kBuild,
                             serialize_requests({qgate::v1::WorkerRequest(), shutdown_request()}));

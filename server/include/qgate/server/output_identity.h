@@ -15,6 +15,10 @@ namespace qgate::server {
 
 class OutputIdentityCheck {
  public:
+  /// A run whose greedy tokens miss the head's exact winners in more than this share of rows
+  /// fails the check even when every run agrees: its logits are wrong on both arms alike (a
+  /// correct build misses none: each winner leads by 8 sigma of int8 activation error).
+  static constexpr double kMaxOffTargetShare = 0.25;
   /// One stored run of `arm` ("A" or "B"), the `index`-th of that arm.
   void add(const std::string& arm, int index, const v1::ProfileRun& run);
   /// Unchecked when no run had an output.
@@ -28,6 +32,7 @@ class OutputIdentityCheck {
     bool is_tokens = false;
     std::vector<int64_t> tokens;
     std::string text;
+    int64_t off_target = 0;  // rows whose token is not the head's exact winner (the judge's count)
     std::string name() const;
     int64_t length() const;
   };

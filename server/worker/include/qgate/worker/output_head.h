@@ -49,6 +49,12 @@ struct OutputHeadChoice {
 };
 OutputHeadChoice choose_output_head(const v1::ModelProfile& profile, qgate_backend backend);
 
+/// The head's rows for runs of `tokens` tokens: min(tokens, kOutputHeadRows).
+int64_t output_head_rows(int64_t tokens);
+/// The seed of the head's own weights (when it has its own) and of its hidden states, from the
+/// prepare request's seed.
+uint64_t output_head_seed(uint64_t request_seed, const OutputHeadChoice& head, int64_t rows);
+
 /// The check's rows of hidden state for a head, and what each row was built to give.
 struct OutputHeadInputs {
   int64_t rows = 0;
@@ -58,6 +64,10 @@ struct OutputHeadInputs {
   std::vector<double> margins;   // exact logit of the target minus the best other, per row
   std::vector<double> sigmas;    // sigma_q8 of each row: margins[i] >= kOutputHeadMarginSigmas * sigmas[i]
 };
+
+/// The token each of `rows` rows is built to give, for a head of `od` tokens and `seed`: what
+/// make_output_head_inputs puts in `targets`, without the head's weights (the judge's side).
+std::vector<int64_t> output_head_targets(int64_t od, int64_t rows, uint64_t seed);
 
 /// Builds `rows` hidden states for the head `weights` (od rows of `type` blocks, k each) from
 /// `seed`. Exact logits are computed on the host in f64 on `threads` threads (<= 0: all).
