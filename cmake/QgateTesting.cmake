@@ -4,19 +4,24 @@
 # case SKIP_REGULAR_EXPRESSION "\[  SKIPPED \]". A case that fails never prints that line.
 # The cases are listed when ctest starts (DISCOVERY_MODE PRE_TEST), not when building: building
 # never runs a test binary, and the GPU tests are listed on a machine without a GPU too.
-# Labels: `unit` runs everywhere; `gpu` needs a CUDA device, and without one every case is skipped
-# (gpu_test_main.cpp), never passed.
+# Labels: `unit` runs everywhere, in-process or with a worker or two, and `ctest -L unit` takes
+# under a minute; `e2e` starts real daemons, clients or browsers (every `*_e2e_test` binary is one);
+# `slow` runs a whole sweep on the CPU; `gpu` needs a CUDA device, and without one every case is
+# skipped (gpu_test_main.cpp), never passed.
 include(GoogleTest)
 # A binary or non-gtest test that exits with this code reads as skipped.
 set(QGATE_SKIP_RETURN_CODE 77)
 
-# qgate_add_gtest(NAME SOURCES... LIBS... [LABEL unit|gpu] [TIMEOUT s] [RUN_SERIAL] [OWN_MAIN])
+# qgate_add_gtest(NAME SOURCES... LIBS... [LABEL unit|e2e|slow|gpu] [TIMEOUT s] [RUN_SERIAL] [OWN_MAIN])
+#   LABEL       default e2e for a NAME ending in _e2e_test, else unit.
 #   TIMEOUT     seconds per case (default 600).
 #   RUN_SERIAL  no other test runs beside any of its cases (the daemon tests time runs on the CPU).
 #   OWN_MAIN    the sources bring main() (the GPU tests); otherwise gtest_main is linked.
 function(qgate_add_gtest name)
   cmake_parse_arguments(ARG "RUN_SERIAL;OWN_MAIN" "LABEL;TIMEOUT" "SOURCES;LIBS" ${ARGN})
-  if(NOT ARG_LABEL)
+  if(NOT ARG_LABEL AND name MATCHES "_e2e_test$")
+    set(ARG_LABEL e2e)
+  elseif(NOT ARG_LABEL)
     set(ARG_LABEL unit)
   endif()
   if(NOT ARG_TIMEOUT)
