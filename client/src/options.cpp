@@ -3,8 +3,10 @@
 
 #include <cctype>
 #include <limits>
+#include <stdexcept>
 
 #include "qgate/common/default_paths.h"
+#include "qgate/common/gpu_list.h"
 #include "qgate/interop/output_reader.h"
 #include "qgate/v1/record_words.h"
 
@@ -154,15 +156,10 @@ void parse_env_toggle(const std::string& text, v1::CommandSpec* command) {
 
 std::vector<int> parse_gpu_choice(const std::string& text, bool split) {
   std::vector<int> out;
-  size_t at = 0;
-  while (true) {
-    const size_t comma = text.find(',', at);
-    const std::string item = text.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
-    if (item.empty() || item.size() > 4 || item.find_first_not_of("0123456789") != std::string::npos)
-      throw UsageError("--gpu: '" + text + "' is not a GPU ordinal (or, with --split-gpus, a pair such as 0,1)");
-    out.push_back(std::stoi(item));
-    if (comma == std::string::npos) break;
-    at = comma + 1;
+  try {
+    out = common::parse_gpu_list(text);
+  } catch (const std::invalid_argument&) {
+    throw UsageError("--gpu: '" + text + "' is not a GPU ordinal (or, with --split-gpus, a pair such as 0,1)");
   }
   if (out.size() > 2) throw UsageError("--gpu: name one GPU, or a pair with --split-gpus");
   if (out.size() == 2 && !split) throw UsageError("--gpu: a pair of GPUs is for --split-gpus; a job runs on one");

@@ -109,13 +109,7 @@ std::optional<v1::ProfileRun> AbPhase::sampled_run_on(cotenant::Sampler& sampler
   return result;
 }
 
-v1::ProfileRun AbPhase::timed_run(ArmSession& arm, int pair_index) {
-  control_.check();
-  if (setup_.fresh_process || !arm.started()) {
-    if (arm.started()) arm.shutdown();
-    arm.start();
-    own_pids_.insert(arm.pid());
-  }
+db::RowId AbPhase::start_recorded_run(ArmSession& arm, int pair_index) {
   RunPlacement where;
   where.arm = arm.spec().name;
   where.build_id = arm.spec().build.id;
@@ -125,7 +119,17 @@ v1::ProfileRun AbPhase::timed_run(ArmSession& arm, int pair_index) {
   where.worker_pid = arm.pid();
   where.repetitions = setup_.arms.run.repetitions();
   where.fresh_process = setup_.fresh_process;
-  const db::RowId run_id = recorder_.start_run(where, arm.context(), setup_.profile, setup_.tokens);
+  return recorder_.start_run(where, arm.context(), setup_.profile, setup_.tokens);
+}
+
+v1::ProfileRun AbPhase::timed_run(ArmSession& arm, int pair_index) {
+  control_.check();
+  if (setup_.fresh_process || !arm.started()) {
+    if (arm.started()) arm.shutdown();
+    arm.start();
+    own_pids_.insert(arm.pid());
+  }
+  const db::RowId run_id = start_recorded_run(arm, pair_index);
   RunFailure failure;
   std::vector<cotenant::Sample> samples;
   // The other arm's worker is idle now: frozen, its threads (a build's background thread
@@ -188,16 +192,7 @@ std::pair<AbPhase::TimedRun, AbPhase::TimedRun> AbPhase::timed_runs_at_once(ArmS
       arm.start();
     }
     own_pids_.insert(arm.pid());
-    RunPlacement where;
-    where.arm = arm.spec().name;
-    where.build_id = arm.spec().build.id;
-    where.path = arm.path();
-    where.pair_index = pair_index;
-    where.seq = seq_++;
-    where.worker_pid = arm.pid();
-    where.repetitions = setup_.arms.run.repetitions();
-    where.fresh_process = setup_.fresh_process;
-    side.run_id = recorder_.start_run(where, arm.context(), setup_.profile, setup_.tokens);
+    side.run_id = start_recorded_run(arm, pair_index);
   }
   // Both runs at once, one on each GPU: the other arm's worker is on the other GPU, never a co-tenant.
   auto time_one = [this](Side& side) {

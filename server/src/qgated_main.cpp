@@ -7,9 +7,9 @@
 #include <stdexcept>
 #include <thread>
 
+#include "qgate/common/gpu_list.h"
 #include "qgate/server/daemon.h"
 #include "qgate/server/daemon_log.h"
-#include "qgate/server/gpu_choice.h"
 
 int main(int argc, char** argv) {
   qgate::server::DaemonOptions o;
@@ -107,7 +107,7 @@ int main(int argc, char** argv) {
   if (!gpus.empty()) {
     try {
       o.all_gpus = gpus == "all";
-      if (!o.all_gpus) o.gpus = qgate::server::parse_gpu_list(gpus);
+      if (!o.all_gpus) o.gpus = qgate::common::parse_gpu_list(gpus);
     } catch (const std::invalid_argument& e) {
       std::cerr << "qgated: --gpus: " << e.what() << "\n";
       return 2;

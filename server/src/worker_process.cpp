@@ -23,6 +23,7 @@
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
+#include "qgate/common/signal_names.h"
 #include "qgate/server/orphan_reaper.h"
 
 namespace qgate::server {
@@ -282,20 +283,8 @@ std::string WorkerProcess::where_is_it(std::chrono::milliseconds timeout) {
 }
 
 std::string signal_name(int sig) {
-  switch (sig) {
-    case SIGSEGV: return "SIGSEGV";
-    case SIGBUS: return "SIGBUS";
-    case SIGFPE: return "SIGFPE";
-    case SIGILL: return "SIGILL";
-    case SIGABRT: return "SIGABRT";
-    case SIGKILL: return "SIGKILL";
-    case SIGTERM: return "SIGTERM";
-    case SIGXCPU: return "SIGXCPU";
-    case SIGPIPE: return "SIGPIPE";
-    case SIGTRAP: return "SIGTRAP";
-    case SIGSYS: return "SIGSYS";
-    default: return "signal " + std::to_string(sig);
-  }
+  const char* known = common::known_signal_name(sig);
+  return known ? known : "signal " + std::to_string(sig);
 }
 
 std::string fatal_signal_call(const std::string& stderr_text) {

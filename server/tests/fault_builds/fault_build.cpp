@@ -74,6 +74,7 @@
 
 #include "fault_device.h"
 #include "qgate/kernel_abi.h"
+#include "qgate/kernel_abi_table.h"
 
 #ifndef QGATE_FAULT_MARKER
 #define QGATE_FAULT_MARKER ""
@@ -86,18 +87,8 @@ constexpr size_t kLeakBytesCpu = size_t(4) << 20;
 
 bool fault_is(const char* name) { return std::strcmp(QGATE_FAULT, name) == 0; }
 
-struct RefAbi {
+struct RefAbi : qgate::abi::EntryPoints {
   void* handle = nullptr;
-  decltype(&qgate_abi_version) abi_version = nullptr;
-  decltype(&qgate_get_build_info) build_info = nullptr;
-  decltype(&qgate_context_create) context_create = nullptr;
-  decltype(&qgate_context_destroy) context_destroy = nullptr;
-  decltype(&qgate_context_path) context_path = nullptr;
-  decltype(&qgate_context_last_error) context_last_error = nullptr;
-  decltype(&qgate_gemm_prepare) gemm_prepare = nullptr;
-  decltype(&qgate_gemm_run) gemm_run = nullptr;
-  decltype(&qgate_gemm_resident_bytes) gemm_resident_bytes = nullptr;
-  decltype(&qgate_gemm_release) gemm_release = nullptr;
 };
 
 /// The folder this shared object was loaded from ("" when unknown).
@@ -140,18 +131,10 @@ const RefAbi& ref() {
       std::fprintf(stderr, "qgate-fault-%s: cannot load libqgate_ref.so (tried %s)\n", QGATE_FAULT, tried.c_str());
       std::abort();
     }
-#define QGATE_BIND(field, symbol) a.field = reinterpret_cast<decltype(a.field)>(dlsym(a.handle, #symbol))
-    QGATE_BIND(abi_version, qgate_abi_version);
-    QGATE_BIND(build_info, qgate_get_build_info);
-    QGATE_BIND(context_create, qgate_context_create);
-    QGATE_BIND(context_destroy, qgate_context_destroy);
-    QGATE_BIND(context_path, qgate_context_path);
-    QGATE_BIND(context_last_error, qgate_context_last_error);
-    QGATE_BIND(gemm_prepare, qgate_gemm_prepare);
-    QGATE_BIND(gemm_run, qgate_gemm_run);
-    QGATE_BIND(gemm_resident_bytes, qgate_gemm_resident_bytes);
-    QGATE_BIND(gemm_release, qgate_gemm_release);
-#undef QGATE_BIND
+    if (const std::string missing = qgate::abi::bind_entry_points(a.handle, &a); !missing.empty()) {
+      std::fprintf(stderr, "qgate-fault-%s: libqgate_ref.so does not export %s\n", QGATE_FAULT, missing.c_str());
+      std::abort();
+    }
     return a;
   }();
   return abi;

@@ -17,52 +17,25 @@
 #include <vector>
 
 #include "qgate/kernel_abi.h"
+#include "qgate/kernel_abi_table.h"
 #include "qgate/quant/quantize.h"
 
 namespace {
 
 using qgate::quant::WeightType;
 
-struct Build {
+struct Build : qgate::abi::EntryPoints {
   void* handle = nullptr;
-  decltype(&qgate_abi_version) abi_version = nullptr;
-  decltype(&qgate_get_build_info) build_info = nullptr;
-  decltype(&qgate_context_create) context_create = nullptr;
-  decltype(&qgate_context_destroy) context_destroy = nullptr;
-  decltype(&qgate_context_path) context_path = nullptr;
-  decltype(&qgate_context_last_error) last_error = nullptr;
-  decltype(&qgate_gemm_prepare) prepare = nullptr;
-  decltype(&qgate_gemm_run) run = nullptr;
-  decltype(&qgate_gemm_resident_bytes) resident = nullptr;
-  decltype(&qgate_gemm_release) release = nullptr;
-  const char* (*numerics)() = nullptr;
-
   ~Build() {
     if (handle != nullptr) dlclose(handle);
   }
 };
 
-template <typename T>
-void bind(void* handle, const char* name, T* out) {
-  *out = reinterpret_cast<T>(dlsym(handle, name));
-}
-
 void load(const char* path, Build* b) {
   b->handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   ASSERT_NE(b->handle, nullptr) << dlerror();
-  bind(b->handle, "qgate_abi_version", &b->abi_version);
-  bind(b->handle, "qgate_get_build_info", &b->build_info);
-  bind(b->handle, "qgate_context_create", &b->context_create);
-  bind(b->handle, "qgate_context_destroy", &b->context_destroy);
-  bind(b->handle, "qgate_context_path", &b->context_path);
-  bind(b->handle, "qgate_context_last_error", &b->last_error);
-  bind(b->handle, "qgate_gemm_prepare", &b->prepare);
-  bind(b->handle, "qgate_gemm_run", &b->run);
-  bind(b->handle, "qgate_gemm_resident_bytes", &b->resident);
-  bind(b->handle, "qgate_gemm_release", &b->release);
-  bind(b->handle, "qgate_build_numerics", &b->numerics);
-  ASSERT_TRUE(b->abi_version && b->build_info && b->context_create && b->context_destroy && b->context_path &&
-              b->last_error && b->prepare && b->run && b->resident && b->release);
+  const std::string missing = qgate::abi::bind_entry_points(b->handle, b);
+  ASSERT_EQ(missing, "") << path << " lacks part of the kernel ABI";
 }
 
 const WeightType kTypes[] = {WeightType::q4_0, WeightType::q4_1, WeightType::q5_0, WeightType::q5_1,
@@ -209,12 +182,12 @@ std::vector<float> run_build(const Build& b, WeightType t, const Case& c, int32_
   if (ctx == nullptr) return {};
   EXPECT_EQ(b.context_path(ctx), path);
   qgate_gemm* g = nullptr;
-  EXPECT_EQ(b.prepare(ctx, int32_t(t), c.od, c.k, c.blocks.data(), c.nt, &g), QGATE_OK) << b.last_error(ctx);
+  EXPECT_EQ(b.gemm_prepare(ctx, int32_t(t), c.od, c.k, c.blocks.data(), c.nt, &g), QGATE_OK) << b.context_last_error(ctx);
   std::vector<float> y(size_t(c.nt * c.od), std::nanf(""));
   if (g != nullptr) {
-    EXPECT_GT(b.resident(g), 0);
-    EXPECT_EQ(b.run(g, c.x.data(), c.nt, y.data(), nullptr), QGATE_OK) << b.last_error(ctx);
-    b.release(g);
+    EXPECT_GT(b.gemm_resident_bytes(g), 0);
+    EXPECT_EQ(b.gemm_run(g, c.x.data(), c.nt, y.data(), nullptr), QGATE_OK) << b.context_last_error(ctx);
+    b.gemm_release(g);
   }
   b.context_destroy(ctx);
   return y;
@@ -268,8 +241,8 @@ TEST(GgmlCpuBuild, ExportsTheAbiAndDeclaresGgmlNumerics) {
   load(QGATE_GGML_CPU_BUILD_BAD, &bad);
   for (const Build* b : {&good, &bad}) {
     EXPECT_EQ(b->abi_version(), QGATE_ABI_VERSION);
-    ASSERT_NE(b->numerics, nullptr);
-    EXPECT_STREQ(b->numerics(), "ggml");
+    ASSERT_NE(b->build_numerics, nullptr);
+    EXPECT_STREQ(b->build_numerics(), "ggml");
     EXPECT_STREQ(b->build_info()->backends, "cpu");
     EXPECT_STREQ(b->build_info()->cuda_archs, "");
   }
@@ -303,14 +276,14 @@ TEST(GgmlCpuBuild, ExportsTheAbiAndDeclaresGgmlNumerics) {
   ASSERT_EQ(good.context_create(&opt, &ctx, err, sizeof err), QGATE_OK) << err;
   std::vector<uint8_t> blocks(18 * 4);
   qgate_gemm* g = nullptr;
-  EXPECT_EQ(good.prepare(ctx, QGATE_TYPE_Q4_0, 2, 48, blocks.data(), 4, &g), QGATE_ERR_INVALID_ARGUMENT);
-  EXPECT_STRNE(good.last_error(ctx), "");
-  EXPECT_EQ(good.prepare(ctx, 99, 2, 64, blocks.data(), 4, &g), QGATE_ERR_INVALID_ARGUMENT);
-  ASSERT_EQ(good.prepare(ctx, QGATE_TYPE_Q4_0, 2, 64, blocks.data(), 4, &g), QGATE_OK);
+  EXPECT_EQ(good.gemm_prepare(ctx, QGATE_TYPE_Q4_0, 2, 48, blocks.data(), 4, &g), QGATE_ERR_INVALID_ARGUMENT);
+  EXPECT_STRNE(good.context_last_error(ctx), "");
+  EXPECT_EQ(good.gemm_prepare(ctx, 99, 2, 64, blocks.data(), 4, &g), QGATE_ERR_INVALID_ARGUMENT);
+  ASSERT_EQ(good.gemm_prepare(ctx, QGATE_TYPE_Q4_0, 2, 64, blocks.data(), 4, &g), QGATE_OK);
   std::vector<float> x(5 * 64, 1.0f), y(5 * 2);
-  EXPECT_EQ(good.run(g, x.data(), 5, y.data(), nullptr), QGATE_ERR_INVALID_ARGUMENT);
-  EXPECT_EQ(good.run(g, x.data(), 0, y.data(), nullptr), QGATE_ERR_INVALID_ARGUMENT);
-  good.release(g);
+  EXPECT_EQ(good.gemm_run(g, x.data(), 5, y.data(), nullptr), QGATE_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(good.gemm_run(g, x.data(), 0, y.data(), nullptr), QGATE_ERR_INVALID_ARGUMENT);
+  good.gemm_release(g);
   good.context_destroy(ctx);
 }
 

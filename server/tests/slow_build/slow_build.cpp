@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "qgate/kernel_abi.h"
+#include "qgate/kernel_abi_table.h"
 #include "qgate/kernel_abi_support.h"
 #include "slow_device.h"
 
@@ -39,19 +40,9 @@ namespace {
 constexpr double kDefaultFraction = 0.03;
 constexpr const char* kFractionVariable = "QGATE_SLOW_FRACTION";
 
-struct RefAbi {
+struct RefAbi : qgate::abi::EntryPoints {
   void* handle = nullptr;
   std::string load_error;
-  decltype(&qgate_abi_version) abi_version = nullptr;
-  decltype(&qgate_get_build_info) build_info = nullptr;
-  decltype(&qgate_context_create) context_create = nullptr;
-  decltype(&qgate_context_destroy) context_destroy = nullptr;
-  decltype(&qgate_context_path) context_path = nullptr;
-  decltype(&qgate_context_last_error) context_last_error = nullptr;
-  decltype(&qgate_gemm_prepare) gemm_prepare = nullptr;
-  decltype(&qgate_gemm_run) gemm_run = nullptr;
-  decltype(&qgate_gemm_resident_bytes) gemm_resident_bytes = nullptr;
-  decltype(&qgate_gemm_release) gemm_release = nullptr;
   bool ok() const { return handle != nullptr; }
 };
 
@@ -92,21 +83,8 @@ const RefAbi& ref() {
       std::fprintf(stderr, "%s\n", a.load_error.c_str());
       return a;
     }
-#define QGATE_BIND(field, symbol) a.field = reinterpret_cast<decltype(a.field)>(dlsym(a.handle, #symbol))
-    QGATE_BIND(abi_version, qgate_abi_version);
-    QGATE_BIND(build_info, qgate_get_build_info);
-    QGATE_BIND(context_create, qgate_context_create);
-    QGATE_BIND(context_destroy, qgate_context_destroy);
-    QGATE_BIND(context_path, qgate_context_path);
-    QGATE_BIND(context_last_error, qgate_context_last_error);
-    QGATE_BIND(gemm_prepare, qgate_gemm_prepare);
-    QGATE_BIND(gemm_run, qgate_gemm_run);
-    QGATE_BIND(gemm_resident_bytes, qgate_gemm_resident_bytes);
-    QGATE_BIND(gemm_release, qgate_gemm_release);
-#undef QGATE_BIND
-    if (!a.abi_version || !a.build_info || !a.context_create || !a.context_destroy || !a.context_path ||
-        !a.context_last_error || !a.gemm_prepare || !a.gemm_run || !a.gemm_resident_bytes || !a.gemm_release) {
-      a.load_error = "qgate-slow: libqgate_ref.so lacks part of the kernel ABI";
+    if (const std::string missing = qgate::abi::bind_entry_points(a.handle, &a); !missing.empty()) {
+      a.load_error = "qgate-slow: libqgate_ref.so does not export " + missing;
       std::fprintf(stderr, "%s\n", a.load_error.c_str());
       dlclose(a.handle);
       a.handle = nullptr;

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "qgate/kernel_abi.h"
+#include "qgate/kernel_abi_table.h"
 #include "qgate/quant/block_formats.h"
 #include "qgate/quant/quantize.h"
 
@@ -26,39 +27,18 @@ namespace {
 
 using qgate::quant::WeightType;
 
-struct Build {
+struct Build : qgate::abi::EntryPoints {
   void* handle = nullptr;
-  decltype(&qgate_get_build_info) build_info = nullptr;
-  decltype(&qgate_context_create) context_create = nullptr;
-  decltype(&qgate_context_destroy) context_destroy = nullptr;
-  decltype(&qgate_context_last_error) last_error = nullptr;
-  decltype(&qgate_gemm_prepare) prepare = nullptr;
-  decltype(&qgate_gemm_run) run = nullptr;
-  decltype(&qgate_gemm_release) release = nullptr;
-  const char* (*numerics)(void) = nullptr;
   ~Build() {
     if (handle) dlclose(handle);
   }
 };
 
-template <typename T>
-void bind(void* handle, const char* name, T* out) {
-  *out = reinterpret_cast<T>(dlsym(handle, name));
-}
-
 void load(const char* path, Build* b) {
   b->handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   ASSERT_NE(b->handle, nullptr) << dlerror();
-  bind(b->handle, "qgate_get_build_info", &b->build_info);
-  bind(b->handle, "qgate_context_create", &b->context_create);
-  bind(b->handle, "qgate_context_destroy", &b->context_destroy);
-  bind(b->handle, "qgate_context_last_error", &b->last_error);
-  bind(b->handle, "qgate_gemm_prepare", &b->prepare);
-  bind(b->handle, "qgate_gemm_run", &b->run);
-  bind(b->handle, "qgate_gemm_release", &b->release);
-  bind(b->handle, "qgate_build_numerics", &b->numerics);
-  ASSERT_TRUE(b->build_info && b->context_create && b->context_destroy && b->last_error && b->prepare && b->run &&
-              b->release);
+  const std::string missing = qgate::abi::bind_entry_points(b->handle, b);
+  ASSERT_EQ(missing, "") << path << " lacks part of the kernel ABI";
 }
 
 /// QGATE_SLOW_FRACTION for the lifetime of one scope (unset when `value` is null).
@@ -97,10 +77,10 @@ class Prepared {
     char err[512] = "";
     EXPECT_EQ(b.context_create(&o, &ctx_, err, sizeof err), QGATE_OK) << err;
     if (!ctx_) return;
-    EXPECT_EQ(b.prepare(ctx_, int32_t(type), od, k, blocks.data(), nt, &gemm_), QGATE_OK) << b.last_error(ctx_);
+    EXPECT_EQ(b.gemm_prepare(ctx_, int32_t(type), od, k, blocks.data(), nt, &gemm_), QGATE_OK) << b.context_last_error(ctx_);
   }
   ~Prepared() {
-    if (gemm_) b_.release(gemm_);
+    if (gemm_) b_.gemm_release(gemm_);
     if (ctx_) b_.context_destroy(ctx_);
   }
   bool ok() const { return gemm_ != nullptr; }
@@ -111,10 +91,10 @@ class Prepared {
   Times run(const std::vector<float>& x, int64_t nt, std::vector<float>* y) {
     const double c0 = thread_cpu_s();
     const auto t0 = std::chrono::steady_clock::now();
-    const qgate_status s = b_.run(gemm_, x.data(), nt, y->data(), nullptr);
+    const qgate_status s = b_.gemm_run(gemm_, x.data(), nt, y->data(), nullptr);
     const auto t1 = std::chrono::steady_clock::now();
     const double c1 = thread_cpu_s();
-    EXPECT_EQ(s, QGATE_OK) << b_.last_error(ctx_);
+    EXPECT_EQ(s, QGATE_OK) << b_.context_last_error(ctx_);
     return {c1 - c0, std::chrono::duration<double>(t1 - t0).count()};
   }
 
@@ -259,8 +239,8 @@ TEST_F(SlowBuild, NamesItselfAndDeclaresTheReferenceNumerics) {
   EXPECT_STREQ(info->name, "qgate-slow");
   EXPECT_NE(std::strstr(info->version, "3.0%"), nullptr) << info->version;
   EXPECT_EQ(info->abi_version, QGATE_ABI_VERSION);
-  ASSERT_NE(slow_.numerics, nullptr);
-  EXPECT_STREQ(slow_.numerics(), "qgate");
+  ASSERT_NE(slow_.build_numerics, nullptr);
+  EXPECT_STREQ(slow_.build_numerics(), "qgate");
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <stdexcept>
 
 #include "qgate/common/sha256.h"
+#include "qgate/common/signal_names.h"
 
 namespace qgate::worker {
 
@@ -62,14 +63,8 @@ class BuildCall {
 };
 
 const char* signal_name(int sig) {
-  switch (sig) {
-    case SIGSEGV: return "SIGSEGV";
-    case SIGBUS: return "SIGBUS";
-    case SIGFPE: return "SIGFPE";
-    case SIGILL: return "SIGILL";
-    case SIGABRT: return "SIGABRT";
-    default: return "signal";
-  }
+  const char* known = common::known_signal_name(sig);
+  return known ? known : "signal";
 }
 
 // Async-signal-safe: write(2) of pieces, no allocation.
@@ -154,19 +149,6 @@ BuildLoadError check_elf(const std::string& path, std::string* message) {
   }
   return BuildLoadError::none;
 }
-
-template <typename Fn>
-bool resolve(void* handle, const char* name, Fn* out, std::string* missing) {
-  void* sym = dlsym(handle, name);
-  if (!sym) {
-    if (!missing->empty()) *missing += ", ";
-    *missing += name;
-    return false;
-  }
-  *out = reinterpret_cast<Fn>(sym);
-  return true;
-}
-
 
 /// Length of a well-formed UTF-8 sequence starting at `s` (at most `left` bytes), or 0.
 size_t utf8_sequence(const unsigned char* s, size_t left) {
@@ -280,9 +262,9 @@ std::unique_ptr<KernelBuild> KernelBuild::load(const std::string& path, BuildLoa
   build->path_ = path;
 
   KernelAbi& abi = build->abi_;
-  std::string missing;
+  const std::string missing = abi::bind_entry_points(handle, &abi);
   // The version comes first: a build of another ABI may not have the other symbols at all.
-  if (!resolve(handle, "qgate_abi_version", &abi.abi_version, &missing)) {
+  if (!abi.abi_version) {
     *error = BuildLoadError::missing_symbol;
     *message = "'" + path + "' is not a qgate kernel build: it does not export qgate_abi_version";
     return nullptr;
@@ -298,19 +280,6 @@ std::unique_ptr<KernelBuild> KernelBuild::load(const std::string& path, BuildLoa
                ", this worker speaks version " + std::to_string(QGATE_ABI_VERSION);
     return nullptr;
   }
-  resolve(handle, "qgate_get_build_info", &abi.build_info, &missing);
-  resolve(handle, "qgate_context_create", &abi.context_create, &missing);
-  resolve(handle, "qgate_context_destroy", &abi.context_destroy, &missing);
-  resolve(handle, "qgate_context_path", &abi.context_path, &missing);
-  resolve(handle, "qgate_context_last_error", &abi.context_last_error, &missing);
-  resolve(handle, "qgate_gemm_prepare", &abi.gemm_prepare, &missing);
-  resolve(handle, "qgate_gemm_run", &abi.gemm_run, &missing);
-  resolve(handle, "qgate_gemm_resident_bytes", &abi.gemm_resident_bytes, &missing);
-  resolve(handle, "qgate_gemm_release", &abi.gemm_release, &missing);
-  // Optional: absent means the build follows qgate's numerics.
-  abi.build_numerics = reinterpret_cast<qgate_build_numerics_fn>(dlsym(handle, QGATE_BUILD_NUMERICS_SYMBOL));
-  abi.build_numerics_on =
-      reinterpret_cast<qgate_build_numerics_on_fn>(dlsym(handle, QGATE_BUILD_NUMERICS_ON_SYMBOL));
   if (!missing.empty()) {
     *error = BuildLoadError::missing_symbol;
     *message = "kernel build '" + path + "' does not export: " + missing;

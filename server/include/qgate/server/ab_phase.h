@@ -63,6 +63,8 @@ class AbPhase {
  private:
   /// One timed run of `arm`, stored; a failed run restarts the worker and is retried once.
   v1::ProfileRun timed_run(ArmSession& arm, int pair_index);
+  /// Records the start of `arm`'s next run (its place in the job's order) and returns its row.
+  db::RowId start_recorded_run(ArmSession& arm, int pair_index);
   std::optional<v1::ProfileRun> sampled_run(ArmSession& arm, int64_t run_id, RunFailure* failure,
                                             std::vector<cotenant::Sample>* samples);
   std::optional<v1::ProfileRun> sampled_run_on(cotenant::Sampler& sampler, ArmSession& arm, int64_t run_id,

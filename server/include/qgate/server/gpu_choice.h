@@ -24,8 +24,4 @@ int queued_device(const v1::JobSpec& spec);
 /// empty `served` (a daemon that has not described its GPUs) serves options.gpu alone.
 void check_gpu_choice(const v1::JobSpec& spec, const DaemonOptions& options);
 
-/// "0,1" as ordinals (qgated --gpus, qgate --gpu). Throws std::invalid_argument on anything but
-/// comma-separated non-negative integers.
-std::vector<int> parse_gpu_list(const std::string& text);
-
 }  // namespace qgate::server

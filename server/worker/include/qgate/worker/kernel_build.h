@@ -7,6 +7,7 @@
 #include <string>
 
 #include "qgate/kernel_abi.h"
+#include "qgate/kernel_abi_table.h"
 #include "qgate/v1/worker.pb.h"
 
 namespace qgate::worker {
@@ -25,21 +26,7 @@ struct DeclaredNumerics {
 };
 
 /// The ABI entry points of one loaded build.
-struct KernelAbi {
-  uint32_t (*abi_version)() = nullptr;
-  const qgate_build_info* (*build_info)() = nullptr;
-  qgate_status (*context_create)(const qgate_context_options*, qgate_context**, char*, size_t) = nullptr;
-  void (*context_destroy)(qgate_context*) = nullptr;
-  int32_t (*context_path)(const qgate_context*) = nullptr;
-  const char* (*context_last_error)(const qgate_context*) = nullptr;
-  qgate_status (*gemm_prepare)(qgate_context*, int32_t, int64_t, int64_t, const void*, int64_t,
-                               qgate_gemm**) = nullptr;
-  qgate_status (*gemm_run)(qgate_gemm*, const float*, int64_t, float*, void*) = nullptr;
-  int64_t (*gemm_resident_bytes)(const qgate_gemm*) = nullptr;
-  void (*gemm_release)(qgate_gemm*) = nullptr;
-  qgate_build_numerics_fn build_numerics = nullptr;  // optional: null when not exported
-  qgate_build_numerics_on_fn build_numerics_on = nullptr;  // optional, per backend
-};
+using KernelAbi = abi::EntryPoints;
 
 class KernelBuild {
  public:
