@@ -1,6 +1,6 @@
-// E-divisive means with a permutation test (Matteson & James 2014), hierarchical bisection with the end
-// of each segment fixed (as Apache Otava and MongoDB's signal processing use it), a last pass placing
-// each change again between its final neighbours, and Welch's interval on the step either side of it.
+// E-divisive means with a permutation test (Matteson & James 2014), hierarchical bisection that searches
+// both ends of each split (so a dip that recovers is found, not only a step), a last pass placing each
+// change again between its final neighbours, and Welch's interval on the step either side of it.
 #include "qgate/stats/change_points.h"
 
 #include "qgate/stats/unpaired.h"
@@ -26,36 +26,50 @@ struct Split {
   double statistic = 0;
 };
 
-// The best split of x[0, n) into [0, tau) and [tau, n), both at least `min_segment` long, by the scaled
-// energy distance Q = (m k / (m + k)) * (2 B / (m k) - W_left / C(m, 2) - W_right / C(k, 2)), where B sums
-// the distances between the sides and W the distances within one. The sums are updated as tau moves, so
-// a segment of n points costs O(n^2).
-Split best_split(const double* x, size_t n, size_t min_segment, double exponent, std::vector<double>& distance) {
+// Sums of the pairwise distances |x_i - x_j|^exponent over blocks of a segment, in O(1) each after an
+// O(n^2) set-up: block(a, b, c, d) sums i in [a, b), j in [c, d).
+class DistanceSums {
+ public:
+  void reset(const double* x, size_t n, double exponent) {
+    n_ = n;
+    prefix_.assign((n + 1) * (n + 1), 0.0);
+    for (size_t i = 0; i < n; ++i)
+      for (size_t j = 0; j < n; ++j) {
+        const double gap = std::fabs(x[i] - x[j]);
+        const double d = exponent == 1.0 ? gap : std::pow(gap, exponent);
+        at(i + 1, j + 1) = d + at(i, j + 1) + at(i + 1, j) - at(i, j);
+      }
+  }
+  double block(size_t a, size_t b, size_t c, size_t d) const { return at(b, d) - at(a, d) - at(b, c) + at(a, c); }
+  /// The sum over unordered pairs within [a, b).
+  double within(size_t a, size_t b) const { return block(a, b, a, b) / 2; }
+
+ private:
+  double& at(size_t i, size_t j) { return prefix_[i * (n_ + 1) + j]; }
+  double at(size_t i, size_t j) const { return prefix_[i * (n_ + 1) + j]; }
+  size_t n_ = 0;
+  std::vector<double> prefix_;
+};
+
+// The best split of x[0, n) at tau by the scaled energy distance between X = [0, tau) and Y = [tau, kappa)
+// (Matteson & James 2014): Q = (m k / (m + k)) * (2 B / (m k) - W_X / C(m, 2) - W_Y / C(k, 2)), B summing
+// the distances between X and Y and W those within one, both at least `min_segment` long. With
+// `vary_end` the search takes the best kappa as well (the full E-divisive), so a short excursion inside
+// a long segment (a dip that recovers) is as visible as a step; without it kappa = n. O(n^2) a segment.
+Split best_split(const double* x, size_t n, size_t min_segment, double exponent, bool vary_end, DistanceSums& sums) {
   Split best;
   if (n < 2 * min_segment) return best;
-  distance.assign(n * n, 0.0);
-  double total = 0;
-  for (size_t i = 0; i < n; ++i)
-    for (size_t j = i + 1; j < n; ++j) {
-      const double d = exponent == 1.0 ? std::fabs(x[i] - x[j]) : std::pow(std::fabs(x[i] - x[j]), exponent);
-      distance[i * n + j] = distance[j * n + i] = d;
-      total += d;
+  sums.reset(x, n, exponent);
+  for (size_t tau = min_segment; tau + min_segment <= n; ++tau) {
+    const double m = static_cast<double>(tau);
+    const double within_x = sums.within(0, tau) / (m * (m - 1) / 2);
+    for (size_t kappa = vary_end ? tau + min_segment : n; kappa <= n; ++kappa) {
+      const double k = static_cast<double>(kappa - tau);
+      const double energy =
+          2.0 * sums.block(0, tau, tau, kappa) / (m * k) - within_x - sums.within(tau, kappa) / (k * (k - 1) / 2);
+      const double statistic = m * k / (m + k) * energy;
+      if (!best.found || statistic > best.statistic) best = {true, tau, statistic};
     }
-  double within_left = 0, within_right = total, between = 0;
-  for (size_t tau = 1; tau + min_segment <= n; ++tau) {
-    // Move point tau - 1 from the right side to the left.
-    const size_t moved = tau - 1;
-    double to_left = 0, to_right = 0;
-    for (size_t i = 0; i < moved; ++i) to_left += distance[moved * n + i];
-    for (size_t j = moved + 1; j < n; ++j) to_right += distance[moved * n + j];
-    within_left += to_left;
-    within_right -= to_right;
-    between += to_right - to_left;
-    if (tau < min_segment) continue;
-    const double m = static_cast<double>(tau), k = static_cast<double>(n - tau);
-    const double energy = 2.0 * between / (m * k) - within_left / (m * (m - 1) / 2) - within_right / (k * (k - 1) / 2);
-    const double statistic = m * k / (m + k) * energy;
-    if (!best.found || statistic > best.statistic) best = {true, tau, statistic};
   }
   return best;
 }
@@ -89,7 +103,8 @@ std::vector<ChangePoint> detect_change_points(std::span<const double> log_values
 
   std::vector<Segment> segments{{0, series.size()}};
   std::vector<ChangePoint> changes;
-  std::vector<double> distance, permuted;
+  DistanceSums sums;
+  std::vector<double> permuted;
   std::mt19937_64 rng(options.seed);
 
   while (changes.size() < options.max_changes) {
@@ -98,7 +113,7 @@ std::vector<ChangePoint> detect_change_points(std::span<const double> log_values
     Split split;
     for (size_t s = 0; s < segments.size(); ++s) {
       const Split candidate = best_split(series.data() + segments[s].begin, segments[s].end - segments[s].begin,
-                                         options.min_segment, options.exponent, distance);
+                                         options.min_segment, options.exponent, true, sums);
       if (candidate.found && (chosen == segments.size() || candidate.statistic > split.statistic)) {
         chosen = s;
         split = candidate;
@@ -116,7 +131,7 @@ std::vector<ChangePoint> detect_change_points(std::span<const double> log_values
       for (const Segment& segment : segments) {
         shuffle(permuted, segment.begin, segment.end, rng);
         const Split candidate = best_split(permuted.data() + segment.begin, segment.end - segment.begin,
-                                           options.min_segment, options.exponent, distance);
+                                           options.min_segment, options.exponent, true, sums);
         if (candidate.found) strongest = std::max(strongest, candidate.statistic);
       }
       if (strongest >= split.statistic - tolerance) ++as_extreme;
@@ -144,7 +159,9 @@ std::vector<ChangePoint> detect_change_points(std::span<const double> log_values
     for (size_t c = 0; c < changes.size(); ++c) {
       const size_t begin = c == 0 ? 0 : changes[c - 1].index;
       const size_t end = c + 1 == changes.size() ? series.size() : changes[c + 1].index;
-      const Split again = best_split(series.data() + begin, end - begin, options.min_segment, options.exponent, distance);
+      // Between its final neighbours a change is the only one: the end stays fixed.
+      const Split again =
+          best_split(series.data() + begin, end - begin, options.min_segment, options.exponent, false, sums);
       if (again.found && begin + again.tau != changes[c].index) {
         changes[c].index = begin + again.tau;
         changes[c].statistic = again.statistic;
