@@ -62,6 +62,7 @@ target_link_libraries(qgate_server PUBLIC qgate_leak_check)
 
 add_executable(qgated src/qgated_main.cpp)
 target_link_libraries(qgated PRIVATE qgate_server CLI11::CLI11)
+target_compile_definitions(qgated PRIVATE QGATE_VERSION="${PROJECT_VERSION}" QGATE_COMMIT="${QGATE_GIT_COMMIT}")
 set_target_properties(qgated PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)
 add_dependencies(qgated qgate-worker qgate_ref)
 

@@ -5,10 +5,14 @@
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -91,6 +95,29 @@ class NoSampler final : public cotenant::Sampler {
   std::string why_;
 };
 
+/// Takes `<data dir>/qgated.lock` (an advisory lock, released by the kernel when this process ends,
+/// however it ends) and writes this process's pid in it. A second qgated on the same data dir would
+/// take over the socket and leave the first serving no one: it is refused, naming the first.
+int lock_data_dir(const std::string& data_dir) {
+  const std::string path = data_dir + "/qgated.lock";
+  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) throw std::runtime_error("cannot open " + path + ": " + std::strerror(errno));
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int saved = errno;
+    char text[32] = {};
+    const ssize_t n = pread(fd, text, sizeof text - 1, 0);
+    close(fd);
+    if (saved != EWOULDBLOCK) throw std::runtime_error("cannot lock " + path + ": " + std::strerror(saved));
+    const std::string holder = n > 0 ? std::string(text, size_t(n)) : std::string("unknown");
+    throw std::runtime_error("another qgated (pid " + holder.substr(0, holder.find('\n')) + ") serves the data dir " +
+                             data_dir + "; stop it first, or give this one another --data-dir");
+  }
+  const std::string pid = std::to_string(getpid()) + "\n";
+  if (ftruncate(fd, 0) != 0 || pwrite(fd, pid.data(), pid.size(), 0) != ssize_t(pid.size()))
+    spdlog::warn("qgated: cannot write its pid to {}", path);
+  return fd;
+}
+
 /// What starts workers: in a cgroup each (--worker-cgroup), where one can be made.
 std::shared_ptr<WorkerLauncher> make_worker_launcher(const DaemonOptions& options) {
   if (options.worker_cgroup == "off") return std::make_shared<ProcessLauncher>();
@@ -133,6 +160,12 @@ struct Daemon::Parts {
   std::unique_ptr<dashboards::HttpServer> http;
   std::string http_address;
   bool read_only = false;  // started on a database it cannot write: no scheduler, no writes
+  struct DataDirLock {  // held for the daemon's life: one qgated per data dir
+    int fd = -1;
+    ~DataDirLock() {
+      if (fd >= 0) close(fd);
+    }
+  } data_dir_lock;
   std::mutex shutdown_mu;
   bool shut_down = false;
 };
@@ -165,6 +198,7 @@ void Daemon::start() {
   if (std::string why; !OrphanReaper::instance().adopt(&why))
     spdlog::warn("qgated: {}: a process a worker starts in a session of its own may outlive its job", why);
   std::filesystem::create_directories(options_.data_dir);
+  parts_->data_dir_lock.fd = lock_data_dir(options_.data_dir);
   if (access(options_.worker_binary.c_str(), X_OK) != 0)
     throw std::runtime_error("qgate-worker not found or not executable at " + options_.worker_binary);
   db::SqliteOptions so;

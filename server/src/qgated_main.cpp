@@ -8,12 +8,15 @@
 #include <thread>
 
 #include "qgate/common/gpu_list.h"
+#include "qgate/db/sqlite_store.h"
 #include "qgate/server/daemon.h"
 #include "qgate/server/daemon_log.h"
 
 int main(int argc, char** argv) {
   qgate::server::DaemonOptions o;
   CLI::App app{"qgated: runs kernel builds' parity sweeps and A/B gates, keeps every figure in SQLite"};
+  app.set_version_flag("--version", std::string("qgated ") + QGATE_VERSION + " (" + QGATE_COMMIT + "), database schema " +
+                                        std::to_string(qgate::db::sqlite_schema_version_known()));
   app.add_option("--listen", o.listen, "unix:///path or host:port (default: <data dir>/qgated.sock)");
   app.add_option("--data-dir", o.data_dir, "state directory (default: $QGATE_DATA_DIR or ~/.local/share/qgate)");
   app.add_option("--db", o.db_path, "SQLite database (default: <data dir>/qgate.db)");

@@ -67,8 +67,10 @@ ServedGpus::ServedGpus(const DaemonOptions& options, const Describe& describe, c
       gpu.worker_args.insert(gpu.worker_args.end(), {"--cpu-device-name", d.name, "--cpu-device-uuid", d.uuid});
       if (!options.cpu_slowdowns.empty())
         gpu.worker_args.insert(gpu.worker_args.end(), {"--cpu-slowdown", fmt::format("{:g}", options.cpu_slowdowns[i])});
-    } else if (options.backend == "cuda" && list.size() > 1 && !opened(d)) {
-      throw std::runtime_error("GPU " + std::to_string(ordinal) + " cannot be opened: " + d.name);
+    } else if (options.backend == "cuda" && !opened(d)) {
+      // A daemon that cannot open its GPU would say "ready" and fail every job: it does not start.
+      throw std::runtime_error("GPU " + std::to_string(ordinal) + " cannot be opened (" + d.name +
+                               "); on a host without a GPU, start qgated with --backend cpu");
     }
     samplers_.push_back(make_sampler(ordinal));
     cotenant::Sampler* sampler = samplers_.back().get();

@@ -76,5 +76,17 @@ TEST(DaemonLogE2e, UnknownLevelIsAClearErrorAndANonzeroExit) {
   EXPECT_FALSE(std::filesystem::exists(d.dir() + "/qgated.sock")) << "qgated started listening";
 }
 
+// `qgated --version` exits 0 with the version, the commit and the database schema it writes.
+TEST(DaemonLogE2e, VersionNamesTheCommitAndTheDatabaseSchema) {
+  DaemonUnderTest d;
+  const std::string out = d.dir() + "/version.txt";
+  const int status = std::system((std::string(QGATED_BINARY) + " --version >" + out + " 2>&1").c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << slurp(out);
+  const std::string text = slurp(out);
+  EXPECT_EQ(text.rfind("qgated ", 0), 0u) << text;
+  EXPECT_NE(text.find("), database schema "), std::string::npos) << text;
+}
+
 }  // namespace
 }  // namespace qgate::testing

@@ -118,3 +118,34 @@ TEST(HealthNotServing, ANotServingAnswerExitsOne) {
 
 }  // namespace
 }  // namespace qgate::testing
+
+namespace qgate::testing {
+namespace {
+
+// A second qgated on a data dir that one already serves would take over its socket and leave the
+// first serving no one: it refuses to start, naming the first one's pid, and the first serves on.
+TEST(DataDirLock, ASecondDaemonOnTheSameDataDirIsRefused) {
+  DaemonUnderTest first;
+  first.start();
+  const std::string command = std::string(QGATED_BINARY) + " --backend cpu --data-dir " + first.dir() +
+                              " --listen unix://" + first.dir() + "/second.sock 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string output;
+  char buffer[512];
+  while (size_t n = fread(buffer, 1, sizeof buffer, pipe)) output.append(buffer, n);
+  const int status = pclose(pipe);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << output;
+  EXPECT_TRUE(contains(output, "another qgated (pid " + std::to_string(first.pid()) + ") serves the data dir " +
+                                   first.dir()))
+      << output;
+  const CliResult r = first.cli("health");
+  EXPECT_EQ(r.code, 0) << "the first daemon must still answer: " << r.err;
+  // Once the first is gone (even by kill -9), the data dir is free again.
+  first.kill9();
+  first.start();
+  EXPECT_EQ(first.cli("health").code, 0);
+}
+
+}  // namespace
+}  // namespace qgate::testing

@@ -79,6 +79,16 @@ TEST(ServedGpusTest, EachGpuHasItsOwnDescriptionSamplerAndWatch) {
   // A listed GPU that cannot be opened stops the start.
   o.gpus = {0, 5};
   EXPECT_THROW(ServedGpus(o, host_with(2), samplers(), "nvml"), std::runtime_error);
+  // So does the one GPU of a host without any (qgated's default backend is cuda): the message
+  // points to the CPU backend instead of a daemon that says "ready" and fails every job.
+  o.gpus = {};
+  o.gpu = 0;
+  try {
+    ServedGpus none(o, host_with(0), samplers(), "nvml");
+    ADD_FAILURE() << "a daemon with no GPU to open started";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("start qgated with --backend cpu"), std::string::npos) << e.what();
+  }
 }
 
 TEST(ServedGpusTest, TheCpuBackendServesFakeDevicesWithTheirOwnIdentity) {
