@@ -14,6 +14,7 @@
 #include <iostream>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include <CLI/CLI.hpp>
@@ -973,6 +974,25 @@ int Cli::cmd_trend() {
   const auto request = trend_request(default_since);
   HarnessClient client = connect();
   const auto response = client.query_trend(request);
+  if (response.points().empty()) {
+    // A profile with no run at all is a typo more often than an empty history: say which there are.
+    v1::QueryTrendRequest any_time;
+    any_time.set_profile(request.profile());
+    any_time.set_include_contended(true);
+    any_time.set_limit(1);
+    if (client.query_trend(any_time).points().empty()) {
+      v1::QueryTrendRequest every_profile;
+      every_profile.set_include_contended(true);
+      every_profile.set_limit(10000);
+      std::set<std::string> profiles;
+      const auto everything = client.query_trend(every_profile);
+      for (const auto& point : everything.points()) profiles.insert(point.profile());
+      std::string known;
+      for (const auto& name : profiles) known += (known.empty() ? "" : ", ") + name;
+      throw CommandError("no run of profile '" + request.profile() + "' was ever stored; " +
+                         (known.empty() ? std::string("the history is empty") : "profiles with runs: " + known));
+    }
+  }
   if (!trend_.changes) {
     if (global_.json)
       print_report(client, "points", to_json(response)["points"]);

@@ -114,6 +114,18 @@ TEST_F(TrendE2eTest, TheTableShowsEachSeriesBackendAndGpu) {
   EXPECT_TRUE(line_with(r.out, {"cpu-ref", "mmq", "cpu", "-", "2"})) << r.out;
 }
 
+// A profile nothing was ever stored for is most likely a typo: the CLI says which profiles there
+// are and exits 3; one whose runs are merely older than --since still prints an empty table.
+TEST_F(TrendE2eTest, AProfileWithNoRunsIsAnErrorThatListsTheProfilesThereAre) {
+  const CliResult r = daemon_.cli("trend --profile llama-7b-q4_K_N");
+  EXPECT_EQ(r.code, 3) << r.out << r.err;
+  EXPECT_NE(r.err.find("no run of profile 'llama-7b-q4_K_N' was ever stored; profiles with runs: llama-7b-q4_K_M"),
+            std::string::npos)
+      << r.err;
+  const CliResult old = daemon_.cli("trend --profile llama-7b-q4_K_M --since 1s");
+  EXPECT_EQ(old.code, 0) << old.err;
+}
+
 TEST_F(TrendE2eTest, OnePointPerBuildAndSeriesNamingItsNewestJob) {
   const CliResult r = daemon_.cli("--json trend --profile llama-7b-q4_K_M");
   ASSERT_EQ(r.code, 0) << r.err;
