@@ -219,6 +219,8 @@ class Cli {
   int cmd_builds();
   int cmd_device();
   int cmd_trend();
+  /// Under --json, the error that ends the command as a document on stdout.
+  void print_json_error(const std::string& message) const;
   int cmd_regressions();
   int cmd_compare();
   int cmd_export();
@@ -1159,10 +1161,21 @@ int Cli::run(int argc, char** argv) {
     return kExitError;
   } catch (const UsageError& e) {
     std::cerr << "qgate: " << e.what() << " (see qgate --help)\n";
+    print_json_error(e.what());
   } catch (const std::exception& e) {
     std::cerr << "qgate: " << e.what() << "\n";
+    print_json_error(e.what());
   }
   return kExitError;
+}
+
+void Cli::print_json_error(const std::string& message) const {
+  // Under --json a script reads stdout: the error goes there too, in the shape of every document.
+  if (!global_.json) return;
+  std::cout << json_report(report_context_without_daemon(QGATE_VERSION, message), "error",
+                           {{"message", message}, {"exit_code", kExitError}})
+                   .dump(2)
+            << "\n";
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <string>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 namespace {
 
@@ -64,6 +65,18 @@ class CliTest : public ::testing::Test {
 
   fs::path dir_;
 };
+
+// Under --json a script reads stdout: an error is a document there too, and still a line on stderr.
+TEST_F(CliTest, UnderJsonAnErrorIsAJsonDocumentOnStdout) {
+  const Result r = run("--server unix:///nonexistent/sock --json jobs");
+  EXPECT_EQ(r.code, 3);
+  EXPECT_EQ(r.err.rfind("qgate: cannot reach qgated at unix:///nonexistent/sock: ", 0), 0u) << r.err;
+  const auto doc = nlohmann::json::parse(r.out);
+  EXPECT_EQ(doc["schema_version"], 1) << r.out;
+  EXPECT_EQ(doc["error"]["exit_code"], 3) << r.out;
+  EXPECT_EQ(doc["error"]["message"].get<std::string>().rfind("cannot reach qgated at unix:///nonexistent/sock: ", 0), 0u)
+      << r.out;
+}
 
 TEST_F(CliTest, NoDaemonIsOneClearLineAndExit3) {
   const Result r = run("--server unix:///nonexistent/sock jobs");
