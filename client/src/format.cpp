@@ -341,11 +341,22 @@ nlohmann::json to_json(const Message& message) {
 
 // ---- views of qgate's messages ----
 
+namespace {
+
+/// The phase as a reader names it: "ab" is a job's timed runs, whatever the job's kind.
+std::string phase_name(const std::string& phase) {
+  if (phase == "ab") return "timed runs";
+  if (phase == "parity") return "parity sweep";
+  return phase;
+}
+
+}  // namespace
+
 std::string progress_line(std::int64_t job_id, v1::JobState state,
                           const v1::JobProgress& progress) {
   std::string head = fmt::format("job {} {}", job_id, state_name(state));
   if (!progress.phase().empty() && progress.phase() != state_name(state))
-    head += fmt::format(" ({})", progress.phase());
+    head += fmt::format(" ({})", phase_name(progress.phase()));
   std::vector<std::string> parts;
   if (progress.parity_total() > 0)
     parts.push_back(fmt::format("parity {}/{}", progress.parity_done(), progress.parity_total()));

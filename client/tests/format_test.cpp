@@ -156,7 +156,7 @@ TEST(ProgressLine, ShowsPhaseParityPairsAndRatio) {
   p.set_ci_low(0.9981);
   p.set_ci_high(1.0493);
   EXPECT_EQ(progress_line(12, v1::JOB_STATE_RUNNING, p),
-            "job 12 running (ab): parity 64/64, pairs 6/40, ratio 1.023 [0.998, 1.049]");
+            "job 12 running (timed runs): parity 64/64, pairs 6/40, ratio 1.023 [0.998, 1.049]");
 }
 
 TEST(ProgressLine, LeavesOutWhatIsNotKnownYet) {
@@ -168,7 +168,7 @@ TEST(ProgressLine, LeavesOutWhatIsNotKnownYet) {
   p.set_parity_total(64);
   p.set_message("q4_K 512x4096x4096");
   EXPECT_EQ(progress_line(3, v1::JOB_STATE_RUNNING, p),
-            "job 3 running (parity): parity 5/64, q4_K 512x4096x4096");
+            "job 3 running (parity sweep): parity 5/64, q4_K 512x4096x4096");
 }
 
 v1::Job sample_job() {

@@ -186,7 +186,7 @@ TEST_F(FakeServerTest, SubmitWaitExitsWithTheVerdict) {
   std::ostringstream err;
   err << err_file.rdbuf();
   // Not a terminal: one progress line per event, after the "submitted" line.
-  EXPECT_NE(err.str().find("\njob 7 running (parity): parity 64/64\njob 7 done (parity): parity 64/64\n"),
+  EXPECT_NE(err.str().find("\njob 7 running (parity sweep): parity 64/64\njob 7 done (parity sweep): parity 64/64\n"),
             std::string::npos)
       << err.str();
   service_.verdict = v1::VERDICT_INCONCLUSIVE;
