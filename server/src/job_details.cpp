@@ -95,7 +95,7 @@ v1::AbDetail JobDetails::ab(db::RowId job_id) const {
     pairs.push_back({*h.a, *h.b, mismatch});
   }
 
-  const v1::JobSpec spec = spec_from_json(job.spec_json);
+  const v1::JobSpec spec = spec_of(job);
   const stats::GatePolicy policy = gate_policy(spec.policy());
   out.set_slowdown_threshold(policy.slowdown_threshold);
   out.set_max_pairs(policy.max_pairs);

@@ -109,7 +109,7 @@ std::optional<PairCalibration> JobGpuRecords::calibration(const v1::GpuRef& x, c
     if (job.id == not_job || job.finished_ms.value_or(0) >= before_ms) continue;
     v1::JobSpec spec;
     try {
-      spec = spec_from_json(job.spec_json);
+      spec = spec_of(job);
     } catch (const std::exception&) {
       continue;
     }

@@ -20,10 +20,12 @@ std::string message_json(const google::protobuf::Message& message) {
   return out;
 }
 
-bool parse_json(const std::string& json, google::protobuf::Message* message) {
+/// "" when `json` parsed into `message`, else why not.
+std::string parse_json(const std::string& json, google::protobuf::Message* message) {
   google::protobuf::util::JsonParseOptions options;
   options.ignore_unknown_fields = true;
-  return google::protobuf::util::JsonStringToMessage(json, message, options).ok();
+  const auto status = google::protobuf::util::JsonStringToMessage(json, message, options);
+  return status.ok() ? std::string() : std::string(status.message());
 }
 
 /// Proto3 doubles have no presence: 0 is "not measured", stored as NULL.
@@ -47,9 +49,10 @@ stats::GatePolicy gate_policy(const v1::GatePolicy& p) {
 
 std::string spec_to_json(const v1::JobSpec& spec) { return message_json(spec); }
 
-v1::JobSpec spec_from_json(const std::string& json) {
+v1::JobSpec spec_of(const db::Job& job) {
   v1::JobSpec spec;
-  if (!parse_json(json, &spec)) spec.Clear();
+  if (const std::string why = parse_json(job.spec_json, &spec); !why.empty())
+    throw JobSpecUnreadable("job " + std::to_string(job.id) + ": its stored spec does not parse (" + why + ")");
   return spec;
 }
 
@@ -173,7 +176,7 @@ std::string progress_json(const v1::JobProgress& progress) {
 v1::JobProgress progress_from_json(const std::string& json) {
   // {"progress": {...}}: the message's one field is read with a wrapper of the same shape.
   v1::JobEvent wrapper;
-  if (!parse_json(json, &wrapper)) return {};
+  if (!parse_json(json, &wrapper).empty()) return {};  // progress is only shown: an unreadable one shows none
   return wrapper.progress();
 }
 
@@ -181,7 +184,12 @@ v1::Job to_proto(const db::JobListing& listing) {
   const db::Job& job = listing.job;
   v1::Job out;
   out.set_id(job.id);
-  *out.mutable_spec() = spec_from_json(job.spec_json);
+  std::string unreadable;  // a spec that does not parse is shown as an error, never as an empty spec
+  try {
+    *out.mutable_spec() = spec_of(job);
+  } catch (const JobSpecUnreadable& e) {
+    unreadable = e.what();
+  }
   out.set_state(job.state == db::JobState::Queued && job.quiet_only ? v1::JOB_STATE_WAITING_QUIET
                                                                       : to_proto(job.state));
   *out.mutable_build() = to_proto(listing.build);
@@ -189,7 +197,8 @@ v1::Job to_proto(const db::JobListing& listing) {
   out.set_created_unix_ms(job.created_ms);
   out.set_started_unix_ms(job.started_ms.value_or(0));
   out.set_finished_unix_ms(job.finished_ms.value_or(0));
-  out.set_error(job.error.value_or(""));
+  const std::string error = job.error.value_or("");
+  out.set_error(unreadable.empty() ? error : error.empty() ? unreadable : error + "; " + unreadable);
   out.set_attempts(job.attempts);
   *out.mutable_progress() = progress_from_json(job.progress_json);
   if (listing.verdict) *out.mutable_verdict() = to_proto(*listing.verdict);

@@ -44,7 +44,7 @@ class JobPlan {
         recorder_(recorder),
         control_(control),
         job_(job),
-        spec_(spec_from_json(job.spec_json)),
+        spec_(spec_of(job)),
         placement_(placement) {}
 
   void run() {
@@ -437,7 +437,7 @@ void JobRunner::run(const db::Job& job, const std::atomic<int>& stop) {
 void JobRunner::run(const db::Job& job, const std::atomic<int>& stop, const JobPlacement& placement) {
   JobRecorder recorder(store_, events_, job, options_.backend);
   try {
-    const v1::JobSpec spec = spec_from_json(job.spec_json);
+    const v1::JobSpec spec = spec_of(job);
     const int64_t limit_s = spec.timeout_s() > 0 ? spec.timeout_s() : options_.job_timeout_s;
     const JobControl control(stop, std::chrono::seconds(limit_s));
     spdlog::info("job {} started: {} of build {}", job.id, words::spec_word(spec.kind()), job.build_id);

@@ -166,7 +166,7 @@ v1::RemeasureResponse Remeasurement::remeasure(const v1::RemeasureRequest& reque
 
   // Each re-run's GPU choice (its own, or the request's) must still be one this daemon can honour.
   for (const db::Job& original : targets) {
-    v1::JobSpec spec = spec_from_json(original.spec_json);
+    v1::JobSpec spec = spec_of(original);
     if (!request.gpus().empty()) *spec.mutable_gpus() = request.gpus();
     try {
       check_gpu_choice(spec, options_);
@@ -207,7 +207,7 @@ db::RowId Remeasurement::queue_remeasure(const db::Job& original, const v1::Reme
                                          std::int64_t deadline_ms) {
   // The stored spec is what the job runner reads, so the re-run's spec is the original's with the
   // quiet-window fields set.
-  v1::JobSpec spec = spec_from_json(original.spec_json);
+  v1::JobSpec spec = spec_of(original);
   spec.set_remeasure_of(original.remeasure_of.value_or(original.id));
   spec.set_wait_for_quiet(true);
   spec.set_quiet_deadline_unix_ms(deadline_ms);

@@ -134,7 +134,7 @@ void Scheduler::run_claimed(Lane& lane, const db::Job& job) {
   placement.gpus.push_back(lane.gpu);
   v1::JobSpec spec;
   try {
-    spec = spec_from_json(job.spec_json);
+    spec = spec_of(job);
   } catch (const std::exception&) {
     // The runner reports an unreadable spec; the job runs nowhere else.
   }

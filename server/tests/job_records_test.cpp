@@ -110,7 +110,26 @@ TEST(JobRecords, JobRowCarriesTheSpecColumns) {
   EXPECT_TRUE(job.quiet_only);
   EXPECT_EQ(job.deadline_ms, 5000);
   EXPECT_EQ(job.remeasure_of, 3);
-  EXPECT_EQ(spec_from_json(job.spec_json).SerializeAsString(), spec.SerializeAsString());
+  EXPECT_EQ(spec_of(job).SerializeAsString(), spec.SerializeAsString());
+}
+
+// A stored spec that does not parse is an error naming the job, never an empty spec; a job listing
+// still shows the job, with the error.
+TEST(JobRecords, AnUnreadableStoredSpecIsAnErrorNamingTheJob) {
+  db::Job job = job_row(v1::JobSpec());
+  job.id = 42;
+  job.spec_json = "{\"kind\": \"JOB_KIND_GATE\", \"tokens\": ";
+  try {
+    (void)spec_of(job);
+    ADD_FAILURE() << "a truncated spec was read";
+  } catch (const JobSpecUnreadable& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("job 42: its stored spec does not parse (", 0), 0u) << e.what();
+  }
+  db::JobListing listing;
+  listing.job = job;
+  const v1::Job shown = to_proto(listing);
+  EXPECT_EQ(shown.id(), 42);
+  EXPECT_NE(shown.error().find("job 42: its stored spec does not parse"), std::string::npos) << shown.error();
 }
 
 TEST(JobRecords, DispositionsMapBothWays) {

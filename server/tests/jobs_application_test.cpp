@@ -123,7 +123,7 @@ TEST_F(JobsApplicationTest, SubmitStoresTheBuildAndAJobWithItsSpecColumns) {
   EXPECT_EQ(job->numerics, "ggml");
   EXPECT_EQ(job->timeout_s, 120);
   // The stored spec reads back as submitted.
-  EXPECT_EQ(spec_from_json(job->spec_json).order(), v1::RUN_ORDER_SEQUENTIAL);
+  EXPECT_EQ(spec_of(*job).order(), v1::RUN_ORDER_SEQUENTIAL);
 
   // The same bytes again: the build is shared, a second job queued.
   const SubmitOutcome again = submit(ab_header("mmq-k"), std::string(64, 'a'));

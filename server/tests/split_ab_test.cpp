@@ -82,7 +82,7 @@ class SplitAbTest : public ::testing::Test {
     return *store_->find_job(job.id);
   }
   v1::SplitGpus split_of(const db::Job& job) {
-    const v1::JobSpec spec = spec_from_json(job.spec_json);
+    const v1::JobSpec spec = spec_of(job);
     JobGpuRecords records(*store_);
     auto split = records.split(job, spec, records.runs(job));
     EXPECT_TRUE(split.has_value());

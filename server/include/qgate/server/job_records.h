@@ -3,6 +3,7 @@
 #pragma once
 
 #include <optional>
+#include <stdexcept>
 #include <string>
 
 #include "qgate/db/records.h"
@@ -15,8 +16,14 @@ namespace qgate::server {
 
 /// The spec as stored in jobs.spec_json (protobuf JSON, proto field names, enums by name).
 std::string spec_to_json(const v1::JobSpec& spec);
-/// A stored spec; unknown fields are ignored, a spec that does not parse reads as empty.
-v1::JobSpec spec_from_json(const std::string& json);
+/// A stored spec that does not parse: the job's id and why. Never read as an empty spec.
+class JobSpecUnreadable : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+/// The job's stored spec; unknown fields are ignored. Throws JobSpecUnreadable, naming the job,
+/// when the stored JSON does not parse.
+v1::JobSpec spec_of(const db::Job& job);
 /// A new job's row from its spec: kind, profile, spec_json, the spec columns (tokens, order,
 /// timing, parity shapes, path, numerics, quiet-window fields, remeasure_of, timeout_s), and
 /// quiet_only/deadline_ms from the quiet-window fields. Build ids, backend and device are the
