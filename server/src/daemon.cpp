@@ -130,6 +130,8 @@ std::shared_ptr<WorkerLauncher> make_worker_launcher(const DaemonOptions& option
                  why);
     return std::make_shared<ProcessLauncher>();
   }
+  if (const int removed = cgroups->remove_left_behind(); removed > 0)
+    spdlog::info("qgated: removed {} worker cgroup(s) that daemons killed earlier left behind", removed);
   CgroupLimits limits;
   limits.memory_bytes = options.worker_memory_max > 0 ? options.worker_memory_max
                                                        : int64_t(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE) / 2;

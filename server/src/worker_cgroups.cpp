@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -262,6 +263,25 @@ std::unique_ptr<WorkerCgroup> WorkerCgroups::make(const std::string& name, const
   if (limits.pids > 0)
     if (std::string e = write_text(pids_dir + "/pids.max", std::to_string(limits.pids)); !e.empty()) give_up(e);
   return std::make_unique<WorkerCgroup>(std::move(dirs), unified_);
+}
+
+int WorkerCgroups::remove_left_behind() const {
+  int removed = 0;
+  std::error_code ec;
+  for (const auto& parent : parents_)
+    for (const auto& entry : fs::directory_iterator(parent, ec)) {
+      const std::string name = entry.path().filename().string();
+      if (!entry.is_directory(ec) || name.rfind("worker-", 0) != 0) continue;
+      const pid_t daemon = pid_t(std::atol(name.c_str() + 7));
+      if (daemon <= 0 || ::kill(daemon, 0) == 0 || errno != ESRCH) continue;
+      try {
+        WorkerCgroup left({entry.path().string()}, unified_);  // killed and removed as it goes
+      } catch (const std::exception&) {
+        continue;
+      }
+      removed += fs::exists(entry.path(), ec) ? 0 : 1;
+    }
+  return removed;
 }
 
 std::string WorkerCgroups::describe() const {

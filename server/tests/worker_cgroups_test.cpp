@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -141,4 +143,27 @@ TEST_F(WorkerCgroupsTest, TheLauncherPutsEachWorkerInACgroupOfItsOwn) {
   auto worker = launcher.launch(launch);
   worker->wait_exit(10s);
   EXPECT_NE(log_text().find("/worker-" + std::to_string(getpid()) + "-"), std::string::npos) << log_text();
+}
+
+// A qgated killed with SIGKILL cannot remove its workers' cgroups; the next one removes those whose
+// daemon is gone, and leaves a live daemon's alone.
+TEST_F(WorkerCgroupsTest, CgroupsOfADaemonThatIsGoneAreRemovedAtTheNextStart) {
+  const pid_t gone = fork();
+  if (gone == 0) _exit(0);
+  ASSERT_GT(gone, 0);
+  waitpid(gone, nullptr, 0);
+  auto left = cgroups_->make("worker-" + std::to_string(gone) + "-1", {});
+  auto live = cgroups_->make("worker-" + std::to_string(getpid()) + "-99", {});
+  const std::vector<std::string> left_dirs = left->dirs(), live_dirs = live->dirs();
+  // Forget the objects without removing their folders, as a daemon killed with SIGKILL would.
+  auto* leaked_left = left.release();
+  auto* leaked_live = live.release();
+  (void)leaked_left;
+  (void)leaked_live;
+  EXPECT_GE(cgroups_->remove_left_behind(), int(left_dirs.size()));
+  for (const auto& dir : left_dirs) EXPECT_FALSE(std::filesystem::exists(dir)) << dir;
+  for (const auto& dir : live_dirs) {
+    EXPECT_TRUE(std::filesystem::exists(dir)) << "a live daemon's cgroup was removed: " << dir;
+    rmdir(dir.c_str());
+  }
 }

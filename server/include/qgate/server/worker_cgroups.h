@@ -58,6 +58,9 @@ class WorkerCgroups {
   std::unique_ptr<WorkerCgroup> make(const std::string& name, const CgroupLimits& limits) const;
   /// "cgroup v2 at <dir>" or "cgroup v1 at <memory dir>, <pids dir>".
   std::string describe() const;
+  /// Removes the workers' cgroups that a daemon no longer running left behind (a qgated killed with
+  /// SIGKILL cannot remove its own): `worker-<pid>-<n>` whose pid is gone. Returns how many.
+  int remove_left_behind() const;
 
  private:
   WorkerCgroups(std::vector<std::string> parents, bool unified)
