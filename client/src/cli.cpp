@@ -1140,7 +1140,8 @@ int Cli::run(int argc, char** argv) {
   try {
     app_.parse(argc, argv);
   } catch (const CLI::CallForVersion&) {
-    std::cout << "qgate " << QGATE_VERSION << "\n";  // CLI11's own printing ends without a newline
+    // CLI11's own printing ends without a newline.
+    std::cout << "qgate " << QGATE_VERSION << ", --json schema " << kJsonSchemaVersion << "\n";
     return kExitOk;
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app_.exit(e);  // --help

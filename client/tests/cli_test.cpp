@@ -78,6 +78,13 @@ TEST_F(CliTest, UnderJsonAnErrorIsAJsonDocumentOnStdout) {
       << r.out;
 }
 
+TEST_F(CliTest, VersionNamesTheJsonSchema) {
+  const Result r = run("--version");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("qgate ", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find(", --json schema 1\n"), std::string::npos) << r.out;
+}
+
 TEST_F(CliTest, NoDaemonIsOneClearLineAndExit3) {
   const Result r = run("--server unix:///nonexistent/sock jobs");
   EXPECT_EQ(r.code, 3);

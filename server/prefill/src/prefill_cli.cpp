@@ -158,6 +158,7 @@ int cmd_write_model(const WriteOptions& o) {
 
 int run_prefill_cli(int argc, char** argv) {
   CLI::App app{"qgate-prefill: a llama-style prefill through a qgate kernel build, timed like llama-bench"};
+  app.set_version_flag("--version", std::string("qgate-prefill ") + QGATE_VERSION + " (" + QGATE_COMMIT + ")");
   app.require_subcommand(1);
 
   RunOptions ro;

@@ -948,7 +948,8 @@ void add_parity_options(CLI::App* cmd, CommonOptions& o, ParityCommand& p, bool&
 int run_worker_cli(int argc, char** argv) {
   CLI::App app{"qgate-worker: runs one kernel build's parity cases and timings"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", std::string(QGATE_VERSION) + " (" + QGATE_COMMIT + ")");
+  app.set_version_flag("--version", std::string("qgate-worker ") + QGATE_VERSION + " (" + QGATE_COMMIT +
+                                        "), worker record schema " + std::to_string(kSchemaVersion));
 
   CommonOptions info_o, parity_o, bench_o, argmax_o;
   auto* info = app.add_subcommand("info", "show what a kernel build reports about itself");

@@ -429,6 +429,13 @@ TEST(WorkerServe, AMalformedRequestIsAnInvalidRequestError) {
   EXPECT_TRUE(records[2].has_released());
 }
 
+TEST(WorkerCli, VersionNamesTheCommitAndTheRecordSchema) {
+  auto r = run_worker("--version");
+  EXPECT_EQ(r.exit_code, kExitOk) << r.err;
+  EXPECT_EQ(r.out.rfind("qgate-worker ", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find("), worker record schema 1"), std::string::npos) << r.out;
+}
+
 TEST(WorkerCli, InfoDescribesTheBuild) {
   auto r = run_worker("info --json" + kBuild);
   ASSERT_EQ(r.exit_code, kExitOk) << r.err;
