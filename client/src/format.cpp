@@ -785,7 +785,8 @@ std::string indent(const std::string& text, const std::string& prefix) {
 }
 
 std::string detector_note(const v1::QueryChangesResponse& response) {
-  return fmt::format("changes: E-divisive means over per-build medians of quiet runs, permutation p < {:g} ({} "
+  return fmt::format("changes: E-divisive means over per-build medians of uncontended runs (quiet or of unknown "
+                     "load), permutation p < {:g} ({} "
                      "permutations), at least {} builds per level\n",
                      response.alpha(), response.permutations(), response.min_segment());
 }
@@ -795,22 +796,23 @@ std::string detector_note(const v1::QueryChangesResponse& response) {
 std::string format_changes(const v1::QueryChangesResponse& response) {
   std::string out;
   for (const auto& series : response.series()) {
-    out += fmt::format("\nseries  {}  ({} builds, {} quiet runs)\n", series.series(), series.builds(), series.runs());
+    out += fmt::format("\nseries  {}  ({} builds, {} uncontended runs)\n", series.series(), series.builds(),
+                       series.runs());
     if (series.changes_size() == 0) {
       out += "  no changes\n";
       continue;
     }
-    Table table{{"FROM BUILD", "AFTER", "RATIO", "95% CI", "p", "BUILDS BEFORE/AFTER", "STARTED"},
+    Table table{{"LAST BUILD BEFORE", "FIRST BUILD AFTER", "RATIO", "95% CI", "p", "BUILDS BEFORE/AFTER", "STARTED"},
                 {false, false, true, false, true, true, false},
                 {}};
     for (const auto& c : series.changes())
-      table.rows.push_back({c.build_name(), c.previous_build_name(), format_ratio(c.ratio()),
+      table.rows.push_back({c.previous_build_name(), c.build_name(), format_ratio(c.ratio()),
                             format_interval(c.ci_low(), c.ci_high()), fmt::format("{:.3g}", c.p_value()),
                             fmt::format("{}/{}", c.builds_before(), c.builds_after()),
                             format_timestamp(c.started_unix_ms())});
     out += indent(format_table(table), "  ");
   }
-  if (response.series_size() == 0) out += "\nno quiet runs to look for changes in\n";
+  if (response.series_size() == 0) out += "\nno uncontended runs to look for changes in\n";
   return out + detector_note(response);
 }
 
@@ -824,12 +826,12 @@ std::string format_regressions(const v1::QueryChangesResponse& response) {
     for (const auto& c : series.changes())
       if (c.ratio() < 1)
         rows.push_back({c.started_unix_ms(),
-                        {c.build_name(), c.previous_build_name(), format_ratio(c.ratio()),
+                        {c.previous_build_name(), c.build_name(), format_ratio(c.ratio()),
                          format_interval(c.ci_low(), c.ci_high()), fmt::format("{:.3g}", c.p_value()),
                          format_timestamp(c.started_unix_ms()), series.series()}});
   if (rows.empty()) return "no slowdowns\n" + detector_note(response);
   std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.started < b.started; });
-  Table table{{"FROM BUILD", "AFTER", "RATIO", "95% CI", "p", "STARTED", "SERIES"},
+  Table table{{"LAST BUILD BEFORE", "FIRST BUILD AFTER", "RATIO", "95% CI", "p", "STARTED", "SERIES"},
               {false, false, true, false, true, false, false},
               {}};
   for (Row& r : rows) table.rows.push_back(std::move(r.cells));

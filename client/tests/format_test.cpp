@@ -487,11 +487,12 @@ TEST(Changes, EachSeriesWithItsChangesOrNone) {
   v1::QueryChangesResponse r = two_series_with_changes();
   r.mutable_series(1)->clear_changes();
   const std::string text = format_changes(r);
-  EXPECT_NE(text.find("\nseries  cuda on NVIDIA H200 at 512 tokens, path mmq  (24 builds, 120 quiet runs)\n"),
+  EXPECT_NE(text.find("\nseries  cuda on NVIDIA H200 at 512 tokens, path mmq  (24 builds, 120 uncontended runs)\n"),
             std::string::npos)
       << text;
-  EXPECT_NE(text.find("  mmq-13      mmq-12  0.970  [0.965, 0.975]  0.002"), std::string::npos) << text;
-  EXPECT_NE(text.find("path f16  (16 builds, 80 quiet runs)\n  no changes\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("  LAST BUILD BEFORE  FIRST BUILD AFTER  RATIO"), std::string::npos) << text;
+  EXPECT_NE(text.find("  mmq-12             mmq-13             0.970  [0.965, 0.975]  0.002"), std::string::npos) << text;
+  EXPECT_NE(text.find("path f16  (16 builds, 80 uncontended runs)\n  no changes\n"), std::string::npos) << text;
   EXPECT_NE(text.find("permutation p < 0.01 (499 permutations), at least 5 builds per level"), std::string::npos)
       << text;
 }

@@ -45,10 +45,10 @@ TEST_F(ChangesE2eTest, TrendShowsEachSeriesChangesUnderTheTable) {
   const CliResult r = daemon_.cli(std::string("trend --profile ") + kChangeProfile + " --changes");
   ASSERT_EQ(r.code, 0) << r.err << daemon_.log();
   EXPECT_TRUE(contains(r.out, "MEDIAN tok/s")) << r.out;  // the trend table is still there
-  EXPECT_TRUE(contains(r.out, "path mmq, gemm timing  (24 builds, 120 quiet runs)")) << r.out;
-  EXPECT_TRUE(contains(r.out, "path f16, gemm timing  (16 builds, 80 quiet runs)")) << r.out;
+  EXPECT_TRUE(contains(r.out, "path mmq, gemm timing  (24 builds, 120 uncontended runs)")) << r.out;
+  EXPECT_TRUE(contains(r.out, "path f16, gemm timing  (16 builds, 80 uncontended runs)")) << r.out;
   EXPECT_TRUE(contains(r.out, "  no changes")) << r.out;
-  EXPECT_TRUE(line_with(r.out, history_.first_slow_build, history_.last_fast_build)) << r.out;
+  EXPECT_TRUE(line_with(r.out, history_.last_fast_build, history_.first_slow_build)) << r.out;
 
   const CliResult j = daemon_.cli(std::string("--json trend --profile ") + kChangeProfile + " --changes");
   ASSERT_EQ(j.code, 0) << j.err;
@@ -84,7 +84,7 @@ TEST_F(ChangesE2eTest, RegressionsListSlowdownsAcrossSeriesSinceTheWindow) {
   r = daemon_.cli("regressions --since 60d");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(contains(r.out, history_.first_slow_build)) << r.out;
-  EXPECT_TRUE(line_with(r.out, "old-09", "old-08")) << r.out;
+  EXPECT_TRUE(line_with(r.out, "old-08", "old-09")) << r.out;
 
   const CliResult j = daemon_.cli("--json regressions --since 30d");
   ASSERT_EQ(j.code, 0) << j.err;
