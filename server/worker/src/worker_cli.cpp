@@ -827,6 +827,18 @@ int cmd_argmax(const CommonOptions& o, const std::string& type_text, int64_t od,
 }
 
 // ---------------------------------------------------------------------------------------------
+// A worker's scratch folder (sandbox.h); null, with the error written to `writer` and stderr, when
+// it cannot be made.
+std::unique_ptr<ScratchDir> make_scratch(RecordWriter& writer) {
+  try {
+    return std::make_unique<ScratchDir>();
+  } catch (const std::exception& e) {
+    writer.write(error_record(v1::WORKER_ERROR_KIND_DEVICE, e.what()));
+    std::cerr << "qgate-worker: " << e.what() << "\n";
+    return nullptr;
+  }
+}
+
 // Waits for the serve judge when the worker ends, however it ends, so that the judge has passed
 // on every reply before qgated sees the worker gone.
 struct ServeJudgeWait {
@@ -859,14 +871,9 @@ int cmd_serve(const CommonOptions& o, const std::vector<std::string>& judge_args
   ServeJudgeWait wait_for_judge{channel.judge_pid};  // declared first: waits after the replies close
   DescriptorStream replies(channel.replies_fd);
   RecordWriter writer(OutputFormat::proto, replies.stream());
-  std::unique_ptr<ScratchDir> scratch;
-  try {
-    scratch = std::make_unique<ScratchDir>();
-  } catch (const std::exception& e) {
-    writer.write(error_record(v1::WORKER_ERROR_KIND_DEVICE, e.what()));
-    std::cerr << "qgate-worker: " << e.what() << "\n";
-    return kExitDevice;
-  }
+  // Made now, before any thread; null (the error written) when it cannot be.
+  const std::unique_ptr<ScratchDir> scratch = make_scratch(writer);
+  if (!scratch) return kExitDevice;
   Session s;
   if (int rc = open_session(o, {{"command", "serve"}}, writer, &s, [&] { return enter_sandbox(o, {}, *scratch); });
       rc != kExitOk)
@@ -879,14 +886,9 @@ int cmd_serve(const CommonOptions& o, const std::vector<std::string>& judge_args
 // folder as their TMPDIR.
 int cmd_command(const CommonOptions& o) {
   RecordWriter writer(OutputFormat::proto, std::cout);
-  std::unique_ptr<ScratchDir> scratch;  // made now, before any thread
-  try {
-    scratch = std::make_unique<ScratchDir>();
-  } catch (const std::exception& e) {
-    writer.write(error_record(v1::WORKER_ERROR_KIND_DEVICE, e.what()));
-    std::cerr << "qgate-worker: " << e.what() << "\n";
-    return kExitDevice;
-  }
+  // Made now, before any thread; null (the error written) when it cannot be.
+  const std::unique_ptr<ScratchDir> scratch = make_scratch(writer);
+  if (!scratch) return kExitDevice;
   v1::RunContext context;
   char host[256] = {};
   gethostname(host, sizeof host - 1);
