@@ -1,6 +1,6 @@
 # The `bundle` target: dist/qgate/, a relocatable folder that runs on a GPU host with only a
 # driver. bin/ holds the executables, plugins/ the kernel builds (plugins/faults/ the fault builds
-# of server/tests, when tests are built), lib/ every non-system shared library they need (found
+# of kernels/test_builds, when tests are built), lib/ every non-system shared library they need (found
 # through RPATH $ORIGIN/../lib), tests/ the GPU test binaries, share/qgate/dashboard/ the dashboard
 # (qgated --http), and bin/qgate-gpu-check runs the GPU
 # tests, the kernel benchmark and the fault builds in one call.
@@ -24,7 +24,7 @@ foreach(fault_target ${qgate_fault_targets})
   list(APPEND QGATE_BUNDLE_FAULTS $<TARGET_FILE:${fault_target}>)
   list(APPEND QGATE_BUNDLE_DEPENDS ${fault_target})
 endforeach()
-# The slow build of server/tests (a known 3% slowdown of libqgate_ref.so) goes to plugins/, beside it.
+# The slow build of kernels/test_builds (a known 3% slowdown of libqgate_ref.so) goes to plugins/, beside it.
 get_property(qgate_slow_target GLOBAL PROPERTY QGATE_SLOW_BUILD)
 if(qgate_slow_target)
   list(APPEND QGATE_BUNDLE_PLUGINS $<TARGET_FILE:${qgate_slow_target}>)

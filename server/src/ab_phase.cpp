@@ -15,6 +15,7 @@
 #include "qgate/stats/split_gpus.h"
 
 namespace qgate::server {
+
 namespace {
 
 v1::Comparison to_proto(stats::Comparison c) {

@@ -4,9 +4,12 @@
 #include <map>
 
 #include "qgate/cotenant/sample.h"
-#include "qgate/server/gpu_choice.h"
+#include "qgate/jobs/gpu_choice.h"
 
 namespace qgate::server {
+
+// The application layer (jobs/) this file uses.
+using jobs::kAnyGpu;
 
 std::vector<v1::DeviceStatus> DeviceStatusReport::all(int64_t uptime_s, const std::string& version) const {
   // One read of the queue: jobs pinned to each GPU, and those any GPU may take.

@@ -15,13 +15,25 @@
 
 #include "qgate/server/artifact_store.h"
 #include "qgate/server/grpc_status.h"
-#include "qgate/server/job_records.h"
+#include "qgate/jobs/job_messages.h"
 
 #ifndef QGATE_VERSION
 #define QGATE_VERSION "0.0.0"
 #endif
 
 namespace qgate::server {
+
+// The application layer (jobs/) this file uses.
+using jobs::ChangesQuery;
+using jobs::DaemonHooks;
+using jobs::JobSubmission;
+using jobs::QueueCounts;
+using jobs::StoredUpload;
+using jobs::SubmitOutcome;
+using jobs::require_profile_fits;
+using jobs::require_quiet_windows;
+using jobs::to_proto;
+
 namespace {
 
 /// MemAvailable from /proc/meminfo, in bytes: what CPU-backend workers can still allocate; 0 when

@@ -8,10 +8,17 @@
 
 #include "qgate/cotenant/sampler.h"
 #include "qgate/cotenant/summary.h"
-#include "qgate/server/job_records.h"
+#include "qgate/jobs/job_messages.h"
 #include "qgate/v1/record_words.h"
 
 namespace qgate::server {
+
+// The application layer (jobs/) this file uses.
+using jobs::from_proto;
+using jobs::progress_json;
+using jobs::to_proto;
+using jobs::verdict_row;
+
 namespace {
 
 int64_t now_ms() {

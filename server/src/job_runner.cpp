@@ -11,15 +11,23 @@
 #include "qgate/profiles/model_profile.h"
 #include "qgate/server/ab_phase.h"
 #include "qgate/server/artifact_store.h"
-#include "qgate/server/job_gpu_records.h"
-#include "qgate/server/job_profile.h"
-#include "qgate/server/job_records.h"
+#include "qgate/jobs/job_gpu_records.h"
+#include "qgate/jobs/job_profile.h"
+#include "qgate/jobs/job_messages.h"
 #include "qgate/server/job_recorder.h"
 #include "qgate/server/parity_phase.h"
 #include "qgate/v1/record_words.h"
 #include "qgate/v1/spec_words.h"
 
 namespace qgate::server {
+
+// The application layer (jobs/) this file uses.
+using jobs::JobGpuRecords;
+using jobs::gate_policy;
+using jobs::job_profile;
+using jobs::job_tokens;
+using jobs::spec_of;
+
 namespace {
 
 constexpr uint64_t kDefaultSeed = 20260831;

@@ -6,9 +6,14 @@
 
 #include <spdlog/spdlog.h>
 
-#include "qgate/server/job_records.h"
+#include "qgate/jobs/job_messages.h"
 
 namespace qgate::server {
+
+// The application layer (jobs/) this file uses.
+using jobs::kAnyGpu;
+using jobs::spec_of;
+
 namespace {
 
 std::unique_ptr<GpuPool> one_gpu_pool(int device) {

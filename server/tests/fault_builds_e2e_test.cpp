@@ -1,5 +1,5 @@
 // Fault builds end to end: one real qgated on the CPU backend is handed every misbehaving kernel
-// build in turn (fault_builds/fault_build.cpp, the wrong-ABI fixture, files that are no shared
+// build in turn (kernels/test_builds/faults/fault_build.cpp, the wrong-ABI fixture, files that are no shared
 // object) through the real qgate CLI. Each job must end with its disposition and detail, the daemon
 // must keep serving after each, and the reference build must still pass at the end.
 #include <gtest/gtest.h>

@@ -13,12 +13,16 @@
 #include "qgate/db/sqlite_store.h"
 #include "qgate/server/ab_phase.h"
 #include "qgate/server/fault_classifier.h"
-#include "qgate/server/job_records.h"
+#include "qgate/jobs/job_messages.h"
 #include "qgate/server/job_runner.h"
 #include "qgate/server/parity_phase.h"
 #include "qgate/stats/sequential.h"
 
 namespace qgate::server {
+
+// The application layer (jobs/) this file uses.
+using jobs::job_row;
+
 namespace {
 
 using testing::FakeLauncher;

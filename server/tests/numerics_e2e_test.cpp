@@ -8,7 +8,7 @@
 #include <string>
 
 #include "daemon_under_test.h"
-#include "qgate/profiles/gguf_test_model.h"
+#include "process_run.h"
 
 using namespace qgate::testing;
 using nlohmann::json;
@@ -46,13 +46,14 @@ TEST(NumericsEndToEnd, AGgmlBuildPassesAndItsBuggyTwinFails) {
 }
 
 TEST(NumericsEndToEnd, AParityJobRunsOnTheBlocksOfAModelFile) {
-  namespace t = qgate::profiles::testing;
   DaemonUnderTest d;
   std::string why;
   ASSERT_TRUE(d.try_start({"--models-dir", d.dir()}, "", &why)) << why;
   const std::string model = d.dir() + "/model.gguf";
-  std::string error;
-  ASSERT_TRUE(t::write_file(model, t::make_test_gguf(t::llama_test_tensors()).bytes, &error)) << error;
+  // The llama-shaped test model, written by the tool (tools/test_gguf) rather than linked: the model's
+  // blocks are quantized by the kernels' code, which no daemon test links.
+  const auto written = qgate::test_support::run_process(QGATE_WRITE_TEST_GGUF, model);
+  ASSERT_EQ(written.exit_code, 0) << written.err;
 
   const EndedJob job = parity_job(d, QGATE_REF_LIBRARY, "ref", "--parity-shapes quick --gguf " + model +
                                                              " --tensors 'blk.0.*,output.weight'");

@@ -13,11 +13,18 @@
 #include "qgate/common/sha256.h"
 #include "fake_worker.h"
 #include "qgate/db/sqlite_store.h"
-#include "qgate/server/job_gpu_records.h"
-#include "qgate/server/job_records.h"
+#include "qgate/jobs/job_gpu_records.h"
+#include "qgate/jobs/job_messages.h"
 #include "qgate/server/job_runner.h"
 
 namespace qgate::server {
+
+// The application layer (jobs/) this file uses.
+using jobs::GpuRun;
+using jobs::JobGpuRecords;
+using jobs::job_row;
+using jobs::spec_of;
+
 namespace {
 
 using testing::FakeLauncher;

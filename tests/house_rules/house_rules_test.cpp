@@ -1,5 +1,5 @@
-// The house rules: host-only code (the CLI, the daemon, their libraries, db/, common/) includes no
-// kernels/ or worker/ header; qgated and qgate link no kernels or worker library; no target outside
+// The house rules, by folder: host-side code includes no kernel-side header and links no kernel-side
+// target; each process lives in its home folder (server/ holds qgated alone); no target outside
 // kernels/ has kernels/src on its include path. Each check also runs on a planted violation, to show
 // it can fail.
 #include <gtest/gtest.h>
@@ -8,6 +8,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -47,10 +48,17 @@ class ScratchTree {
   fs::path root_;
 };
 
-TEST(HouseRules, HostOnlyCodeIncludesNoKernelsOrWorkerHeader) {
-  const auto violations = find_forbidden_includes(QGATE_SOURCE_DIR, kHostOnlyDirs);
-  EXPECT_TRUE(violations.empty()) << "host-only code must include qgate/common/ (or db/, proto, profiles) "
-                                     "headers, never kernels/ or worker/ ones:\n"
+TEST(HouseRules, HostSideCodeIncludesNoKernelSideHeader) {
+  const std::vector<std::string> host = host_side_folders(QGATE_SOURCE_DIR);
+  for (const char* folder : {"server", "client", "db", "common", "jobs", "stats", "profiles", "cotenant"}) {
+    EXPECT_NE(std::find(host.begin(), host.end(), folder), host.end()) << folder << " is not checked as host side";
+  }
+  for (const char* folder : {"kernels", "worker", "tools", "adapters"}) {
+    EXPECT_EQ(std::find(host.begin(), host.end(), folder), host.end()) << folder << " is kernel side";
+  }
+  const auto violations = find_forbidden_includes(QGATE_SOURCE_DIR, host);
+  EXPECT_TRUE(violations.empty()) << "host-side code must include qgate/common/ (or db/, proto, profiles) "
+                                     "headers, never kernel-side ones:\n"
                                   << list_violations(violations);
 }
 
@@ -60,20 +68,25 @@ TEST(HouseRules, IncludeScanNamesFileAndLineOfAPlantedViolation) {
              "// uses the kernels\n#include \"qgate/common/weight_types.h\"\n#include \"qgate/quant/quantize.h\"\n");
   tree.write("server/include/qgate/server/bad.h", "#pragma once\n  #  include <qgate/worker/parity.h>\n");
   tree.write("server/src/fine.cpp", "// #include \"qgate/quant/quantize.h\" in a comment is no include\n");
-  tree.write("server/worker/src/allowed.cpp", "#include \"qgate/quant/quantize.h\"\n");  // not host-only
-  const std::string_view dirs[] = {"client", "server/src", "server/include"};
+  tree.write("jobs/src/bad.cpp", "#include \"qgate/prefill/prefill_engine.h\"\n");
+  tree.write("worker/src/allowed.cpp", "#include \"qgate/quant/quantize.h\"\n");    // kernel side
+  tree.write("tools/prefill/src/allowed.cpp", "#include \"qgate/worker/kernel_build.h\"\n");
+  tree.write("build/gen/ignored.cpp", "#include \"qgate/quant/quantize.h\"\n");  // made by the scripts
 
-  const auto violations = find_forbidden_includes(tree.root(), dirs);
+  const std::vector<std::string> host = host_side_folders(tree.root());
+  EXPECT_EQ(host, (std::vector<std::string>{"client", "jobs", "server"}));
+  const auto violations = find_forbidden_includes(tree.root(), host);
 
-  ASSERT_EQ(violations.size(), 2u) << list_violations(violations);
+  ASSERT_EQ(violations.size(), 3u) << list_violations(violations);
   EXPECT_EQ(violations[0].describe(), "client/src/bad.cpp:3: #include \"qgate/quant/quantize.h\"");
-  EXPECT_EQ(violations[1].file, "server/include/qgate/server/bad.h");
-  EXPECT_EQ(violations[1].line, 2);
+  EXPECT_EQ(violations[1].file, "jobs/src/bad.cpp");
+  EXPECT_EQ(violations[2].file, "server/include/qgate/server/bad.h");
+  EXPECT_EQ(violations[2].line, 2);
 }
 
 TEST(HouseRules, IncludeScanRefusesAMissingDirectory) {
   ScratchTree tree;
-  const std::string_view dirs[] = {"server/paths"};
+  const std::vector<std::string> dirs = {"server/paths"};
   EXPECT_THROW(find_forbidden_includes(tree.root(), dirs), std::runtime_error);
 }
 
@@ -81,50 +94,97 @@ TEST(HouseRules, ForbiddenIncludeForms) {
   EXPECT_TRUE(is_forbidden_include("#include \"qgate/quant/block_formats.h\""));
   EXPECT_TRUE(is_forbidden_include("#include <qgate/reference/parity_reference.h>"));
   EXPECT_TRUE(is_forbidden_include("# include \"qgate/kernel_abi.h\""));
+  EXPECT_TRUE(is_forbidden_include("#include \"qgate/kernel_abi_table.h\""));
   EXPECT_TRUE(is_forbidden_include("\t#include \"qgate/worker/sha256.h\""));
+  EXPECT_TRUE(is_forbidden_include("#include \"qgate/testing/gguf_test_model.h\""));
   EXPECT_FALSE(is_forbidden_include("#include \"qgate/common/weight_types.h\""));
   EXPECT_FALSE(is_forbidden_include("#include \"qgate/profiles/gguf.h\""));
+  EXPECT_FALSE(is_forbidden_include("#include \"qgate/jobs/job_records.h\""));
   EXPECT_FALSE(is_forbidden_include("// #include \"qgate/quant/block_formats.h\""));
   EXPECT_FALSE(is_forbidden_include("#include \"my/qgate/quant/x.h\""));
 }
 
-class LinkClosure : public ::testing::Test {
+TEST(HouseRules, FolderSides) {
+  EXPECT_TRUE(is_kernel_side("kernels/test_builds/faults"));
+  EXPECT_TRUE(is_kernel_side("worker"));
+  EXPECT_TRUE(is_kernel_side("tools/prefill/tests"));
+  EXPECT_FALSE(is_kernel_side("server/tests"));
+  EXPECT_FALSE(is_kernel_side("workers"));
+  EXPECT_FALSE(is_kernel_side(""));
+}
+
+class BuildFactsOfThisBuild : public ::testing::Test {
  protected:
   void SetUp() override {
-    facts_ = read_link_facts(QGATE_LINK_FACTS_FILE);
+    facts_ = read_build_facts(QGATE_BUILD_FACTS_FILE);
     // The facts must describe this build, or an empty file would pass every check.
-    ASSERT_TRUE(facts_.forbidden.count("qgate_quant")) << "kernels' targets missing from " << QGATE_LINK_FACTS_FILE;
-    ASSERT_TRUE(facts_.forbidden.count("qgate_worker")) << "worker's targets missing from " << QGATE_LINK_FACTS_FILE;
+    ASSERT_TRUE(facts_.count("qgate_quant")) << "kernels' targets missing from " << QGATE_BUILD_FACTS_FILE;
+    ASSERT_TRUE(facts_.count("qgate-worker")) << "the worker missing from " << QGATE_BUILD_FACTS_FILE;
+    ASSERT_TRUE(facts_.count("qgated")) << "qgated missing from " << QGATE_BUILD_FACTS_FILE;
   }
-  std::vector<std::string> forbidden_in(const std::string& executable) {
-    std::vector<std::string> found;
-    for (const std::string& target : facts_.closure_of.at(executable)) {
-      if (facts_.forbidden.count(target)) found.push_back(target);
-    }
-    return found;
-  }
-  LinkFacts facts_;
+  BuildFacts facts_;
 };
 
-TEST_F(LinkClosure, QgatedLinksNoKernelsOrWorkerLibrary) {
-  ASSERT_TRUE(facts_.closure_of.count("qgated"));
-  EXPECT_TRUE(facts_.closure_of.at("qgated").count("qgate_server"));
-  EXPECT_TRUE(facts_.closure_of.at("qgated").count("qgate_common"));
-  EXPECT_EQ(forbidden_in("qgated"), std::vector<std::string>{});
+TEST_F(BuildFactsOfThisBuild, HostSideTargetsLinkNoKernelSideTarget) {
+  EXPECT_TRUE(facts_.at("qgated").links.count("qgate_server"));
+  EXPECT_TRUE(facts_.at("qgated").links.count("qgate_common"));
+  EXPECT_TRUE(facts_.at("qgate").links.count("qgate_client"));
+  const auto crossings = find_layer_crossings(facts_);
+  std::string text;
+  for (const std::string& c : crossings) text += "  " + c + "\n";
+  EXPECT_TRUE(crossings.empty()) << "host-side targets must not link the kernels, the worker or the tools:\n" << text;
 }
 
-TEST_F(LinkClosure, QgateLinksNoKernelsOrWorkerLibrary) {
-  ASSERT_TRUE(facts_.closure_of.count("qgate"));
-  EXPECT_TRUE(facts_.closure_of.at("qgate").count("qgate_client"));
-  EXPECT_EQ(forbidden_in("qgate"), std::vector<std::string>{});
+TEST_F(BuildFactsOfThisBuild, CatchesTheWorkerOnTheHostSide) {
+  // The positive control: the worker links the kernels, which is allowed only because of its folder.
+  EXPECT_EQ(facts_.at("qgate-worker").folder, "worker/src");
+  EXPECT_TRUE(facts_.at("qgate-worker").links.count("qgate_quant"));
+  EXPECT_TRUE(facts_.at("qgate-worker").links.count("qgate_worker"));
+  BuildFacts moved = facts_;
+  moved.at("qgate-worker").folder = "server/worker";
+  const auto crossings = find_layer_crossings(moved);
+  EXPECT_NE(std::find(crossings.begin(), crossings.end(),
+                      "server/worker: qgate-worker links qgate_quant (" + facts_.at("qgate_quant").folder + ")"),
+            crossings.end());
 }
 
-TEST_F(LinkClosure, CatchesTheWorkerLinkingTheKernels) {
-  // The positive control: the same check on qgate-worker must find the kernels it does link.
-  ASSERT_TRUE(facts_.closure_of.count("qgate-worker"));
-  const auto found = forbidden_in("qgate-worker");
-  EXPECT_NE(std::find(found.begin(), found.end(), "qgate_quant"), found.end());
-  EXPECT_NE(std::find(found.begin(), found.end(), "qgate_worker"), found.end());
+TEST_F(BuildFactsOfThisBuild, EachProcessLivesInItsHomeFolder) {
+  const auto misplaced = find_misplaced_executables(facts_);
+  std::string text;
+  for (const std::string& m : misplaced) text += "  " + m + "\n";
+  EXPECT_TRUE(misplaced.empty()) << "server/ holds qgated alone; each process has its own folder:\n" << text;
+}
+
+TEST(HouseRules, MisplacedExecutablesAreNamed) {
+  BuildFacts facts;
+  facts["qgated"] = {"EXECUTABLE", "server/src", {}};
+  facts["qgate-serverless"] = {"EXECUTABLE", "serverless", {}};
+  facts["qgate"] = {"EXECUTABLE", "client", {}};
+  facts["qgate-prefill"] = {"EXECUTABLE", "server/prefill", {}};
+  facts["qgate-helper"] = {"EXECUTABLE", "server/src", {}};
+  facts["qgate_daemon_test"] = {"EXECUTABLE", "server/tests", {}};
+  facts["qgate-load-test"] = {"EXECUTABLE", "server/bench", {}};
+  facts["qgate_write_test_gguf"] = {"EXECUTABLE", "tools/test_gguf", {}};
+  facts["qgate_server"] = {"STATIC_LIBRARY", "server", {}};
+  facts["qgate"] = {"EXECUTABLE", "clients/src", {}};  // a folder named like client/ is not client/
+  EXPECT_EQ(find_misplaced_executables(facts),
+            (std::vector<std::string>{
+                "qgate is defined in clients/src; its home is client",
+                "qgate-helper in server/src is no process and not in a tests/, test_builds/, bench/, fuzz/ or testing/ folder",
+                "qgate-prefill is defined in server/prefill; its home is tools/prefill",
+                "qgate-serverless in serverless is no process and not in a tests/, test_builds/, bench/, fuzz/ or testing/ "
+                "folder",
+                "qgate-worker is not in the build"}));
+}
+
+TEST(HouseRules, BuildFactsRefuseLinksOfAnUndeclaredTarget) {
+  ScratchTree tree;
+  tree.write("facts.txt", "target a EXECUTABLE server\nlinks a b\nlinks c a\n");
+  EXPECT_THROW(read_build_facts(tree.root() / "facts.txt"), std::runtime_error);
+  tree.write("good.txt", "target a EXECUTABLE server\ntarget b STATIC_LIBRARY kernels\nlinks a b\n");
+  const BuildFacts facts = read_build_facts(tree.root() / "good.txt");
+  EXPECT_EQ(facts.at("a").links, (std::set<std::string>{"b"}));
+  EXPECT_EQ(find_layer_crossings(facts), (std::vector<std::string>{"server: a links b (kernels)"}));
 }
 
 TEST(HouseRules, NoTargetOutsideKernelsSeesKernelsSrc) {

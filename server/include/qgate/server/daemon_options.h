@@ -5,14 +5,18 @@
 #include <string>
 #include <vector>
 
+#include "qgate/jobs/job_policy.h"
+
 namespace qgate::server {
 
-struct DaemonOptions {
+// The backend, GPUs, queue bound, model folders and command switch are declared in jobs::JobPolicy,
+// the part of these options the application layer reads.
+struct DaemonOptions : jobs::JobPolicy {
+  using ServedDevice = jobs::ServedDevice;
+
   std::string listen;                 // "unix:///path" or "host:port"; empty = <data dir>/qgated.sock
   std::string data_dir;               // empty = qgate::paths::default_data_dir()
   std::string db_path;                // empty = <data dir>/qgate.db
-  std::string backend = "cuda";       // "cuda" or "cpu"
-  int gpu = 0;                        // CUDA device ordinal
   // Several GPUs (docs/two-gpus.md): --gpus 0,1 or all serves each with its own queue and sampler;
   // empty = just `gpu`. On the CPU backend each is a fake device: cpu_device_names gives their names
   // (one per entry, default "cpu") and cpu_slowdowns a simulated slowdown each (tests, default 1).
@@ -20,17 +24,9 @@ struct DaemonOptions {
   bool all_gpus = false;              // --gpus all: every GPU the workers can open
   std::vector<std::string> cpu_device_names;
   std::vector<double> cpu_slowdowns;
-  // Filled by the daemon at start, not a flag: the GPUs it serves as their workers described them.
-  struct ServedDevice {
-    int ordinal = 0;
-    std::string name;
-    std::string uuid;
-  };
-  std::vector<ServedDevice> served;
   std::string worker_binary;          // empty = qgate-worker beside qgated
   int cpu_threads = 0;                // CPU backend threads per worker, 0 = all
   int64_t max_upload_bytes = int64_t(512) << 20;
-  int max_queued_jobs = 1000;
   // A job whose daemon died under it this many times is CRASHED and not run again (docs/security.md).
   int max_daemon_deaths = 2;
   // The workers' sandbox (qgate-worker --sandbox): auto (Landlock where the kernel has it), on, off.
@@ -40,8 +36,6 @@ struct DaemonOptions {
   std::string worker_cgroup = "auto";
   int64_t worker_memory_max = 0;
   int64_t worker_pids_max = 4096;
-  // Folders whose model files a parity job may name (--models-dir, repeatable); none: no model files.
-  std::vector<std::string> models_dirs;
   int max_streams = 256;              // concurrent WatchJob streams; more are refused (RESOURCE_EXHAUSTED)
   int max_uploads = 32;               // concurrent SubmitBuild uploads; more are refused likewise
   int64_t upload_timeout_s = 300;     // an upload not finished by then is ended (DEADLINE_EXCEEDED)
@@ -70,9 +64,6 @@ struct DaemonOptions {
   std::string tls_cert_file;
   std::string tls_key_file;
   bool insecure = false;
-  // Command jobs run programs the client names (docs/command-mode.md): refused unless this is set,
-  // and then only from a client holding the token of auth_token_file, even on the unix socket.
-  bool allow_commands = false;
   // The log (daemon_log.h): stderr, and this file too unless empty.
   std::string log_level = "info";     // trace, debug, info, warn, error or off
   std::string log_file;

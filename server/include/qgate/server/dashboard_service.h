@@ -2,7 +2,7 @@
 #pragma once
 
 #include "qgate/db/store.h"
-#include "qgate/server/job_details.h"
+#include "qgate/jobs/job_details.h"
 #include "qgate/v1/dashboard.grpc.pb.h"
 
 namespace qgate::server {
@@ -20,7 +20,7 @@ class DashboardService final : public v1::Dashboard::CallbackService {
                                                 v1::CotenantTimeline* response) override;
 
  private:
-  JobDetails details_;
+  jobs::JobDetails details_;
 };
 
 }  // namespace qgate::server

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "qgate/db/store_error.h"
-#include "qgate/server/application_error.h"
+#include "qgate/jobs/application_error.h"
 
 namespace qgate::server {
 
@@ -18,17 +18,17 @@ template <typename Fn>
 grpc::Status guarded_status(Fn&& fn) {
   try {
     return fn();
-  } catch (const ApplicationError& e) {
+  } catch (const jobs::ApplicationError& e) {
     switch (e.kind()) {
-      case ApplicationErrorKind::InvalidArgument:
+      case jobs::ApplicationErrorKind::InvalidArgument:
         return {grpc::StatusCode::INVALID_ARGUMENT, e.what()};
-      case ApplicationErrorKind::NotFound:
+      case jobs::ApplicationErrorKind::NotFound:
         return {grpc::StatusCode::NOT_FOUND, e.what()};
-      case ApplicationErrorKind::FailedPrecondition:
+      case jobs::ApplicationErrorKind::FailedPrecondition:
         return {grpc::StatusCode::FAILED_PRECONDITION, e.what()};
-      case ApplicationErrorKind::ResourceExhausted:
+      case jobs::ApplicationErrorKind::ResourceExhausted:
         return {grpc::StatusCode::RESOURCE_EXHAUSTED, e.what()};
-      case ApplicationErrorKind::PermissionDenied:
+      case jobs::ApplicationErrorKind::PermissionDenied:
         return {grpc::StatusCode::PERMISSION_DENIED, e.what()};
     }
     return {grpc::StatusCode::INTERNAL, e.what()};

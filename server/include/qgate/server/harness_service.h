@@ -9,14 +9,14 @@
 #include "qgate/cotenant/device_watch.h"
 #include "qgate/db/store.h"
 #include "qgate/server/daemon_options.h"
-#include "qgate/server/daemon_hooks.h"
+#include "qgate/jobs/daemon_hooks.h"
 #include "qgate/server/device_description.h"
 #include "qgate/server/event_hub.h"
-#include "qgate/server/jobs_application.h"
+#include "qgate/jobs/jobs_application.h"
 #include "qgate/server/upload_deadlines.h"
-#include "qgate/server/result_import.h"
+#include "qgate/jobs/result_import.h"
 #include "qgate/server/scheduler.h"
-#include "qgate/server/series_changes.h"
+#include "qgate/jobs/series_changes.h"
 #include "qgate/server/served_gpus.h"
 #include "qgate/v1/harness.grpc.pb.h"
 
@@ -93,17 +93,17 @@ class HarnessService final : public v1::Harness::CallbackService {
   Scheduler& scheduler_;
   const DaemonOptions& options_;
   DeviceDescription device_;
-  ResultImporter importer_{store_};
+  jobs::ResultImporter importer_{store_};
   const cotenant::DeviceWatch* watch_ = nullptr;
   const ServedGpus* gpus_ = nullptr;
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
-  std::unique_ptr<DaemonHooks> hooks_;  // the scheduler and the event hub, for the application
-  JobSubmission submission_;
-  JobQueries queries_;
-  JobCancellation cancellation_;
-  Remeasurement remeasurement_;
-  BuildComparer comparer_;
-  SeriesChanges changes_;
+  std::unique_ptr<jobs::DaemonHooks> hooks_;  // the scheduler and the event hub, for the application
+  jobs::JobSubmission submission_;
+  jobs::JobQueries queries_;
+  jobs::JobCancellation cancellation_;
+  jobs::Remeasurement remeasurement_;
+  jobs::BuildComparer comparer_;
+  jobs::SeriesChanges changes_;
   std::atomic<int> open_watch_streams_{0};  // bounded by options_.max_streams
   std::atomic<int> open_uploads_{0};        // bounded by options_.max_uploads
   UploadDeadlines upload_deadlines_;        // each upload's --upload-timeout

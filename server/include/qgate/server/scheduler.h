@@ -13,7 +13,7 @@
 
 #include "qgate/cotenant/device_watch.h"
 #include "qgate/server/event_hub.h"
-#include "qgate/server/gpu_choice.h"
+#include "qgate/jobs/gpu_choice.h"
 #include "qgate/server/gpu_pool.h"
 #include "qgate/server/job_runner.h"
 

@@ -1,0 +1,39 @@
+// `qgate trend --changes` and `qgate regressions`: change points in every series' build history. Each
+// build is one point, the median log tok/s of its quiet runs on the series (contended runs never count);
+// builds are in the order of their first such run. The gRPC handler delegates here.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "qgate/db/store.h"
+#include "qgate/v1/harness.pb.h"
+
+namespace qgate::jobs {
+
+struct ChangesQuery {
+  std::optional<std::string> profile;
+  std::optional<std::string> weight_type;
+  std::optional<std::string> path;
+  std::optional<std::string> build_glob;
+  std::int64_t since_ms = 0;
+  bool slowdowns_only = false;
+  double alpha = 0.01;
+  int min_segment = 5;
+};
+
+class SeriesChanges {
+ public:
+  explicit SeriesChanges(db::Store& store) : store_(store) {}
+
+  /// Every series with quiet runs in range, with its changes (only slowdowns when asked). Reads the
+  /// runs in range once, then each build's series fields once. Throws std::invalid_argument on alpha
+  /// outside (0, 1) or a minimum segment under 2.
+  v1::QueryChangesResponse find(const ChangesQuery& query) const;
+
+ private:
+  db::Store& store_;
+};
+
+}  // namespace qgate::jobs

@@ -1,0 +1,70 @@
+// The GPU choice of a job: checked against the served GPUs, and the queue it goes to.
+#include "qgate/jobs/gpu_choice.h"
+
+#include <map>
+#include <set>
+#include <stdexcept>
+#include <string>
+
+#include "qgate/jobs/application_error.h"
+
+namespace qgate::jobs {
+namespace {
+
+[[noreturn]] void refuse(const std::string& message) {
+  throw ApplicationError(ApplicationErrorKind::InvalidArgument, message);
+}
+
+std::string served_list(const std::map<int, std::string>& served) {
+  std::string out;
+  for (const auto& [ordinal, name] : served) out += (out.empty() ? "" : ", ") + std::to_string(ordinal) + " (" + name + ")";
+  return out;
+}
+
+}  // namespace
+
+int queued_device(const v1::JobSpec& spec) {
+  if (spec.gpus_size() == 0) return kAnyGpu;
+  if (spec.split_gpus() && spec.gpus_size() != 2) return kAnyGpu;
+  return spec.gpus(0);
+}
+
+void check_gpu_choice(const v1::JobSpec& spec, const JobPolicy& options) {
+  std::map<int, std::string> served;
+  for (const auto& d : options.served) served[d.ordinal] = d.name;
+  if (served.empty()) served[options.gpu] = options.backend;
+  std::set<int> named;
+  for (int ordinal : spec.gpus()) {
+    if (!served.count(ordinal))
+      refuse("GPU " + std::to_string(ordinal) + " is not served by this daemon; it serves GPU " + served_list(served));
+    if (!named.insert(ordinal).second) refuse("GPU " + std::to_string(ordinal) + " is named twice");
+  }
+  if (!spec.split_gpus()) {
+    if (spec.gpus_size() > 1)
+      refuse("a job runs on one GPU: name one with --gpu, or run the arms on two with --split-gpus");
+    return;
+  }
+  if (spec.kind() != v1::JOB_KIND_GATE && spec.kind() != v1::JOB_KIND_AB && spec.kind() != v1::JOB_KIND_COMMAND)
+    refuse("--split-gpus runs the two arms of an A/B on two GPUs; a parity job has no arms");
+  if (spec.order() == v1::RUN_ORDER_SEQUENTIAL) refuse("--split-gpus runs the arms at once; it has no sequential order");
+  if (served.size() < 2)
+    refuse("--split-gpus needs two GPUs of one model and this daemon serves one: GPU " + served_list(served) +
+           " (start it with --gpus)");
+  if (spec.gpus_size() != 0 && spec.gpus_size() != 2)
+    refuse("--split-gpus takes a pair: name two GPUs, or none for any two of one model");
+  if (spec.gpus_size() == 2) {
+    const std::string& x = served[spec.gpus(0)];
+    const std::string& y = served[spec.gpus(1)];
+    if (x != y)
+      refuse("--split-gpus needs two identical GPUs: GPU " + std::to_string(spec.gpus(0)) + " is " + x + ", GPU " +
+             std::to_string(spec.gpus(1)) + " is " + y);
+    return;
+  }
+  std::map<std::string, int> per_model;
+  for (const auto& [ordinal, name] : served) ++per_model[name];
+  for (const auto& [name, count] : per_model)
+    if (count >= 2) return;
+  refuse("--split-gpus needs two identical GPUs and no two served GPUs are of one model: " + served_list(served));
+}
+
+}  // namespace qgate::jobs

@@ -1,0 +1,119 @@
+// SeriesChanges: files quiet runs by series and build, takes each build's median log tok/s, and runs the
+// change-point detector over each series' builds in time order.
+#include "qgate/jobs/series_changes.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <stdexcept>
+#include <unordered_set>
+#include <vector>
+
+#include "qgate/jobs/compare_builds.h"
+#include "qgate/stats/change_points.h"
+
+namespace qgate::jobs {
+namespace {
+
+struct BuildPoint {
+  db::RowId build_id = 0;
+  std::string name;
+  std::int64_t first_ms = 0;  // its first quiet run on the series
+  std::vector<double> log_tokens_per_s;
+};
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+}  // namespace
+
+v1::QueryChangesResponse SeriesChanges::find(const ChangesQuery& query) const {
+  stats::ChangePointOptions options;
+  if (!(query.alpha > 0 && query.alpha < 1)) throw std::invalid_argument("alpha must be in (0, 1)");
+  if (query.min_segment < 2) throw std::invalid_argument("the minimum segment must be at least 2 builds");
+  options.alpha = query.alpha;
+  options.min_segment = static_cast<size_t>(query.min_segment);
+
+  // The quiet runs in range (known quiet, or load unknown where no sampler ran, as `qgate trend`).
+  db::TrendQuery trend;
+  trend.profile = query.profile;
+  trend.weight_type = query.weight_type;
+  trend.path = query.path;
+  trend.build_name_glob = query.build_glob;
+  trend.since_ms = query.since_ms;
+  trend.include_contended = false;
+  trend.include_unknown = true;
+  std::unordered_set<db::RowId> in_range;
+  std::map<db::RowId, std::string> builds;
+  for (const db::TrendRow& row : store_.query_trend(trend)) {
+    in_range.insert(row.run_id);
+    builds.emplace(row.build_id, row.build_name);
+  }
+
+  // The same runs with their series fields, filed by series and build.
+  std::map<SeriesKey, std::map<db::RowId, BuildPoint>> series;
+  for (const auto& [build_id, name] : builds) {
+    db::CompareRunsQuery runs;
+    runs.build_id = build_id;
+    runs.profile = query.profile;
+    runs.weight_type = query.weight_type;
+    for (const db::CompareRun& run : store_.compare_runs(runs)) {
+      if (!in_range.count(run.run_id) || !(run.tokens_per_s > 0) || !std::isfinite(run.tokens_per_s)) continue;
+      SeriesKey key{run.profile, run.tokens, run.backend, run.gpu_name, run.gpu_uuid, run.path, run.weight_type, ""};
+      if (run.job_timing) key.timing = std::string(db::to_string(*run.job_timing));
+      BuildPoint& point = series[key][build_id];
+      if (point.log_tokens_per_s.empty() || run.started_ms < point.first_ms) point.first_ms = run.started_ms;
+      point.build_id = build_id;
+      point.name = name;
+      point.log_tokens_per_s.push_back(std::log(run.tokens_per_s));
+    }
+  }
+
+  v1::QueryChangesResponse response;
+  response.set_alpha(options.alpha);
+  response.set_permutations(static_cast<int>(options.permutations));
+  response.set_min_segment(static_cast<int>(options.min_segment));
+  for (const auto& [key, by_build] : series) {
+    std::vector<BuildPoint> points;
+    for (const auto& [id, point] : by_build) points.push_back(point);
+    std::sort(points.begin(), points.end(), [](const BuildPoint& a, const BuildPoint& b) {
+      return a.first_ms != b.first_ms ? a.first_ms < b.first_ms : a.build_id < b.build_id;
+    });
+    std::vector<double> values;
+    int runs = 0;
+    for (const BuildPoint& p : points) {
+      values.push_back(median(p.log_tokens_per_s));
+      runs += static_cast<int>(p.log_tokens_per_s.size());
+    }
+    v1::ChangeSeries out;
+    out.set_series(key.describe());
+    out.set_profile(key.profile);
+    out.set_path(key.path);
+    out.set_builds(static_cast<int>(points.size()));
+    out.set_runs(runs);
+    for (const stats::ChangePoint& c : stats::detect_change_points(values, options)) {
+      if (query.slowdowns_only && c.ratio >= 1) continue;
+      v1::SeriesChange* change = out.add_changes();
+      const BuildPoint& first = points[c.index];
+      change->set_index(static_cast<int>(c.index));
+      change->set_build_id(first.build_id);
+      change->set_build_name(first.name);
+      change->set_previous_build_name(points[c.index - 1].name);
+      change->set_started_unix_ms(first.first_ms);
+      change->set_ratio(c.ratio);
+      change->set_ci_low(c.lower);
+      change->set_ci_high(c.upper);
+      change->set_p_value(c.p);
+      change->set_builds_before(static_cast<int>(c.n_before));
+      change->set_builds_after(static_cast<int>(c.n_after));
+    }
+    if (query.slowdowns_only && out.changes_size() == 0) continue;
+    *response.add_series() = std::move(out);
+  }
+  return response;
+}
+
+}  // namespace qgate::jobs
