@@ -13,6 +13,7 @@
 #include "qgate/client/exit_codes.h"
 #include "qgate/v1/record_words.h"
 #include "qgate/v1/spec_words.h"
+#include "qgate/v1/verdict_words.h"
 
 namespace qgate::client {
 
@@ -196,23 +197,9 @@ std::string state_name(v1::JobState state) {
   }
 }
 
-std::string verdict_name(v1::Verdict verdict) {
-  switch (verdict) {
-    case v1::VERDICT_PASS: return "PASS";
-    case v1::VERDICT_FAIL: return "FAIL";
-    case v1::VERDICT_INCONCLUSIVE: return "INCONCLUSIVE";
-    default: return "-";
-  }
-}
+std::string verdict_name(v1::Verdict verdict) { return std::string(words::verdict_word(verdict)); }
 
-std::string comparison_name(v1::Comparison c) {
-  switch (c) {
-    case v1::COMPARISON_SAME: return "SAME";
-    case v1::COMPARISON_DIFFERENT: return "DIFFERENT";
-    case v1::COMPARISON_UNKNOWN: return "UNKNOWN";
-    default: return "-";
-  }
-}
+std::string comparison_name(v1::Comparison c) { return std::string(words::comparison_word(c)); }
 
 std::string disposition_name(v1::Disposition d) {
   switch (d) {

@@ -26,13 +26,6 @@ constexpr NameTable<RunState, 4> kRunStateNames{{{RunState::Running, "running"},
                                                  {RunState::Done, "done"},
                                                  {RunState::Failed, "failed"},
                                                  {RunState::Interrupted, "interrupted"}}};
-constexpr NameTable<VerdictValue, 3> kVerdictNames{{{VerdictValue::Pass, "PASS"},
-                                                    {VerdictValue::Fail, "FAIL"},
-                                                    {VerdictValue::Inconclusive, "INCONCLUSIVE"}}};
-constexpr NameTable<Comparison, 3> kComparisonNames{{{Comparison::Same, "SAME"},
-                                                     {Comparison::Different, "DIFFERENT"},
-                                                     {Comparison::Unknown, "UNKNOWN"}}};
-
 constexpr NameTable<Disposition, 8> kDispositionNames{{{Disposition::Unspecified, "unspecified"},
                                                       {Disposition::Ok, "ok"},
                                                       {Disposition::Crashed, "crashed"},
@@ -83,16 +76,13 @@ RunState run_state_from_string(std::string_view text) {
   return value_of(kRunStateNames, text, "run state");
 }
 
-std::string_view to_string(VerdictValue verdict) { return name_of(kVerdictNames, verdict); }
-VerdictValue verdict_from_string(std::string_view text) {
-  return value_of(kVerdictNames, text, "verdict");
+qgate::Verdict stored_verdict(std::string_view text) {
+  if (const auto verdict = verdict_from_string(text)) return *verdict;
+  throw StoreError(StoreErrorKind::InvalidValue, fmt::format("unknown verdict '{}' in the database", text));
 }
-
-std::string_view to_string(Comparison comparison) {
-  return name_of(kComparisonNames, comparison);
-}
-Comparison comparison_from_string(std::string_view text) {
-  return value_of(kComparisonNames, text, "comparison");
+Comparison stored_comparison(std::string_view text) {
+  if (const auto comparison = comparison_from_string(text)) return *comparison;
+  throw StoreError(StoreErrorKind::InvalidValue, fmt::format("unknown comparison '{}' in the database", text));
 }
 
 std::string_view to_string(Disposition disposition) {

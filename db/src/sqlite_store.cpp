@@ -173,8 +173,8 @@ Verdict read_verdict(SQLite::Statement& row, int first = 0) {
   Verdict verdict;
   verdict.job_id = column(0).getInt64();
   try {
-    verdict.verdict = verdict_from_string(column(1).getString());
-    verdict.comparison = comparison_from_string(column(2).getString());
+    verdict.verdict = stored_verdict(column(1).getString());
+    verdict.comparison = stored_comparison(column(2).getString());
   } catch (const StoreError& error) {
     throw StoreError(error.kind(), fmt::format("verdict of job {}: {}", verdict.job_id, error.what()));
   }
@@ -1427,7 +1427,7 @@ class SqliteStore final : public Store {
         type.ratio = optional_real(select->getColumn(2));
         type.ci_low = optional_real(select->getColumn(3));
         type.ci_high = optional_real(select->getColumn(4));
-        type.comparison = comparison_from_string(select->getColumn(5).getString());
+        type.comparison = stored_comparison(select->getColumn(5).getString());
         type.gemm_us_a = optional_real(select->getColumn(6));
         type.gemm_us_b = optional_real(select->getColumn(7));
         found->second->per_type.push_back(std::move(type));

@@ -141,8 +141,8 @@ inline SeededHistory seed_history(db::Store& store, std::uint64_t seed = 2026113
   w.runs(h.tile128, h.gate_job, shared, 6, 400.0, 0.015, false, "B");
   db::Verdict verdict;  // what the job itself concluded on its pairs (tile64 / tile128)
   verdict.job_id = h.gate_job;
-  verdict.verdict = db::VerdictValue::Pass;
-  verdict.comparison = db::Comparison::Different;
+  verdict.verdict = qgate::Verdict::Pass;
+  verdict.comparison = Comparison::Different;
   verdict.ratio = kGateRatio;
   verdict.ci_low = kGateLow;
   verdict.ci_high = kGateHigh;

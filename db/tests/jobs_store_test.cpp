@@ -44,7 +44,7 @@ Job make_job(RowId build_id, std::int64_t created_ms) {
 Verdict make_verdict(RowId job_id) {
   Verdict verdict;
   verdict.job_id = job_id;
-  verdict.verdict = VerdictValue::Fail;
+  verdict.verdict = qgate::Verdict::Fail;
   verdict.comparison = Comparison::Different;
   verdict.ratio = 0.95;
   verdict.ci_low = 0.93;
@@ -132,7 +132,7 @@ TEST_F(OldDatabase, ReportAndDispositionMoveFromProgressJsonToColumns) {
 
   ASSERT_TRUE(gate->verdict.has_value());
   const Verdict& verdict = *gate->verdict;
-  EXPECT_EQ(verdict.verdict, VerdictValue::Fail);
+  EXPECT_EQ(verdict.verdict, qgate::Verdict::Fail);
   EXPECT_EQ(verdict.p_value, 0.001);
   EXPECT_EQ(verdict.tokens, 256);
   EXPECT_EQ(verdict.backend, "cuda");
@@ -151,7 +151,7 @@ TEST_F(OldDatabase, ReportAndDispositionMoveFromProgressJsonToColumns) {
   // A job finished before verdict rows were written with it gets one from its report.
   const auto older = store->find_verdict(3);
   ASSERT_TRUE(older.has_value());
-  EXPECT_EQ(older->verdict, VerdictValue::Pass);
+  EXPECT_EQ(older->verdict, qgate::Verdict::Pass);
   EXPECT_EQ(older->comparison, Comparison::Same);
   EXPECT_EQ(older->pairs, 4);
   EXPECT_EQ(store->find_job(3)->order, RunOrder::Abba);

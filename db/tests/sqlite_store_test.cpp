@@ -418,14 +418,14 @@ TEST_F(SqliteStoreTest, VerdictIsInsertedThenReplaced) {
   const RowId job = store_->create_job(make_job(build_id_, 1000));
   Verdict verdict;
   verdict.job_id = job;
-  verdict.verdict = VerdictValue::Inconclusive;
+  verdict.verdict = qgate::Verdict::Inconclusive;
   verdict.comparison = Comparison::Unknown;
   verdict.pairs = 8;
   verdict.reasons = {"3 of 8 pairs contended (sglang@96%)"};
   store_->put_verdict(verdict);
   EXPECT_EQ(store_->find_verdict(job)->reasons, verdict.reasons);
 
-  verdict.verdict = VerdictValue::Pass;
+  verdict.verdict = qgate::Verdict::Pass;
   verdict.comparison = Comparison::Same;
   verdict.ratio = 0.987;
   verdict.ci_low = 0.962;
@@ -434,7 +434,7 @@ TEST_F(SqliteStoreTest, VerdictIsInsertedThenReplaced) {
   store_->put_verdict(verdict);
   const auto stored = store_->find_verdict(job);
   ASSERT_TRUE(stored.has_value());
-  EXPECT_EQ(stored->verdict, VerdictValue::Pass);
+  EXPECT_EQ(stored->verdict, qgate::Verdict::Pass);
   EXPECT_EQ(stored->comparison, Comparison::Same);
   EXPECT_EQ(stored->ratio, 0.987);
   EXPECT_EQ(stored->reasons, verdict.reasons);
@@ -446,7 +446,7 @@ TEST_F(SqliteStoreTest, FinishingAJobWritesItsVerdictAndStateTogether) {
   const RowId job = store_->create_job(make_job(build_id_, 1000));
   Verdict verdict;
   verdict.job_id = job;
-  verdict.verdict = VerdictValue::Pass;
+  verdict.verdict = qgate::Verdict::Pass;
   verdict.comparison = Comparison::Same;
   verdict.pairs = 8;
   // Not running yet: nothing is written.

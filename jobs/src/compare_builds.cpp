@@ -178,8 +178,8 @@ SeriesSide summarize(const Collected& c) {
   return s;
 }
 
-Answer from_db(db::Comparison c) {
-  return c == db::Comparison::Same ? Answer::same : c == db::Comparison::Different ? Answer::different : Answer::unknown;
+Answer from_db(Comparison c) {
+  return c == Comparison::Same ? Answer::same : c == Comparison::Different ? Answer::different : Answer::unknown;
 }
 
 /// The jobs whose arms were these two builds on this series, with the verdict each job reached on its

@@ -120,11 +120,11 @@ v1::AbDetail JobDetails::ab(db::RowId job_id) const {
     look->set_bounded(bounded);
     look->set_ci_low(bounded ? r.lower : 0);
     look->set_ci_high(bounded ? r.upper : 0);
-    look->set_verdict(r.verdict == stats::Verdict::pass   ? v1::VERDICT_PASS
-                      : r.verdict == stats::Verdict::fail ? v1::VERDICT_FAIL
+    look->set_verdict(r.verdict == Verdict::Pass   ? v1::VERDICT_PASS
+                      : r.verdict == Verdict::Fail ? v1::VERDICT_FAIL
                                                           : v1::VERDICT_INCONCLUSIVE);
-    look->set_comparison(r.comparison == stats::Comparison::same        ? v1::COMPARISON_SAME
-                         : r.comparison == stats::Comparison::different ? v1::COMPARISON_DIFFERENT
+    look->set_comparison(r.comparison == Comparison::Same        ? v1::COMPARISON_SAME
+                         : r.comparison == Comparison::Different ? v1::COMPARISON_DIFFERENT
                                                                         : v1::COMPARISON_UNKNOWN);
     look->set_decision(std::string(stats::to_string(r.decision)));
   }

@@ -311,36 +311,4 @@ db::ShapeSet from_proto(v1::ShapeSet shapes) {
   }
 }
 
-v1::Verdict to_proto(db::VerdictValue verdict) {
-  switch (verdict) {
-    case db::VerdictValue::Pass: return v1::VERDICT_PASS;
-    case db::VerdictValue::Fail: return v1::VERDICT_FAIL;
-    case db::VerdictValue::Inconclusive: return v1::VERDICT_INCONCLUSIVE;
-  }
-  return v1::VERDICT_INCONCLUSIVE;
-}
-db::VerdictValue from_proto(v1::Verdict verdict) {
-  switch (verdict) {
-    case v1::VERDICT_PASS: return db::VerdictValue::Pass;
-    case v1::VERDICT_FAIL: return db::VerdictValue::Fail;
-    default: return db::VerdictValue::Inconclusive;
-  }
-}
-
-v1::Comparison to_proto(db::Comparison comparison) {
-  switch (comparison) {
-    case db::Comparison::Same: return v1::COMPARISON_SAME;
-    case db::Comparison::Different: return v1::COMPARISON_DIFFERENT;
-    case db::Comparison::Unknown: return v1::COMPARISON_UNKNOWN;
-  }
-  return v1::COMPARISON_UNKNOWN;
-}
-db::Comparison from_proto(v1::Comparison comparison) {
-  switch (comparison) {
-    case v1::COMPARISON_SAME: return db::Comparison::Same;
-    case v1::COMPARISON_DIFFERENT: return db::Comparison::Different;
-    default: return db::Comparison::Unknown;
-  }
-}
-
 }  // namespace qgate::jobs

@@ -47,7 +47,7 @@ TEST(JobRecords, VerdictRowKeepsEveryFieldOfTheReport) {
 
   const db::Verdict row = verdict_row(42, report);
   EXPECT_EQ(row.job_id, 42);
-  EXPECT_EQ(row.verdict, db::VerdictValue::Fail);
+  EXPECT_EQ(row.verdict, Verdict::Fail);
   EXPECT_EQ(row.per_type.size(), 1u);
   EXPECT_EQ(row.leaks.size(), 1u);
   EXPECT_EQ(to_proto(row).SerializeAsString(), report.SerializeAsString()) << to_proto(row).DebugString();

@@ -18,18 +18,18 @@ namespace qgate::server {
 
 namespace {
 
-v1::Comparison to_proto(stats::Comparison c) {
+v1::Comparison to_proto(Comparison c) {
   switch (c) {
-    case stats::Comparison::same: return v1::COMPARISON_SAME;
-    case stats::Comparison::different: return v1::COMPARISON_DIFFERENT;
+    case Comparison::Same: return v1::COMPARISON_SAME;
+    case Comparison::Different: return v1::COMPARISON_DIFFERENT;
     default: return v1::COMPARISON_UNKNOWN;
   }
 }
 
-v1::Verdict to_proto(stats::Verdict v) {
+v1::Verdict to_proto(Verdict v) {
   switch (v) {
-    case stats::Verdict::pass: return v1::VERDICT_PASS;
-    case stats::Verdict::fail: return v1::VERDICT_FAIL;
+    case Verdict::Pass: return v1::VERDICT_PASS;
+    case Verdict::Fail: return v1::VERDICT_FAIL;
     default: return v1::VERDICT_INCONCLUSIVE;
   }
 }
@@ -286,8 +286,8 @@ AbOutcome AbPhase::run_split(v1::JobProgress& progress) {
     recorder_.publish(progress, "look " + std::to_string(next_look + 1) + " of " + std::to_string(design.looks.size()) +
                                     " at " + std::to_string(blocks.size()) + " blocks (" +
                                     std::to_string(book.pairs.size()) + " pairs): " +
-                                    std::string(stats::to_string(look->verdict)) + " (" +
-                                    std::string(stats::to_string(look->comparison)) + "), " +
+                                    std::string(to_string(look->verdict)) + " (" +
+                                    std::string(to_string(look->comparison)) + "), " +
                                     std::string(stats::to_string(look->decision)));
     if (look->decision == stats::LookDecision::stop) break;
     ++next_look;
@@ -448,8 +448,8 @@ AbOutcome AbPhase::run(v1::JobProgress& progress) {
       recorder_.publish(progress, "look " + std::to_string(next_look + 1) + " of " +
                                       std::to_string(design.looks.size()) + " at " +
                                       std::to_string(book.pairs.size()) + " pairs: " +
-                                      std::string(stats::to_string(look->verdict)) + " (" +
-                                      std::string(stats::to_string(look->comparison)) + "), " +
+                                      std::string(to_string(look->verdict)) + " (" +
+                                      std::string(to_string(look->comparison)) + "), " +
                                       std::string(stats::to_string(look->decision)));
       if (look->decision == stats::LookDecision::stop) break;
       ++next_look;

@@ -16,6 +16,7 @@
 #include "qgate/jobs/job_messages.h"
 #include "qgate/server/job_recorder.h"
 #include "qgate/server/parity_phase.h"
+#include "qgate/v1/verdict_words.h"
 #include "qgate/v1/record_words.h"
 #include "qgate/v1/spec_words.h"
 
@@ -217,9 +218,6 @@ class JobPlan {
     judge_with_calibration();
   }
 
-  static const char* comparison_word(v1::Comparison c) {
-    return c == v1::COMPARISON_SAME ? "SAME" : c == v1::COMPARISON_DIFFERENT ? "DIFFERENT" : "UNKNOWN";
-  }
   /// A split job's verdict against the pair's stored A/A calibration (docs/two-gpus.md): an A/A that
   /// read DIFFERENT on this pair means split runs on it are not fair, and the verdict cannot stand.
   void judge_with_calibration() {
@@ -241,7 +239,7 @@ class JobPlan {
     }
     char text[200];
     std::snprintf(text, sizeof text, "calibrated by job %lld: the pair's A/A read %s, ratio %.4f [%.4f, %.4f]",
-                  static_cast<long long>(cal->job_id), comparison_word(cal->comparison), cal->ratio,
+                  static_cast<long long>(cal->job_id), std::string(words::comparison_word(cal->comparison)).c_str(), cal->ratio,
                   cal->ci_low, cal->ci_high);
     if (cal->comparison == v1::COMPARISON_DIFFERENT) {
       report_.set_verdict(v1::VERDICT_INCONCLUSIVE);

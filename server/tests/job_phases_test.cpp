@@ -462,7 +462,7 @@ TEST_F(RunnerTest, AGateWhoseParityFailsNeverStartsTheAb) {
   EXPECT_EQ(job.state, db::JobState::Done);
   EXPECT_EQ(job.disposition, db::Disposition::Incorrect);
   EXPECT_EQ(launcher.journal.launches, 1) << "only the parity worker";
-  EXPECT_EQ(store_->find_verdict(job.id)->verdict, db::VerdictValue::Fail);
+  EXPECT_EQ(store_->find_verdict(job.id)->verdict, Verdict::Fail);
 }
 
 TEST_F(RunnerTest, AStoredBuildEditedOnDiskIsNeverRun) {
@@ -501,7 +501,7 @@ TEST_F(RunnerTest, ALeakingBuildFailsTheGateAsLeaked) {
   EXPECT_EQ(job.state, db::JobState::Done);
   EXPECT_EQ(job.disposition, db::Disposition::Leaked);
   EXPECT_NE(job.disposition_detail.find("arm A"), std::string::npos) << job.disposition_detail;
-  EXPECT_EQ(store_->find_verdict(job.id)->verdict, db::VerdictValue::Fail);
+  EXPECT_EQ(store_->find_verdict(job.id)->verdict, Verdict::Fail);
 }
 
 TEST_F(RunnerTest, ALeakAllowedByThePolicyKeepsTheSpeedVerdict) {
@@ -513,7 +513,7 @@ TEST_F(RunnerTest, ALeakAllowedByThePolicyKeepsTheSpeedVerdict) {
   spec.mutable_policy()->set_allow_leaks(true);
   const db::Job job = run_job(launcher, spec, true);
   EXPECT_EQ(job.disposition, db::Disposition::Leaked);
-  EXPECT_EQ(store_->find_verdict(job.id)->verdict, db::VerdictValue::Pass);
+  EXPECT_EQ(store_->find_verdict(job.id)->verdict, Verdict::Pass);
 }
 
 TEST_F(RunnerTest, ACrashEndsTheJobFailedWithItsDisposition) {

@@ -127,8 +127,8 @@ TEST_F(SplitAbTest, ArmsSwapGpusEveryPairAndTheGpuEffectCancels) {
   ASSERT_EQ(job.state, db::JobState::Done) << job.error.value_or("");
   const auto verdict = store_->find_verdict(job.id);
   ASSERT_TRUE(verdict);
-  EXPECT_EQ(verdict->comparison, db::Comparison::Same);
-  EXPECT_EQ(verdict->verdict, db::VerdictValue::Pass);
+  EXPECT_EQ(verdict->comparison, Comparison::Same);
+  EXPECT_EQ(verdict->verdict, Verdict::Pass);
   EXPECT_NEAR(*verdict->ratio, 1.0, 0.005);
   EXPECT_EQ(verdict->pairs % 2, 0);
   // Four workers (each arm on each GPU); in pair i arm A ran on GPU i % 2 and arm B on the other,
@@ -165,7 +165,7 @@ TEST_F(SplitAbTest, ASplitAbIsJudgedAgainstTheStoredAaOfItsPair) {
   ASSERT_EQ(ab.state, db::JobState::Done) << ab.error.value_or("");
   const auto verdict = store_->find_verdict(ab.id);
   ASSERT_TRUE(verdict);
-  EXPECT_EQ(verdict->comparison, db::Comparison::Different);
+  EXPECT_EQ(verdict->comparison, Comparison::Different);
   EXPECT_NEAR(*verdict->ratio, 2.0, 0.02);  // MMQ over f16, the GPUs' 0.8 gone
   const v1::SplitGpus split = split_of(ab);
   EXPECT_FALSE(split.is_calibration());
@@ -196,7 +196,7 @@ TEST_F(SplitAbTest, ACalibrationThatReadDifferentMakesTheVerdictInconclusive) {
   ASSERT_EQ(aa.state, db::JobState::Done);
   // Suppose that A/A had read DIFFERENT: split runs on this pair are not fair.
   db::Verdict bad = *store_->find_verdict(aa.id);
-  bad.comparison = db::Comparison::Different;
+  bad.comparison = Comparison::Different;
   bad.ratio = 1.05;
   bad.ci_low = 1.03;
   bad.ci_high = 1.07;
@@ -204,8 +204,8 @@ TEST_F(SplitAbTest, ACalibrationThatReadDifferentMakesTheVerdictInconclusive) {
   const db::Job ab = run_split(launcher, ab_spec());
   const auto verdict = store_->find_verdict(ab.id);
   ASSERT_TRUE(verdict);
-  EXPECT_EQ(verdict->verdict, db::VerdictValue::Inconclusive);
-  EXPECT_EQ(verdict->comparison, db::Comparison::Unknown);
+  EXPECT_EQ(verdict->verdict, Verdict::Inconclusive);
+  EXPECT_EQ(verdict->comparison, Comparison::Unknown);
   bool said = false;
   for (const auto& r : verdict->reasons) said |= r.find("split runs on this pair are not fair") != std::string::npos;
   EXPECT_TRUE(said);
@@ -216,7 +216,7 @@ TEST_F(SplitAbTest, AnUncalibratedPairSaysSoAndKeepsItsVerdict) {
   const db::Job ab = run_split(launcher, ab_spec());
   const auto verdict = store_->find_verdict(ab.id);
   ASSERT_TRUE(verdict);
-  EXPECT_EQ(verdict->comparison, db::Comparison::Different);
+  EXPECT_EQ(verdict->comparison, Comparison::Different);
   EXPECT_EQ(split_of(ab).calibration_job_id(), 0);
   bool said = false;
   for (const auto& r : verdict->reasons) said |= r.find("has no A/A calibration yet") != std::string::npos;

@@ -250,22 +250,6 @@ RatioEstimate estimate_ratio(std::span<const AbPair> pairs, const BootstrapOptio
   return e;
 }
 
-std::string_view to_string(Comparison c) {
-  switch (c) {
-    case Comparison::same: return "SAME";
-    case Comparison::different: return "DIFFERENT";
-    case Comparison::unknown: return "UNKNOWN";
-  }
-  return "UNKNOWN";
-}
-
-std::optional<Comparison> comparison_from_string(std::string_view s) {
-  for (Comparison c : {Comparison::same, Comparison::different, Comparison::unknown}) {
-    if (to_string(c) == s) return c;
-  }
-  return std::nullopt;
-}
-
 double ComparisonBands::same_band(size_t pairs) const {
   if (pairs == 0) return noise_band;
   return std::max(noise_band, same_scale / std::sqrt(static_cast<double>(pairs)));
@@ -276,33 +260,17 @@ Comparison compare(const RatioEstimate& e, const ComparisonBands& bands) {
   // Two independent readings must agree before a difference is claimed: the interval, and the
   // signed-rank test at the same level. A handful of pairs that happen to agree can make a t
   // interval look decisive; the exact rank test cannot reach p < 0.05 with fewer than 6 pairs.
-  if (clear_of_noise && e.wilcoxon_p < 1 - e.confidence) return Comparison::different;
+  if (clear_of_noise && e.wilcoxon_p < 1 - e.confidence) return Comparison::Different;
   const double band = bands.same_band(e.pairs);
-  if (e.lower >= 1 - band && e.upper <= 1 + band) return Comparison::same;
-  return Comparison::unknown;
-}
-
-std::string_view to_string(Verdict v) {
-  switch (v) {
-    case Verdict::pass: return "PASS";
-    case Verdict::fail: return "FAIL";
-    case Verdict::inconclusive: return "INCONCLUSIVE";
-  }
-  return "INCONCLUSIVE";
-}
-
-std::optional<Verdict> verdict_from_string(std::string_view s) {
-  for (Verdict v : {Verdict::pass, Verdict::fail, Verdict::inconclusive}) {
-    if (to_string(v) == s) return v;
-  }
-  return std::nullopt;
+  if (e.lower >= 1 - band && e.upper <= 1 + band) return Comparison::Same;
+  return Comparison::Unknown;
 }
 
 int exit_code(Verdict v) {
   switch (v) {
-    case Verdict::pass: return 0;
-    case Verdict::fail: return 1;
-    case Verdict::inconclusive: return 2;
+    case Verdict::Pass: return 0;
+    case Verdict::Fail: return 1;
+    case Verdict::Inconclusive: return 2;
   }
   return 2;
 }

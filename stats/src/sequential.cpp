@@ -300,9 +300,9 @@ double LookResult::halfwidth() const {
 }
 
 Comparison equivalence_comparison(double lower, double upper, double band) {
-  if (upper < 1 - band || lower > 1 + band) return Comparison::different;
-  if (lower > 1 - band && upper < 1 + band) return Comparison::same;
-  return Comparison::unknown;
+  if (upper < 1 - band || lower > 1 + band) return Comparison::Different;
+  if (lower > 1 - band && upper < 1 + band) return Comparison::Same;
+  return Comparison::Unknown;
 }
 
 LookResult judge_look(std::span<const AbPair> pairs, const SequentialDesign& design, size_t look_index) {
@@ -316,9 +316,9 @@ LookResult judge_look(std::span<const AbPair> pairs, const SequentialDesign& des
   r.upper = std::exp(r.interval.upper);
 
   const double floor = 1 - design.slowdown_threshold;
-  r.verdict = r.upper < floor ? Verdict::fail : r.lower > floor ? Verdict::pass : Verdict::inconclusive;
+  r.verdict = r.upper < floor ? Verdict::Fail : r.lower > floor ? Verdict::Pass : Verdict::Inconclusive;
   r.comparison = equivalence_comparison(r.lower, r.upper, design.equivalence_band);
-  const bool decided = r.verdict != Verdict::inconclusive && r.comparison != Comparison::unknown;
+  const bool decided = r.verdict != Verdict::Inconclusive && r.comparison != Comparison::Unknown;
   const bool precise = r.halfwidth() <= design.target_halfwidth;
   r.decision = look_index == design.last_look() || decided || precise ? LookDecision::stop
                                                                       : LookDecision::continue_adding;
@@ -333,13 +333,13 @@ void explain_look(LookResult& r, const SequentialDesign& design) {
   const bool bounded = std::isfinite(r.upper) && r.lower > 0;
   const std::string interval = describe(r);
   switch (r.verdict) {
-    case Verdict::fail:
+    case Verdict::Fail:
       r.reasons.push_back(printf_string("%s is a slowdown beyond %.1f%%", interval.c_str(), pct));
       break;
-    case Verdict::pass:
+    case Verdict::Pass:
       r.reasons.push_back(printf_string("%s rules out a slowdown beyond %.1f%%", interval.c_str(), pct));
       break;
-    case Verdict::inconclusive:
+    case Verdict::Inconclusive:
       if (!bounded) {
         r.reasons.push_back(printf_string("%s: %zu pairs are too few to decide at this look", interval.c_str(),
                                           r.pairs));
@@ -351,16 +351,16 @@ void explain_look(LookResult& r, const SequentialDesign& design) {
       break;
   }
   switch (r.comparison) {
-    case Comparison::same:
+    case Comparison::Same:
       r.reasons.push_back(printf_string("SAME: the interval lies within +-%.1f%%, the equivalence band (two "
                                         "one-sided tests at %.1f%% each)",
                                         100 * band, 100 * design.alpha));
       break;
-    case Comparison::different:
+    case Comparison::Different:
       r.reasons.push_back(printf_string("DIFFERENT: A is %s than B by more than the %.1f%% band",
                                         r.upper < 1 ? "slower" : "faster", 100 * band));
       break;
-    case Comparison::unknown:
+    case Comparison::Unknown:
       r.reasons.push_back(printf_string("UNKNOWN: the interval is neither within +-%.1f%% nor wholly outside it",
                                         100 * band));
       break;
@@ -373,7 +373,7 @@ void explain_look(LookResult& r, const SequentialDesign& design) {
   if (r.decision == LookDecision::continue_adding) {
     r.reasons.push_back(printf_string("continuing to look %zu at %d pairs", r.look_index + 2,
                                       design.looks[r.look_index + 1]));
-  } else if (r.verdict != Verdict::inconclusive && r.comparison != Comparison::unknown) {
+  } else if (r.verdict != Verdict::Inconclusive && r.comparison != Comparison::Unknown) {
     r.reasons.push_back("stopped: the verdict and the comparison are both decided");
   } else if (r.look_index == design.last_look()) {
     r.reasons.push_back(printf_string("stopped: the budget of %d pairs is spent", design.looks.back()));

@@ -11,6 +11,8 @@
 #include <stdexcept>
 
 using namespace qgate::stats;
+using qgate::Comparison;
+using qgate::Verdict;
 
 namespace {
 
@@ -53,7 +55,7 @@ TEST(AbStatistics, AaRunIsSame) {
   for (uint64_t seed = 0; seed < 20; ++seed) {
     const RatioEstimate e = estimate_ratio(simulate(16, 1.0, 0.01, 100 + seed));
     EXPECT_NEAR(e.ratio, 1.0, 0.01) << seed;
-    EXPECT_EQ(compare(e), Comparison::same) << seed << ": [" << e.lower << ", " << e.upper << "]";
+    EXPECT_EQ(compare(e), Comparison::Same) << seed << ": [" << e.lower << ", " << e.upper << "]";
   }
 }
 
@@ -64,7 +66,7 @@ TEST(AbStatistics, IdenticalFiguresAreSame) {
   EXPECT_EQ(e.lower, 1.0);
   EXPECT_EQ(e.upper, 1.0);
   EXPECT_EQ(e.wilcoxon_p, 1.0);
-  EXPECT_EQ(compare(e), Comparison::same);
+  EXPECT_EQ(compare(e), Comparison::Same);
 }
 
 TEST(AbStatistics, FivePercentSlowdownIsDifferent) {
@@ -73,7 +75,7 @@ TEST(AbStatistics, FivePercentSlowdownIsDifferent) {
   EXPECT_NEAR(e.ratio, 0.95, 0.005);
   EXPECT_LT(e.upper, 0.98);
   EXPECT_LT(e.wilcoxon_p, 0.01);
-  EXPECT_EQ(compare(e), Comparison::different);
+  EXPECT_EQ(compare(e), Comparison::Different);
 }
 
 TEST(AbStatistics, FivePercentSpeedupIsDifferent) {
@@ -81,7 +83,7 @@ TEST(AbStatistics, FivePercentSpeedupIsDifferent) {
   const RatioEstimate e = estimate_ratio(pairs);
   EXPECT_NEAR(e.ratio, 1.05, 0.005);
   EXPECT_GT(e.lower, 1.02);
-  EXPECT_EQ(compare(e), Comparison::different);
+  EXPECT_EQ(compare(e), Comparison::Different);
 }
 
 TEST(AbStatistics, LargeNoiseWithFewPairsIsUnknown) {
@@ -89,7 +91,7 @@ TEST(AbStatistics, LargeNoiseWithFewPairsIsUnknown) {
   const std::vector<AbPair> pairs = {{110, 100}, {85, 100}, {102, 100}, {95, 100}};
   const RatioEstimate e = estimate_ratio(pairs);
   EXPECT_GT(e.halfwidth(), 0.05);
-  EXPECT_EQ(compare(e), Comparison::unknown);
+  EXPECT_EQ(compare(e), Comparison::Unknown);
 }
 
 TEST(AbStatistics, SmallSamplesAreNoNarrowerThanTheStudentTInterval) {
@@ -171,13 +173,13 @@ TEST(AbStatistics, AFewAgreeingPairsAreNotEnoughToCallADifference) {
   std::vector<AbPair> four = {{1.10, 1.0}, {1.12, 1.0}, {1.09, 1.0}, {1.11, 1.0}};
   const RatioEstimate e4 = estimate_ratio(four);
   EXPECT_GT(e4.lower, 1.01);
-  EXPECT_EQ(compare(e4), Comparison::unknown);
+  EXPECT_EQ(compare(e4), Comparison::Unknown);
   // Six such pairs agree with the interval (p = 1/32): now it is a difference.
   four.push_back({1.10, 1.0});
   four.push_back({1.13, 1.0});
   const RatioEstimate e6 = estimate_ratio(four);
   EXPECT_LT(e6.wilcoxon_p, 0.05);
-  EXPECT_EQ(compare(e6), Comparison::different);
+  EXPECT_EQ(compare(e6), Comparison::Different);
 }
 
 TEST(AbStatistics, CountsContentionMismatches) {
@@ -194,7 +196,7 @@ TEST(AbStatistics, OnePairGivesAnUnboundedInterval) {
   EXPECT_NEAR(e.ratio, 2.0, 1e-12);
   EXPECT_EQ(e.lower, 0.0);
   EXPECT_TRUE(std::isinf(e.upper));
-  EXPECT_EQ(compare(e), Comparison::unknown);
+  EXPECT_EQ(compare(e), Comparison::Unknown);
 }
 
 TEST(AbStatistics, RefusesBadInputWithAReason) {
@@ -233,26 +235,15 @@ TEST(AbStatistics, SameBandTightensWithPairs) {
   e.lower = 0.97;
   e.upper = 1.03;
   e.pairs = 4;
-  EXPECT_EQ(compare(e), Comparison::same);  // within +-5% at 4 pairs
+  EXPECT_EQ(compare(e), Comparison::Same);  // within +-5% at 4 pairs
   e.pairs = 25;
-  EXPECT_EQ(compare(e), Comparison::unknown);  // not within +-2% at 25 pairs
+  EXPECT_EQ(compare(e), Comparison::Unknown);  // not within +-2% at 25 pairs
   e.lower = 1.015;
   e.upper = 1.03;
   e.wilcoxon_p = 0.2;
-  EXPECT_EQ(compare(e), Comparison::unknown);  // clear of the 1% noise band, but the rank test disagrees
+  EXPECT_EQ(compare(e), Comparison::Unknown);  // clear of the 1% noise band, but the rank test disagrees
   e.wilcoxon_p = 0.001;
-  EXPECT_EQ(compare(e), Comparison::different);  // clear of the band, and the rank test agrees
-}
-
-TEST(AbStatistics, EnumsRoundTripThroughStrings) {
-  for (Comparison c : {Comparison::same, Comparison::different, Comparison::unknown}) {
-    EXPECT_EQ(comparison_from_string(to_string(c)), c);
-  }
-  for (Verdict v : {Verdict::pass, Verdict::fail, Verdict::inconclusive}) {
-    EXPECT_EQ(verdict_from_string(to_string(v)), v);
-  }
-  EXPECT_FALSE(comparison_from_string("same"));
-  EXPECT_FALSE(verdict_from_string("OK"));
+  EXPECT_EQ(compare(e), Comparison::Different);  // clear of the band, and the rank test agrees
 }
 
 TEST(GeometricMean, OfArmFigures) {

@@ -15,6 +15,8 @@
 #include "qgate/stats/sequential.h"
 
 using namespace qgate::stats;
+using qgate::Comparison;
+using qgate::Verdict;
 
 namespace {
 
@@ -73,11 +75,11 @@ double run(Rng& rng, double figure, const Cell& c) {
 
 // The only combinations the rules allow: FAIL is DIFFERENT; SAME is PASS.
 bool consistent(const LookResult& r) {
-  if (r.verdict == Verdict::fail && r.comparison != Comparison::different) return false;
-  if (r.comparison == Comparison::same && r.verdict != Verdict::pass) return false;
+  if (r.verdict == Verdict::Fail && r.comparison != Comparison::Different) return false;
+  if (r.comparison == Comparison::Same && r.verdict != Verdict::Pass) return false;
   const std::string first = r.reasons.empty() ? "" : r.reasons[0];
-  const bool says = r.verdict == Verdict::fail   ? first.find("is a slowdown beyond") != std::string::npos
-                    : r.verdict == Verdict::pass ? first.find("rules out a slowdown") != std::string::npos
+  const bool says = r.verdict == Verdict::Fail   ? first.find("is a slowdown beyond") != std::string::npos
+                    : r.verdict == Verdict::Pass ? first.find("rules out a slowdown") != std::string::npos
                                                  : first.find("cannot tell") != std::string::npos ||
                                                        first.find("too few") != std::string::npos;
   return says && r.reasons.size() >= 2 && r.reasons[1].rfind(std::string(to_string(r.comparison)), 0) == 0;
@@ -100,12 +102,12 @@ Tally simulate(const Cell& c, const SequentialDesign& design, uint64_t seed, int
       LookResult r = judge_look(pairs, design, look);
       if (r.decision == LookDecision::continue_adding) continue;
       explain_look(r, design);
-      t.pass += r.verdict == Verdict::pass;
-      t.fail += r.verdict == Verdict::fail;
-      t.inconclusive += r.verdict == Verdict::inconclusive;
-      t.same += r.comparison == Comparison::same;
-      t.different += r.comparison == Comparison::different;
-      t.unknown += r.comparison == Comparison::unknown;
+      t.pass += r.verdict == Verdict::Pass;
+      t.fail += r.verdict == Verdict::Fail;
+      t.inconclusive += r.verdict == Verdict::Inconclusive;
+      t.same += r.comparison == Comparison::Same;
+      t.different += r.comparison == Comparison::Different;
+      t.unknown += r.comparison == Comparison::Unknown;
       t.contradictions += consistent(r) ? 0 : 1;
       t.pairs += static_cast<long long>(r.pairs);
       break;

@@ -11,6 +11,8 @@
 #include <string>
 
 using namespace qgate::stats;
+using qgate::Comparison;
+using qgate::Verdict;
 
 namespace {
 
@@ -125,8 +127,8 @@ TEST(SequentialLook, AClearSlowdownFailsAsDifferentAndStops) {
   const SequentialDesign d = SequentialDesign::from_policy(GatePolicy{});
   const auto pairs = noisy(20, 0.95, 0.003, 21);
   const LookResult r = evaluate_look(pairs, d, 2);
-  EXPECT_EQ(r.verdict, Verdict::fail);
-  EXPECT_EQ(r.comparison, Comparison::different);
+  EXPECT_EQ(r.verdict, Verdict::Fail);
+  EXPECT_EQ(r.comparison, Comparison::Different);
   EXPECT_EQ(r.decision, LookDecision::stop);
   EXPECT_EQ(exit_code(r.verdict), 1);
   EXPECT_NEAR(r.ratio, 0.95, 0.005);
@@ -141,13 +143,13 @@ TEST(SequentialLook, AClearSlowdownFailsAsDifferentAndStops) {
 TEST(SequentialLook, ASpeedupPassesAsDifferentAndAnAaRunAsSame) {
   const SequentialDesign d = SequentialDesign::from_policy(GatePolicy{});
   const LookResult up = evaluate_look(noisy(20, 1.05, 0.003, 31), d, 2);
-  EXPECT_EQ(up.verdict, Verdict::pass);
-  EXPECT_EQ(up.comparison, Comparison::different);
+  EXPECT_EQ(up.verdict, Verdict::Pass);
+  EXPECT_EQ(up.comparison, Comparison::Different);
   EXPECT_EQ(exit_code(up.verdict), 0);
   EXPECT_TRUE(contains(up.reasons[1], "DIFFERENT: A is faster")) << up.reasons[1];
   const LookResult aa = evaluate_look(noisy(20, 1.0, 0.003, 41), d, 2);
-  EXPECT_EQ(aa.verdict, Verdict::pass);
-  EXPECT_EQ(aa.comparison, Comparison::same);
+  EXPECT_EQ(aa.verdict, Verdict::Pass);
+  EXPECT_EQ(aa.comparison, Comparison::Same);
   EXPECT_EQ(aa.decision, LookDecision::stop);
   EXPECT_TRUE(contains(aa.reasons[0], "rules out a slowdown beyond 2.0%")) << aa.reasons[0];
   EXPECT_TRUE(contains(aa.reasons[1], "SAME: the interval lies within +-1.0%")) << aa.reasons[1];
@@ -157,7 +159,7 @@ TEST(SequentialLook, TheFirstLookOnlyStopsForTheExtraordinary) {
   // O'Brien-Fleming spends almost nothing early: a 5% slowdown at 1% noise does not stop at 5 pairs.
   const SequentialDesign d = SequentialDesign::from_policy(GatePolicy{});
   const LookResult r = evaluate_look(noisy(5, 0.95, 0.01, 51), d, 0);
-  EXPECT_EQ(r.verdict, Verdict::inconclusive);
+  EXPECT_EQ(r.verdict, Verdict::Inconclusive);
   EXPECT_EQ(r.decision, LookDecision::continue_adding);
   EXPECT_EQ(exit_code(r.verdict), 2);
   EXPECT_TRUE(contains(r.reasons.back(), "continuing to look 2 at 10 pairs")) << r.reasons.back();
@@ -166,7 +168,7 @@ TEST(SequentialLook, TheFirstLookOnlyStopsForTheExtraordinary) {
 TEST(SequentialLook, StopsAtTheBudgetAndAtThePrecisionTarget) {
   const SequentialDesign d = SequentialDesign::from_policy(GatePolicy{});
   const LookResult noisy_end = evaluate_look(noisy(40, 0.98, 0.3, 52), d, 3);
-  EXPECT_EQ(noisy_end.verdict, Verdict::inconclusive);
+  EXPECT_EQ(noisy_end.verdict, Verdict::Inconclusive);
   EXPECT_EQ(noisy_end.decision, LookDecision::stop);
   EXPECT_TRUE(contains(noisy_end.reasons[0], "straddles 0.980")) << noisy_end.reasons[0];
   EXPECT_TRUE(contains(noisy_end.reasons[3], "budget of 40 pairs")) << noisy_end.reasons[3];
@@ -175,7 +177,7 @@ TEST(SequentialLook, StopsAtTheBudgetAndAtThePrecisionTarget) {
   std::vector<double> offsets;
   for (int i = 0; i < 10; ++i) offsets.push_back(i % 2 ? 0.0005 : -0.0005);
   const LookResult on_threshold = evaluate_look(pairs_with(0.98, offsets), d, 1);
-  EXPECT_EQ(on_threshold.verdict, Verdict::inconclusive);
+  EXPECT_EQ(on_threshold.verdict, Verdict::Inconclusive);
   EXPECT_LT(on_threshold.halfwidth(), 0.01);
   EXPECT_EQ(on_threshold.decision, LookDecision::stop);
   EXPECT_TRUE(contains(on_threshold.reasons[3], "precision target")) << on_threshold.reasons[3];
@@ -186,8 +188,8 @@ TEST(SequentialLook, FourTightPairsOfAHalfSpeedKernelFailAsDifferent) {
   // decisive and the rank test could not be. Now both come from the one interval.
   const SequentialDesign d = SequentialDesign::from_policy(policy_with(4, 4));
   const LookResult r = evaluate_look(pairs_with(0.52, {-0.01, 0.004, 0.012, -0.006}), d, 0);
-  EXPECT_EQ(r.verdict, Verdict::fail);
-  EXPECT_EQ(r.comparison, Comparison::different);
+  EXPECT_EQ(r.verdict, Verdict::Fail);
+  EXPECT_EQ(r.comparison, Comparison::Different);
   EXPECT_EQ(r.decision, LookDecision::stop);
 }
 
@@ -201,13 +203,13 @@ TEST(SequentialLook, VerdictAndComparisonNeverDisagree) {
       for (size_t k = 0; k < d.looks.size(); ++k) {
         const std::span<const AbPair> pairs(all.data(), static_cast<size_t>(d.looks[k]));
         const LookResult r = evaluate_look(pairs, d, k);
-        if (r.verdict == Verdict::fail) {
+        if (r.verdict == Verdict::Fail) {
           ++seen_fail;
-          EXPECT_EQ(r.comparison, Comparison::different) << ratio << " " << sigma << " look " << k;
+          EXPECT_EQ(r.comparison, Comparison::Different) << ratio << " " << sigma << " look " << k;
         }
-        if (r.comparison == Comparison::same) {
+        if (r.comparison == Comparison::Same) {
           ++seen_pass_same;
-          EXPECT_EQ(r.verdict, Verdict::pass) << ratio << " " << sigma << " look " << k;
+          EXPECT_EQ(r.verdict, Verdict::Pass) << ratio << " " << sigma << " look " << k;
         }
         EXPECT_EQ(r.reasons[1].rfind(std::string(to_string(r.comparison)), 0), 0u) << r.reasons[1];
       }

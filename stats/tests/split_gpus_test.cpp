@@ -15,6 +15,8 @@
 #include "qgate/stats/split_gpus.h"
 
 using namespace qgate::stats;
+using qgate::Comparison;
+using qgate::Verdict;
 
 namespace {
 
@@ -85,10 +87,10 @@ Tally simulate(const SplitWorld& world, uint64_t seed, bool judge_pairs = false)
         r = judge_look(blocks, design, look);
       }
       if (r.decision == LookDecision::continue_adding) continue;
-      t.pass += r.verdict == Verdict::pass;
-      t.fail += r.verdict == Verdict::fail;
-      t.same += r.comparison == Comparison::same;
-      t.different += r.comparison == Comparison::different;
+      t.pass += r.verdict == Verdict::Pass;
+      t.fail += r.verdict == Verdict::Fail;
+      t.same += r.comparison == Comparison::Same;
+      t.different += r.comparison == Comparison::Different;
       break;
     }
   }

@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "qgate/common/verdicts.h"
+
 namespace qgate::db {
 
 using RowId = std::int64_t;
@@ -23,13 +25,10 @@ enum class RunState { Running, Done, Failed, Interrupted };
 std::string_view to_string(RunState state);
 RunState run_state_from_string(std::string_view text);
 
-enum class VerdictValue { Pass, Fail, Inconclusive };
-std::string_view to_string(VerdictValue verdict);
-VerdictValue verdict_from_string(std::string_view text);
-
-enum class Comparison { Same, Different, Unknown };
-std::string_view to_string(Comparison comparison);
-Comparison comparison_from_string(std::string_view text);
+// Verdict and Comparison are the domain's (qgate/common/verdicts.h), with their one word list; a
+// stored word that names none is StoreError(InvalidValue).
+qgate::Verdict stored_verdict(std::string_view text);
+Comparison stored_comparison(std::string_view text);
 
 /// How a job's build behaved (v1::Disposition): every ended job has one; Unspecified until then.
 enum class Disposition { Unspecified, Ok, Crashed, Timeout, Incorrect, Rejected, Error, Leaked };
@@ -231,7 +230,7 @@ struct OutputIdentityRow {
 /// A job's verdict: everything in v1::VerdictReport, as rows.
 struct Verdict {
   RowId job_id = 0;
-  VerdictValue verdict = VerdictValue::Inconclusive;
+  qgate::Verdict verdict = qgate::Verdict::Inconclusive;
   Comparison comparison = Comparison::Unknown;
   std::optional<double> ratio;   // tok/s A / tok/s B
   std::optional<double> ci_low;

@@ -9,6 +9,7 @@
 #include "qgate/db/records.h"
 #include "qgate/stats/ab_statistics.h"
 #include "qgate/v1/harness.pb.h"
+#include "qgate/v1/verdict_words.h"
 
 namespace qgate::jobs {
 
@@ -64,9 +65,8 @@ v1::TimingMode to_proto(db::TimingMode timing);
 db::TimingMode from_proto(v1::TimingMode timing);  // UNSPECIFIED = GEMM
 v1::ShapeSet to_proto(db::ShapeSet shapes);
 db::ShapeSet from_proto(v1::ShapeSet shapes);
-v1::Verdict to_proto(db::VerdictValue verdict);
-db::VerdictValue from_proto(v1::Verdict verdict);
-v1::Comparison to_proto(db::Comparison comparison);
-db::Comparison from_proto(v1::Comparison comparison);
+// Verdict and Comparison cross at the API's one seam (qgate/v1/verdict_words.h).
+using words::from_proto;
+using words::to_proto;
 
 }  // namespace qgate::jobs

@@ -16,6 +16,8 @@
 #include <string_view>
 #include <vector>
 
+#include "qgate/common/verdicts.h"
+
 namespace qgate::stats {
 
 /// One adjacent pair of runs. `a` and `b` must be finite and positive.
@@ -75,12 +77,9 @@ double wilcoxon_signed_rank_p(std::span<const double> differences);
 /// options.
 RatioEstimate estimate_ratio(std::span<const AbPair> pairs, const BootstrapOptions& options = {});
 
-/// Pinpoint's three answers to "did A and B perform differently?".
-enum class Comparison { same, different, unknown };
-std::string_view to_string(Comparison c);  // "SAME", "DIFFERENT", "UNKNOWN"
-std::optional<Comparison> comparison_from_string(std::string_view s);
 
-/// Bands of the comparison, on the ratio scale.
+/// Bands of the comparison (Pinpoint's three answers to "did A and B perform differently?", the
+/// Comparison of qgate/common/verdicts.h), on the ratio scale.
 ///  - DIFFERENT: the interval lies wholly outside [1 - noise_band, 1 + noise_band] (it excludes 1
 ///    by more than the run-to-run noise floor) and the signed-rank p is below 1 - confidence.
 ///  - SAME: not DIFFERENT, and the interval lies wholly inside [1 - b(n), 1 + b(n)] with
@@ -95,10 +94,7 @@ struct ComparisonBands {
 
 Comparison compare(const RatioEstimate& estimate, const ComparisonBands& bands = {});
 
-/// Gate verdict for "candidate A against baseline B". Exit codes as docs/measurement.md says.
-enum class Verdict { pass, fail, inconclusive };
-std::string_view to_string(Verdict v);  // "PASS", "FAIL", "INCONCLUSIVE"
-std::optional<Verdict> verdict_from_string(std::string_view s);
+/// The gate verdict's exit code, as docs/measurement.md says.
 int exit_code(Verdict v);  // 0 PASS, 1 FAIL, 2 INCONCLUSIVE
 
 /// The gate's policy; SequentialDesign::from_policy (sequential.h) turns it into planned looks.

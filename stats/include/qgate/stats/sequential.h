@@ -84,8 +84,8 @@ std::string_view to_string(LookDecision d);  // "continue", "stop"
 /// change the answer much); else continue to the next look.
 struct LookResult {
   LookDecision decision = LookDecision::continue_adding;
-  Verdict verdict = Verdict::inconclusive;
-  Comparison comparison = Comparison::unknown;
+  Verdict verdict = Verdict::Inconclusive;
+  Comparison comparison = Comparison::Unknown;
   std::vector<std::string> reasons;  // the first says why the verdict is what it is, the second the comparison
   size_t look_index = 0;
   size_t pairs = 0;
