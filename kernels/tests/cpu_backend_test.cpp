@@ -14,7 +14,7 @@
 #include "qgate/quant/block_formats.h"
 #include "qgate/quant/mmq_math.h"
 #include "qgate/quant/quantize.h"
-#include "qgate/quant/reference.h"
+#include "qgate_expectation.h"
 
 namespace qgate::kernels {
 namespace {
@@ -54,9 +54,9 @@ double run_case(GemmPath path, WeightType type, Shape s, int threads, uint32_t s
 
   std::vector<double> ref(y.size());
   if (path == GemmPath::mmq) {
-    quant::reference_mmq(type, blocks.data(), s.od, s.k, x.data(), s.nt, ref.data());
+    ref = qgate::test_support::qgate_mmq_expectation(type, blocks.data(), s.od, s.k, x.data(), s.nt);
   } else {
-    quant::reference_f16(type, blocks.data(), s.od, s.k, x.data(), s.nt, ref.data());
+    ref = qgate::test_support::qgate_f16_expectation(type, blocks.data(), s.od, s.k, x.data(), s.nt);
   }
   double max_diff = 0;
   for (size_t i = 0; i < y.size(); ++i) {

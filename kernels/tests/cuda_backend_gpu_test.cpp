@@ -22,7 +22,7 @@
 #include "qgate/quant/half.h"
 #include "qgate/quant/mmq_math.h"
 #include "qgate/quant/quantize.h"
-#include "qgate/quant/reference.h"
+#include "qgate_expectation.h"
 
 namespace qgate::kernels {
 namespace {
@@ -133,9 +133,9 @@ CaseResult run_case(GemmPath path, WeightType type, Shape s, uint32_t seed, bool
 
   std::vector<double> ref(r.y.size());
   if (path == GemmPath::mmq) {
-    quant::reference_mmq(type, blocks.data(), s.od, s.k, x.data(), s.nt, ref.data());
+    ref = qgate::test_support::qgate_mmq_expectation(type, blocks.data(), s.od, s.k, x.data(), s.nt);
   } else {
-    quant::reference_f16(type, blocks.data(), s.od, s.k, x.data(), s.nt, ref.data());
+    ref = qgate::test_support::qgate_f16_expectation(type, blocks.data(), s.od, s.k, x.data(), s.nt);
   }
   double max_diff = 0, err2 = 0, ref2 = 0;
   size_t bad = 0, first_bad = 0;
@@ -657,7 +657,7 @@ TEST(CublasLtBaseline, MatchesTheF16Reference) {
   std::vector<float> y(static_cast<size_t>(s.nt * s.od));
   ASSERT_CUDA(cudaMemcpy(y.data(), dy.get(), dy.bytes(), cudaMemcpyDeviceToHost));
   std::vector<double> ref(y.size());
-  quant::reference_f16(type, blocks.data(), s.od, s.k, x.data(), s.nt, ref.data());
+  ref = qgate::test_support::qgate_f16_expectation(type, blocks.data(), s.od, s.k, x.data(), s.nt);
   double max_diff = 0;
   for (size_t i = 0; i < y.size(); ++i) {
     ASSERT_TRUE(std::isfinite(y[i])) << i;

@@ -16,7 +16,6 @@
 #include "detail/gemm_backend.h"
 #include "qgate/quant/half.h"
 #include "qgate/quant/quantize.h"
-#include "qgate/quant/reference.h"
 #include "qgate/reference/parity_reference.h"
 
 namespace qgate::reference {
@@ -426,17 +425,6 @@ TEST_P(EveryType, ExactDequantizationMatchesTheFormat) {
   std::vector<double> exact(static_cast<size_t>(k));
   detail::dequantize_exact(int32_t(type), groups.data(), k, exact.data());
   for (int64_t i = 0; i < k; ++i) EXPECT_NEAR(exact[i], expected[i], 1e-6 * std::fabs(expected[i]) + 1e-7) << i;
-}
-
-TEST_P(EveryType, QgateProfileAgreesWithQgatesMmqReference) {
-  const WeightType type = GetParam();
-  const int64_t od = 19, k = 768, nt = 5;
-  const auto blocks = quant::quantize_matrix(type, uniform(size_t(od * k), 21).data(), od, k);
-  const auto x = uniform(size_t(nt * k), 22);
-  const Expectation e = expect_mmq(Numerics::qgate, problem(type, blocks, x, od, k), 3);
-  std::vector<double> old(size_t(nt * od));
-  quant::reference_mmq(type, blocks.data(), od, k, x.data(), nt, old.data());
-  for (size_t i = 0; i < old.size(); ++i) EXPECT_NEAR(e.y[i], old[i], 1e-9 * (1 + std::fabs(old[i]))) << i;
 }
 
 TEST_P(EveryType, ProfilesStayCloseToTheExactProduct) {

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "qgate/quant/reference.h"
+#include "qgate_expectation.h"
 #include "qgate/worker/problems.h"
 
 using namespace qgate::worker;
@@ -134,13 +134,13 @@ TEST(OutputHead, EveryRowHasItsMarginAndBothReferencesPickTheTargets) {
       // Only a row whose target already leads the noise alone by more keeps a larger margin.
       EXPECT_GE(at_the_asked_margin, in.rows - 2);
       std::vector<double> y(size_t(in.rows * h.od));
-      qgate::quant::reference_mmq(h.type, w.data(), h.od, h.k, in.hidden.data(), in.rows, y.data(), 2);
+      y = qgate::test_support::qgate_mmq_expectation(h.type, w.data(), h.od, h.k, in.hidden.data(), in.rows, 2);
       EXPECT_EQ(argmax(y, in.rows, h.od), in.targets) << "MMQ, seed " << seed;
       // How far int8 activations moved each row's margin, in its sigma: well inside the 8 asked.
       const double moved = worst_margin_change(y, in, h.od);
       worst_mmq = std::max(worst_mmq, moved);
       EXPECT_LT(moved, 5.0) << "seed " << seed;  // the largest of ~1000 normal draws is about 3.3
-      qgate::quant::reference_f16(h.type, w.data(), h.od, h.k, in.hidden.data(), in.rows, y.data(), 2);
+      y = qgate::test_support::qgate_f16_expectation(h.type, w.data(), h.od, h.k, in.hidden.data(), in.rows, 2);
       EXPECT_EQ(argmax(y, in.rows, h.od), in.targets) << "f16, seed " << seed;
       worst_f16 = std::max(worst_f16, worst_margin_change(y, in, h.od));
     }
@@ -158,7 +158,7 @@ TEST(OutputHead, WeightsWithAWrongScalePickOtherTokens) {
     const auto in = make_output_head_inputs(WeightType::q6_K, w.data(), od, k, kOutputHeadRows, seed, 2);
     auto changed_tokens = [&](const std::vector<uint8_t>& bad) {
       std::vector<double> y(size_t(in.rows * od));
-      qgate::quant::reference_mmq(WeightType::q6_K, bad.data(), od, k, in.hidden.data(), in.rows, y.data(), 2);
+      y = qgate::test_support::qgate_mmq_expectation(WeightType::q6_K, bad.data(), od, k, in.hidden.data(), in.rows, 2);
       const auto tokens = argmax(y, in.rows, od);
       int changed = 0;
       for (size_t i = 0; i < tokens.size(); ++i) changed += tokens[i] != in.targets[i];
@@ -180,14 +180,14 @@ TEST(OutputHead, AtK4096TheMarginHoldsAndTheBugStillShows) {
   const auto w = make_weights(WeightType::q6_K, od, k, 4);
   const auto in = make_output_head_inputs(WeightType::q6_K, w.data(), od, k, rows, 4, 2);
   std::vector<double> y(size_t(rows * od));
-  qgate::quant::reference_mmq(WeightType::q6_K, w.data(), od, k, in.hidden.data(), rows, y.data(), 2);
+  y = qgate::test_support::qgate_mmq_expectation(WeightType::q6_K, w.data(), od, k, in.hidden.data(), rows, 2);
   EXPECT_EQ(argmax(y, rows, od), in.targets);
-  qgate::quant::reference_f16(WeightType::q6_K, w.data(), od, k, in.hidden.data(), rows, y.data(), 2);
+  y = qgate::test_support::qgate_f16_expectation(WeightType::q6_K, w.data(), od, k, in.hidden.data(), rows, 2);
   EXPECT_EQ(argmax(y, rows, od), in.targets);
   auto bad = w;
   auto* blocks = reinterpret_cast<qgate::quant::BlockQ6_K*>(bad.data());
   for (int64_t b = 0; b < od * k / 256; ++b) blocks[b].scales[15] = blocks[b].scales[14];
-  qgate::quant::reference_mmq(WeightType::q6_K, bad.data(), od, k, in.hidden.data(), rows, y.data(), 2);
+  y = qgate::test_support::qgate_mmq_expectation(WeightType::q6_K, bad.data(), od, k, in.hidden.data(), rows, 2);
   const auto tokens = argmax(y, rows, od);
   int changed = 0;
   for (int64_t i = 0; i < rows; ++i) changed += tokens[size_t(i)] != in.targets[size_t(i)];
