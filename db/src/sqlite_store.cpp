@@ -26,6 +26,7 @@
 #include "detail/compare_runs_sql.h"
 #include "detail/migrations.h"
 #include "detail/sqlite_checked.h"
+#include "detail/sqlite_records.h"
 
 namespace qgate::db {
 namespace detail {
@@ -53,6 +54,10 @@ StoreErrorKind kind_from_sqlite_code(int sqlite_code) {
 namespace {
 
 using detail::bind_all;
+using detail::bind_record;
+using detail::insert_sql;
+using detail::read_record;
+using detail::upsert_sql;
 using detail::optional_flag;
 using detail::optional_int;
 using detail::optional_real;
@@ -87,136 +92,6 @@ void create_private_file(const std::filesystem::path& path) {
   }
 }
 
-// Column lists shared by every SELECT of a table and its row reader, kept side by side.
-constexpr const char* kBuildColumns =
-    "id, sha256, name, commit_sha, branch, flags, size_bytes, artifact_path, abi_version, "
-    "build_name, build_version, external, created_ms";
-
-/// Reads a build from the row's columns first, first + 1, ... (kBuildColumns order), so joined
-/// queries can read one after another.
-Build read_build(SQLite::Statement& row, int first = 0) {
-  auto column = [&](int index) { return row.getColumn(first + index); };
-  Build build;
-  build.id = column(0).getInt64();
-  build.sha256 = column(1).getString();
-  build.name = column(2).getString();
-  build.commit_sha = column(3).getString();
-  build.branch = column(4).getString();
-  build.flags = column(5).getString();
-  build.size_bytes = column(6).getInt64();
-  build.artifact_path = column(7).getString();
-  build.abi_version = column(8).getInt64();
-  build.build_name = column(9).getString();
-  build.build_version = column(10).getString();
-  build.external = column(11).getInt64() != 0;
-  build.created_ms = column(12).getInt64();
-  return build;
-}
-constexpr int kBuildColumnCount = 13;
-
-constexpr const char* kJobColumns =
-    "id, kind, state, build_id, baseline_build_id, profile, spec_json, backend, device, quiet_only, "
-    "deadline_ms, attempts, error, created_ms, started_ms, finished_ms, progress_json, disposition, "
-    "disposition_detail, tokens, run_order, timing, parity_shapes, path, numerics, wait_for_quiet, "
-    "run_contended_on_expiry, remeasure_of, timeout_s";
-constexpr int kJobColumnCount = 29;
-
-/// Reads a job from the row's columns first, first + 1, ... (kJobColumns order). Stored enum text
-/// that this library does not know throws StoreError(InvalidValue) naming the job.
-Job read_job(SQLite::Statement& row, int first = 0) {
-  auto column = [&](int index) { return row.getColumn(first + index); };
-  Job job;
-  job.id = column(0).getInt64();
-  try {
-    job.kind = column(1).getString();
-    job.state = job_state_from_string(column(2).getString());
-    job.build_id = column(3).getInt64();
-    job.baseline_build_id = optional_int(column(4));
-    job.profile = column(5).getString();
-    job.spec_json = column(6).getString();
-    job.backend = column(7).getString();
-    job.device = column(8).getInt();
-    job.quiet_only = column(9).getInt64() != 0;
-    job.deadline_ms = optional_int(column(10));
-    job.attempts = column(11).getInt();
-    job.error = optional_text(column(12));
-    job.created_ms = column(13).getInt64();
-    job.started_ms = optional_int(column(14));
-    job.finished_ms = optional_int(column(15));
-    job.progress_json = column(16).getString();
-    job.disposition = disposition_from_string(column(17).getString());
-    job.disposition_detail = column(18).getString();
-    job.tokens = column(19).getInt64();
-    job.order = run_order_from_string(column(20).getString());
-    job.timing = timing_mode_from_string(column(21).getString());
-    job.parity_shapes = shape_set_from_string(column(22).getString());
-    job.path = column(23).getString();
-    job.numerics = column(24).getString();
-    job.wait_for_quiet = column(25).getInt64() != 0;
-    job.run_contended_on_expiry = column(26).getInt64() != 0;
-    job.remeasure_of = optional_int(column(27));
-    job.timeout_s = column(28).getInt64();
-  } catch (const StoreError& error) {
-    throw StoreError(error.kind(), fmt::format("job {}: {}", job.id, error.what()));
-  }
-  return job;
-}
-
-constexpr const char* kVerdictColumns =
-    "job_id, verdict, comparison, ratio, ci_low, ci_high, pairs, contended_pairs, mismatched_pairs, "
-    "tokens_per_s_a, tokens_per_s_b, reasons, created_ms, p_value, profile, tokens, backend, "
-    "parity_passed, parity_failed, arm_a_label, arm_a_runs, arm_b_label, arm_b_runs";
-
-/// Reads a verdict (without its type ratios and leaks) from columns first, ... (kVerdictColumns).
-Verdict read_verdict(SQLite::Statement& row, int first = 0) {
-  auto column = [&](int index) { return row.getColumn(first + index); };
-  Verdict verdict;
-  verdict.job_id = column(0).getInt64();
-  try {
-    verdict.verdict = stored_verdict(column(1).getString());
-    verdict.comparison = stored_comparison(column(2).getString());
-  } catch (const StoreError& error) {
-    throw StoreError(error.kind(), fmt::format("verdict of job {}: {}", verdict.job_id, error.what()));
-  }
-  verdict.ratio = optional_real(column(3));
-  verdict.ci_low = optional_real(column(4));
-  verdict.ci_high = optional_real(column(5));
-  verdict.pairs = column(6).getInt();
-  verdict.contended_pairs = column(7).getInt();
-  verdict.mismatched_pairs = column(8).getInt();
-  verdict.tokens_per_s_a = optional_real(column(9));
-  verdict.tokens_per_s_b = optional_real(column(10));
-  verdict.reasons = nlohmann::json::parse(column(11).getString()).get<std::vector<std::string>>();
-  verdict.created_ms = column(12).getInt64();
-  verdict.p_value = optional_real(column(13));
-  verdict.profile = column(14).getString();
-  verdict.tokens = column(15).getInt64();
-  verdict.backend = column(16).getString();
-  verdict.parity_passed = column(17).getInt();
-  verdict.parity_failed = column(18).getInt();
-  verdict.arm_a_label = column(19).getString();
-  verdict.arm_a_runs = column(20).getInt();
-  verdict.arm_b_label = column(21).getString();
-  verdict.arm_b_runs = column(22).getInt();
-  return verdict;
-}
-
-/// Prefixes every name of a column list ("a, b") with a table alias ("v.a, v.b").
-std::string qualified(std::string_view alias, std::string_view columns) {
-  std::string out;
-  std::size_t start = 0;
-  while (start < columns.size()) {
-    std::size_t comma = columns.find(',', start);
-    if (comma == std::string_view::npos) comma = columns.size();
-    std::string_view name = columns.substr(start, comma - start);
-    while (!name.empty() && name.front() == ' ') name.remove_prefix(1);
-    if (!out.empty()) out += ", ";
-    out += fmt::format("{}.{}", alias, name);
-    start = comma + 1;
-  }
-  return out;
-}
-
 /// The WHERE clause of a JobFilter over the jobs table aliased `alias`, with its parameters bound
 /// from index 1 by bind_job_filter in the same order.
 std::string job_filter_sql(const JobFilter& filter, std::string_view alias) {
@@ -237,41 +112,6 @@ int bind_job_filter(SQLite::Statement& statement, const JobFilter& filter, int i
   if (filter.quiet_only) detail::bind_value(statement, index++, *filter.quiet_only);
   if (filter.remeasure_of) detail::bind_value(statement, index++, *filter.remeasure_of);
   return index;
-}
-
-constexpr const char* kRunColumns =
-    "id, job_id, build_id, arm, path, pair_index, seq, started_ms, finished_ms, state, host, "
-    "gpu_name, gpu_uuid, driver_version, cuda_version, backend, qgate_version, options_json, "
-    "series_key, profile, weight_type, tokens, tokens_per_s, gemm_ms, contended";
-
-Run read_run(SQLite::Statement& row) {
-  Run run;
-  run.id = row.getColumn(0).getInt64();
-  run.job_id = optional_int(row.getColumn(1));
-  run.build_id = row.getColumn(2).getInt64();
-  run.arm = optional_text(row.getColumn(3));
-  run.path = row.getColumn(4).getString();
-  run.pair_index = row.getColumn(5).getInt();
-  run.seq = row.getColumn(6).getInt();
-  run.started_ms = row.getColumn(7).getInt64();
-  run.finished_ms = optional_int(row.getColumn(8));
-  run.state = run_state_from_string(row.getColumn(9).getString());
-  run.host = row.getColumn(10).getString();
-  run.gpu_name = row.getColumn(11).getString();
-  run.gpu_uuid = row.getColumn(12).getString();
-  run.driver_version = row.getColumn(13).getString();
-  run.cuda_version = row.getColumn(14).getString();
-  run.backend = row.getColumn(15).getString();
-  run.qgate_version = row.getColumn(16).getString();
-  run.options_json = row.getColumn(17).getString();
-  run.series_key = row.getColumn(18).getString();
-  run.profile = row.getColumn(19).getString();
-  run.weight_type = optional_text(row.getColumn(20));
-  run.tokens = row.getColumn(21).getInt64();
-  run.tokens_per_s = optional_real(row.getColumn(22));
-  run.gemm_ms = optional_real(row.getColumn(23));
-  run.contended = optional_flag(row.getColumn(24));
-  return run;
 }
 
 /// A row of detail::kCompareRunSelect's columns.
@@ -295,18 +135,6 @@ CompareRun read_compare_run(SQLite::Statement& row) {
   if (auto timing = optional_text(row.getColumn(15))) run.job_timing = timing_mode_from_string(*timing);
   return run;
 }
-
-constexpr const char* kParityColumns =
-    "id, job_id, build_id, path, weight_type, nt, od, k, seed, outcome, reference, tolerance, "
-    "max_abs_diff, nmse, nan_count, inf_count, unwritten_count, message, created_ms, numerics, "
-    "activation, atol, rtol, worst_tolerance_fraction, max_rel_diff, exact_nmse, exact_nmse_limit, "
-    "weights_source";
-
-constexpr const char* kCotenantColumns =
-    "run_id, available, sample_period_ms, max_foreign_sm, mean_foreign_sm, device_util_mean, "
-    "top_processes, throttle_reasons, min_sm_clock_mhz, median_sm_clock_mhz, max_sm_clock_mhz, "
-    "temperature_max_c, power_max_w, contended, policy";
-
 
 /// A trend point's week: 7 days from a Monday 00:00 UTC. The Unix epoch was a Thursday, so weeks
 /// are counted from Monday 1969-12-29, 3 days before it (and integer division, which truncates, is
@@ -411,13 +239,10 @@ class SqliteStore final : public Store {
       if (auto existing = select_build("sha256 = ?", build.sha256)) {
         return BuildInsert{existing->id, false};
       }
-      ScopedStatement insert(prepared(
-          "INSERT INTO builds (sha256, name, commit_sha, branch, flags, size_bytes, artifact_path, "
-          "abi_version, build_name, build_version, external, created_ms) "
-          "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
-      bind_all(*insert, build.sha256, build.name, build.commit_sha, build.branch, build.flags,
-               build.size_bytes, build.artifact_path, build.abi_version, build.build_name,
-               build.build_version, build.external, or_now(build.created_ms));
+      Build row = build;
+      row.created_ms = or_now(row.created_ms);
+      ScopedStatement insert(prepared(insert_sql(build_record())));
+      bind_record(*insert, build_record(), row);
       insert->exec();
       const RowId id = database_.getLastInsertRowid();
       transaction.commit();
@@ -444,11 +269,11 @@ class SqliteStore final : public Store {
       std::vector<Build> out;
       ScopedStatement select(prepared(fmt::format(
           "SELECT {} FROM builds WHERE (? IS NULL OR name = ?) ORDER BY created_ms DESC, id DESC LIMIT ?",
-          kBuildColumns)));
+          build_record().column_list())));
       std::optional<std::string> n;
       if (name) n = std::string(*name);
       bind_all(*select, n, n, limit);
-      while (select->executeStep()) out.push_back(read_build(*select));
+      while (select->executeStep()) out.push_back(read_record(build_record(), *select));
       return out;
     });
   }
@@ -461,19 +286,13 @@ class SqliteStore final : public Store {
       // acknowledged job survives a power cut, not only a daemon crash.
       DurableCommitScope durable(database_);
       SQLite::Transaction transaction(database_, SQLite::TransactionBehavior::IMMEDIATE);
-      ScopedStatement insert(prepared(
-          "INSERT INTO jobs (kind, state, build_id, baseline_build_id, profile, spec_json, backend, "
-          "device, quiet_only, deadline_ms, attempts, error, created_ms, progress_json, disposition, "
-          "disposition_detail, tokens, run_order, timing, parity_shapes, path, numerics, "
-          "wait_for_quiet, run_contended_on_expiry, remeasure_of, timeout_s) "
-          "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
-      bind_all(*insert, job.kind, to_string(JobState::Queued), job.build_id,
-               job.baseline_build_id, job.profile, job.spec_json, job.backend, job.device,
-               job.quiet_only, job.deadline_ms, job.attempts, job.error, or_now(job.created_ms),
-               job.progress_json, to_string(job.disposition), job.disposition_detail, job.tokens,
-               to_string(job.order), to_string(job.timing), to_string(job.parity_shapes), job.path,
-               job.numerics, job.wait_for_quiet, job.run_contended_on_expiry, job.remeasure_of,
-               job.timeout_s);
+      Job row = job;
+      row.state = JobState::Queued;
+      row.created_ms = or_now(row.created_ms);
+      row.started_ms.reset();
+      row.finished_ms.reset();
+      ScopedStatement insert(prepared(insert_sql(job_record())));
+      bind_record(*insert, job_record(), row);
       insert->exec();
       const RowId id = database_.getLastInsertRowid();
       transaction.commit();
@@ -549,12 +368,12 @@ class SqliteStore final : public Store {
     return guarded("list_jobs", [&] {
       const std::string sql =
           fmt::format("SELECT {} FROM jobs j{} ORDER BY j.created_ms DESC, j.id DESC LIMIT ?",
-                      qualified("j", kJobColumns), job_filter_sql(filter, "j"));
+                      job_record().column_list("j"), job_filter_sql(filter, "j"));
       ScopedStatement select(prepared(sql));
       const int next = bind_job_filter(*select, filter, 1);
       detail::bind_value(*select, next, filter.limit);
       std::vector<Job> jobs;
-      while (select->executeStep()) jobs.push_back(read_job(*select));
+      while (select->executeStep()) jobs.push_back(read_record(job_record(), *select));
       return jobs;
     });
   }
@@ -759,13 +578,10 @@ class SqliteStore final : public Store {
           outcome.build_ids.push_back(existing->id);
           continue;
         }
-        ScopedStatement insert(prepared(
-            "INSERT INTO builds (sha256, name, commit_sha, branch, flags, size_bytes, artifact_path, "
-            "abi_version, build_name, build_version, external, created_ms) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
-        bind_all(*insert, build.sha256, build.name, build.commit_sha, build.branch, build.flags,
-                 build.size_bytes, build.artifact_path, build.abi_version, build.build_name,
-                 build.build_version, build.external, or_now(build.created_ms));
+        Build row = build;
+        row.created_ms = or_now(row.created_ms);
+        ScopedStatement insert(prepared(insert_sql(build_record())));
+        bind_record(*insert, build_record(), row);
         insert->exec();
         outcome.build_ids.push_back(database_.getLastInsertRowid());
         ++outcome.builds_added;
@@ -798,10 +614,10 @@ class SqliteStore final : public Store {
 
   std::optional<Run> find_run(RowId id) override {
     return guarded("find_run", [&]() -> std::optional<Run> {
-      ScopedStatement select(prepared(fmt::format("SELECT {} FROM runs WHERE id = ?", kRunColumns)));
+      ScopedStatement select(prepared(fmt::format("SELECT {} FROM runs WHERE id = ?", run_record().column_list())));
       bind_all(*select, id);
       if (!select->executeStep()) return std::nullopt;
-      return read_run(*select);
+      return read_record(run_record(), *select);
     });
   }
 
@@ -837,20 +653,10 @@ class SqliteStore final : public Store {
       SQLite::Transaction transaction(database_, SQLite::TransactionBehavior::IMMEDIATE);
       const std::int64_t now = now_ms();
       for (const ParityCaseRecord& parity : cases) {
-        ScopedStatement insert(prepared(
-            "INSERT INTO parity_cases (job_id, build_id, path, weight_type, nt, od, k, seed, "
-            "outcome, reference, tolerance, max_abs_diff, nmse, nan_count, inf_count, "
-            "unwritten_count, message, created_ms, numerics, activation, atol, rtol, "
-            "worst_tolerance_fraction, max_rel_diff, exact_nmse, exact_nmse_limit, weights_source) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
-        // The seed is a uint64; SQL integers are signed 64-bit, so it is stored bit for bit.
-        bind_all(*insert, parity.job_id, parity.build_id, parity.path, parity.weight_type,
-                 parity.nt, parity.od, parity.k, static_cast<std::int64_t>(parity.seed),
-                 parity.outcome, parity.reference, parity.tolerance, parity.max_abs_diff,
-                 parity.nmse, parity.nan_count, parity.inf_count, parity.unwritten_count,
-                 parity.message, parity.created_ms != 0 ? parity.created_ms : now, parity.numerics,
-                 parity.activation, parity.atol, parity.rtol, parity.worst_tolerance_fraction,
-                 parity.max_rel_diff, parity.exact_nmse, parity.exact_nmse_limit, parity.weights_source);
+        ParityCaseRecord row = parity;
+        if (row.created_ms == 0) row.created_ms = now;
+        ScopedStatement insert(prepared(insert_sql(parity_case_record())));
+        bind_record(*insert, parity_case_record(), row);
         insert->exec();
       }
       transaction.commit();
@@ -860,41 +666,10 @@ class SqliteStore final : public Store {
   std::vector<ParityCaseRecord> parity_cases(RowId job_id) override {
     return guarded("parity_cases", [&] {
       ScopedStatement select(prepared(
-          fmt::format("SELECT {} FROM parity_cases WHERE job_id = ? ORDER BY id", kParityColumns)));
+          fmt::format("SELECT {} FROM parity_cases WHERE job_id = ? ORDER BY id", parity_case_record().column_list())));
       bind_all(*select, job_id);
       std::vector<ParityCaseRecord> cases;
-      while (select->executeStep()) {
-        ParityCaseRecord parity;
-        parity.id = select->getColumn(0).getInt64();
-        parity.job_id = select->getColumn(1).getInt64();
-        parity.build_id = select->getColumn(2).getInt64();
-        parity.path = select->getColumn(3).getString();
-        parity.weight_type = select->getColumn(4).getString();
-        parity.nt = select->getColumn(5).getInt64();
-        parity.od = select->getColumn(6).getInt64();
-        parity.k = select->getColumn(7).getInt64();
-        parity.seed = static_cast<std::uint64_t>(select->getColumn(8).getInt64());
-        parity.outcome = select->getColumn(9).getString();
-        parity.reference = select->getColumn(10).getString();
-        parity.tolerance = optional_real(select->getColumn(11));
-        parity.max_abs_diff = optional_real(select->getColumn(12));
-        parity.nmse = optional_real(select->getColumn(13));
-        parity.nan_count = select->getColumn(14).getInt64();
-        parity.inf_count = select->getColumn(15).getInt64();
-        parity.unwritten_count = select->getColumn(16).getInt64();
-        parity.message = select->getColumn(17).getString();
-        parity.created_ms = select->getColumn(18).getInt64();
-        parity.numerics = select->getColumn(19).getString();
-        parity.activation = select->getColumn(20).getString();
-        parity.atol = optional_real(select->getColumn(21));
-        parity.rtol = optional_real(select->getColumn(22));
-        parity.worst_tolerance_fraction = optional_real(select->getColumn(23));
-        parity.max_rel_diff = optional_real(select->getColumn(24));
-        parity.exact_nmse = optional_real(select->getColumn(25));
-        parity.exact_nmse_limit = optional_real(select->getColumn(26));
-        parity.weights_source = select->getColumn(27).getString();
-        cases.push_back(std::move(parity));
-      }
+      while (select->executeStep()) cases.push_back(read_record(parity_case_record(), *select));
       return cases;
     });
   }
@@ -935,10 +710,10 @@ class SqliteStore final : public Store {
       std::optional<Verdict> verdict;
       {
         ScopedStatement select(
-            prepared(fmt::format("SELECT {} FROM verdicts WHERE job_id = ?", kVerdictColumns)));
+            prepared(fmt::format("SELECT {} FROM verdicts WHERE job_id = ?", verdict_record().column_list())));
         bind_all(*select, job_id);
         if (!select->executeStep()) return std::nullopt;
-        verdict = read_verdict(*select);
+        verdict = read_record(verdict_record(), *select);
       }
       std::vector<JobListing> one(1);
       one.front().verdict = std::move(verdict);
@@ -971,26 +746,10 @@ class SqliteStore final : public Store {
   std::optional<CotenantSummary> find_cotenant(RowId run_id) override {
     return guarded("find_cotenant", [&]() -> std::optional<CotenantSummary> {
       ScopedStatement select(prepared(
-          fmt::format("SELECT {} FROM cotenant WHERE run_id = ?", kCotenantColumns)));
+          fmt::format("SELECT {} FROM cotenant WHERE run_id = ?", cotenant_record().column_list())));
       bind_all(*select, run_id);
       if (!select->executeStep()) return std::nullopt;
-      CotenantSummary summary;
-      summary.run_id = select->getColumn(0).getInt64();
-      summary.available = select->getColumn(1).getInt64() != 0;
-      summary.sample_period_ms = optional_int(select->getColumn(2));
-      summary.max_foreign_sm = optional_real(select->getColumn(3));
-      summary.mean_foreign_sm = optional_real(select->getColumn(4));
-      summary.device_util_mean = optional_real(select->getColumn(5));
-      summary.top_processes = select->getColumn(6).getString();
-      summary.throttle_reasons = select->getColumn(7).getString();
-      summary.min_sm_clock_mhz = optional_int(select->getColumn(8));
-      summary.median_sm_clock_mhz = optional_int(select->getColumn(9));
-      summary.max_sm_clock_mhz = optional_int(select->getColumn(10));
-      summary.temperature_max_c = optional_int(select->getColumn(11));
-      summary.power_max_w = optional_real(select->getColumn(12));
-      summary.contended = optional_flag(select->getColumn(13));
-      summary.policy = select->getColumn(14).getString();
-      return summary;
+      return read_record(cotenant_record(), *select);
     });
   }
 
@@ -1304,44 +1063,27 @@ class SqliteStore final : public Store {
 
   template <class Key>
   std::optional<Build> select_build(const char* where, const Key& key) {
-    ScopedStatement select(prepared(fmt::format("SELECT {} FROM builds WHERE {}", kBuildColumns, where)));
+    ScopedStatement select(prepared(fmt::format("SELECT {} FROM builds WHERE {}", build_record().column_list(), where)));
     bind_all(*select, key);
     if (!select->executeStep()) return std::nullopt;
-    return read_build(*select);
+    return read_record(build_record(), *select);
   }
 
   std::optional<Job> select_job(RowId id) {
-    ScopedStatement select(prepared(fmt::format("SELECT {} FROM jobs j WHERE j.id = ?", qualified("j", kJobColumns))));
+    ScopedStatement select(prepared(fmt::format("SELECT {} FROM jobs j WHERE j.id = ?", job_record().column_list("j"))));
     bind_all(*select, id);
     if (!select->executeStep()) return std::nullopt;
-    return read_job(*select);
+    return read_record(job_record(), *select);
   }
 
   // The verdict upsert with its child rows (replaced), inside the caller's transaction.
   void upsert_verdict(const Verdict& verdict) {
     // INSERT ... ON CONFLICT DO UPDATE is spelled the same in PostgreSQL.
     {
-      ScopedStatement upsert(prepared(fmt::format(
-          "INSERT INTO verdicts ({}) "
-          "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-          "ON CONFLICT (job_id) DO UPDATE SET verdict = excluded.verdict, "
-          "comparison = excluded.comparison, ratio = excluded.ratio, ci_low = excluded.ci_low, "
-          "ci_high = excluded.ci_high, pairs = excluded.pairs, "
-          "contended_pairs = excluded.contended_pairs, mismatched_pairs = excluded.mismatched_pairs, "
-          "tokens_per_s_a = excluded.tokens_per_s_a, tokens_per_s_b = excluded.tokens_per_s_b, "
-          "reasons = excluded.reasons, created_ms = excluded.created_ms, p_value = excluded.p_value, "
-          "profile = excluded.profile, tokens = excluded.tokens, backend = excluded.backend, "
-          "parity_passed = excluded.parity_passed, parity_failed = excluded.parity_failed, "
-          "arm_a_label = excluded.arm_a_label, arm_a_runs = excluded.arm_a_runs, "
-          "arm_b_label = excluded.arm_b_label, arm_b_runs = excluded.arm_b_runs",
-          kVerdictColumns)));
-      bind_all(*upsert, verdict.job_id, to_string(verdict.verdict), to_string(verdict.comparison),
-               verdict.ratio, verdict.ci_low, verdict.ci_high, verdict.pairs,
-               verdict.contended_pairs, verdict.mismatched_pairs, verdict.tokens_per_s_a,
-               verdict.tokens_per_s_b, nlohmann::json(verdict.reasons).dump(),
-               or_now(verdict.created_ms), verdict.p_value, verdict.profile, verdict.tokens,
-               verdict.backend, verdict.parity_passed, verdict.parity_failed, verdict.arm_a_label,
-               verdict.arm_a_runs, verdict.arm_b_label, verdict.arm_b_runs);
+      Verdict row = verdict;
+      row.created_ms = or_now(row.created_ms);
+      ScopedStatement upsert(prepared(upsert_sql(verdict_record())));
+      bind_record(*upsert, verdict_record(), row);
       upsert->exec();
     }
     for (const char* table : {"verdict_type_ratios", "verdict_leaks", "verdict_output_identity"}) {
@@ -1385,19 +1127,22 @@ class SqliteStore final : public Store {
         "SELECT {}, {}, {}, {} FROM jobs j JOIN builds b ON b.id = j.build_id "
         "LEFT JOIN builds bb ON bb.id = j.baseline_build_id "
         "LEFT JOIN verdicts v ON v.job_id = j.id WHERE {}",
-        qualified("j", kJobColumns), qualified("b", kBuildColumns), qualified("bb", kBuildColumns),
-        qualified("v", kVerdictColumns), where);
+        job_record().column_list("j"), build_record().column_list("b"), build_record().column_list("bb"),
+        verdict_record().column_list("v"), where);
     ScopedStatement select(prepared(sql));
     bind(*select);
     std::vector<JobListing> listings;
-    const int baseline_first = kJobColumnCount + kBuildColumnCount;
-    const int verdict_first = baseline_first + kBuildColumnCount;
+    const int build_first = job_record().count();
+    const int baseline_first = build_first + build_record().count();
+    const int verdict_first = baseline_first + build_record().count();
     while (select->executeStep()) {
       JobListing listing;
-      listing.job = read_job(*select);
-      listing.build = read_build(*select, kJobColumnCount);
-      if (!select->getColumn(baseline_first).isNull()) listing.baseline = read_build(*select, baseline_first);
-      if (!select->getColumn(verdict_first).isNull()) listing.verdict = read_verdict(*select, verdict_first);
+      listing.job = read_record(job_record(), *select);
+      listing.build = read_record(build_record(), *select, build_first);
+      if (!select->getColumn(baseline_first).isNull())
+        listing.baseline = read_record(build_record(), *select, baseline_first);
+      if (!select->getColumn(verdict_first).isNull())
+        listing.verdict = read_record(verdict_record(), *select, verdict_first);
       listings.push_back(std::move(listing));
     }
     return listings;
@@ -1529,16 +1274,12 @@ class SqliteStore final : public Store {
   RowId insert_run(const Run& run, std::optional<bool> contended, RollupScopes* scopes = nullptr) {
     const std::string series_key =
         run.series_key.empty() ? make_series_key(build_name(run.build_id), run) : run.series_key;
-    ScopedStatement insert(prepared(
-        "INSERT INTO runs (job_id, build_id, arm, path, pair_index, seq, started_ms, finished_ms, "
-        "state, host, gpu_name, gpu_uuid, driver_version, cuda_version, backend, qgate_version, "
-        "options_json, series_key, profile, weight_type, tokens, tokens_per_s, gemm_ms, contended) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
-    bind_all(*insert, run.job_id, run.build_id, run.arm, run.path, run.pair_index, run.seq,
-             or_now(run.started_ms), run.finished_ms, to_string(run.state), run.host,
-             run.gpu_name, run.gpu_uuid, run.driver_version, run.cuda_version, run.backend,
-             run.qgate_version, run.options_json, series_key, run.profile, run.weight_type,
-             run.tokens, run.tokens_per_s, run.gemm_ms, contended);
+    Run row = run;
+    row.started_ms = or_now(row.started_ms);
+    row.series_key = series_key;
+    row.contended = contended;
+    ScopedStatement insert(prepared(insert_sql(run_record())));
+    bind_record(*insert, run_record(), row);
     insert->exec();
     const RowId id = database_.getLastInsertRowid();
     if (scopes) add_group_of_run(id, *scopes);
@@ -1555,23 +1296,10 @@ class SqliteStore final : public Store {
   }
 
   void upsert_cotenant(RowId run_id, const CotenantSummary& summary) {
-    ScopedStatement upsert(prepared(fmt::format(
-        "INSERT INTO cotenant ({}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-        "ON CONFLICT (run_id) DO UPDATE SET available = excluded.available, "
-        "sample_period_ms = excluded.sample_period_ms, max_foreign_sm = excluded.max_foreign_sm, "
-        "mean_foreign_sm = excluded.mean_foreign_sm, device_util_mean = excluded.device_util_mean, "
-        "top_processes = excluded.top_processes, throttle_reasons = excluded.throttle_reasons, "
-        "min_sm_clock_mhz = excluded.min_sm_clock_mhz, "
-        "median_sm_clock_mhz = excluded.median_sm_clock_mhz, "
-        "max_sm_clock_mhz = excluded.max_sm_clock_mhz, "
-        "temperature_max_c = excluded.temperature_max_c, power_max_w = excluded.power_max_w, "
-        "contended = excluded.contended, policy = excluded.policy",
-        kCotenantColumns)));
-    bind_all(*upsert, run_id, summary.available, summary.sample_period_ms, summary.max_foreign_sm,
-             summary.mean_foreign_sm, summary.device_util_mean, summary.top_processes,
-             summary.throttle_reasons, summary.min_sm_clock_mhz, summary.median_sm_clock_mhz,
-             summary.max_sm_clock_mhz, summary.temperature_max_c, summary.power_max_w,
-             summary.contended, summary.policy);
+    CotenantSummary row = summary;
+    row.run_id = run_id;
+    ScopedStatement upsert(prepared(upsert_sql(cotenant_record())));
+    bind_record(*upsert, cotenant_record(), row);
     upsert->exec();
   }
 

@@ -1,0 +1,82 @@
+// The SQLite side of the record declarations (record_declarations.h): the SQL of an insert, upsert or
+// select made from a declaration, binding a row's columns, and reading a row back by the
+// declaration's columns rather than by hand-counted positions.
+#pragma once
+
+#include <string>
+
+#include <SQLiteCpp/SQLiteCpp.h>
+#include <fmt/format.h>
+
+#include "../record_declarations.h"
+#include "qgate/db/store_error.h"
+
+namespace qgate::db::detail {
+
+inline void bind_stored(SQLite::Statement& statement, int index, const StoredValue& value) {
+  if (const auto* i = std::get_if<std::int64_t>(&value)) statement.bind(index, *i);
+  else if (const auto* d = std::get_if<double>(&value)) statement.bind(index, *d);
+  else if (const auto* s = std::get_if<std::string>(&value)) statement.bind(index, *s);
+  else statement.bind(index);  // NULL
+}
+
+inline StoredValue read_stored(const SQLite::Column& column) {
+  switch (column.getType()) {
+    case SQLITE_INTEGER: return column.getInt64();
+    case SQLITE_FLOAT: return column.getDouble();
+    case SQLITE_NULL: return std::monostate{};
+    default: return column.getString();
+  }
+}
+
+/// "INSERT INTO table (columns but a generated key) VALUES (?, ...)".
+template <class Row>
+std::string insert_sql(const RecordDeclaration<Row>& record) {
+  std::string names, marks;
+  for (const auto* column : record.inserted()) {
+    names += fmt::format("{}{}", names.empty() ? "" : ", ", column->name);
+    marks += marks.empty() ? "?" : ", ?";
+  }
+  return fmt::format("INSERT INTO {} ({}) VALUES ({})", record.table, names, marks);
+}
+
+/// insert_sql, and on a conflict on the key every other column replaced (spelled the same in
+/// PostgreSQL).
+template <class Row>
+std::string upsert_sql(const RecordDeclaration<Row>& record) {
+  std::string updates;
+  for (const auto* column : record.inserted()) {
+    if (column->name == record.key) continue;
+    updates += fmt::format("{}{} = excluded.{}", updates.empty() ? "" : ", ", column->name, column->name);
+  }
+  return fmt::format("{} ON CONFLICT ({}) DO UPDATE SET {}", insert_sql(record), record.key, updates);
+}
+
+/// Binds the inserted columns of `row` from parameter 1 on, in insert_sql's order.
+template <class Row>
+void bind_record(SQLite::Statement& statement, const RecordDeclaration<Row>& record, const Row& row) {
+  int index = 1;
+  for (const auto* column : record.inserted()) bind_stored(statement, index++, column->store(row));
+}
+
+/// Reads a row whose columns first, first + 1, ... are record.column_list()'s, so joined queries
+/// can read one record after another. A stored value a member cannot take is StoreError naming the
+/// row ("job 7: ...").
+template <class Row>
+Row read_record(const RecordDeclaration<Row>& record, SQLite::Statement& statement, int first = 0) {
+  Row row;
+  std::string key = "?";
+  for (int i = 0; i < record.count(); ++i) {
+    const auto& column = record.columns[static_cast<size_t>(i)];
+    const StoredValue value = read_stored(statement.getColumn(first + i));
+    if (column.name == record.key) key = statement.getColumn(first + i).getString();
+    try {
+      column.load(row, value);
+    } catch (const StoreError& error) {
+      throw StoreError(error.kind(), fmt::format("{} {}: {}", record.row_name, key, error.what()));
+    }
+  }
+  return row;
+}
+
+}  // namespace qgate::db::detail

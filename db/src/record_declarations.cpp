@@ -1,0 +1,172 @@
+// The declarations of the stored records (record_declarations.h): each table's columns, once.
+#include "record_declarations.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "qgate/db/store_error.h"
+
+namespace qgate::db {
+
+namespace stored {
+
+namespace {
+[[noreturn]] void wrong_kind(std::string_view column, std::string_view wanted) {
+  throw StoreError(StoreErrorKind::InvalidValue, fmt::format("column {} holds no {}", column, wanted));
+}
+}  // namespace
+
+std::int64_t as_int(const StoredValue& value, std::string_view column) {
+  if (const auto* i = std::get_if<std::int64_t>(&value)) return *i;
+  wrong_kind(column, "integer");
+}
+
+double as_real(const StoredValue& value, std::string_view column) {
+  if (const auto* d = std::get_if<double>(&value)) return *d;
+  if (const auto* i = std::get_if<std::int64_t>(&value)) return static_cast<double>(*i);  // 2.0 may come back as 2
+  wrong_kind(column, "number");
+}
+
+std::string as_text(const StoredValue& value, std::string_view column) {
+  if (const auto* s = std::get_if<std::string>(&value)) return *s;
+  wrong_kind(column, "text");
+}
+
+}  // namespace stored
+
+template <class Row>
+std::string RecordDeclaration<Row>::column_list(std::string_view alias) const {
+  std::string list;
+  for (const auto& column : columns) {
+    if (!list.empty()) list += ", ";
+    list += alias.empty() ? std::string(column.name) : fmt::format("{}.{}", alias, column.name);
+  }
+  return list;
+}
+
+template <class Row>
+std::vector<const ColumnDeclaration<Row>*> RecordDeclaration<Row>::inserted() const {
+  std::vector<const ColumnDeclaration<Row>*> out;
+  for (const auto& column : columns) {
+    if (!(generated_key && column.name == key)) out.push_back(&column);
+  }
+  return out;
+}
+
+using stored::column;
+using stored::word;
+
+const RecordDeclaration<Build>& build_record() {
+  static const RecordDeclaration<Build> record{
+      "builds", "build", "id", true,
+      {column("id", &Build::id), column("sha256", &Build::sha256), column("name", &Build::name),
+       column("commit_sha", &Build::commit_sha), column("branch", &Build::branch), column("flags", &Build::flags),
+       column("size_bytes", &Build::size_bytes), column("artifact_path", &Build::artifact_path),
+       column("abi_version", &Build::abi_version), column("build_name", &Build::build_name),
+       column("build_version", &Build::build_version), column("external", &Build::external),
+       column("created_ms", &Build::created_ms)}};
+  return record;
+}
+
+const RecordDeclaration<Job>& job_record() {
+  static const RecordDeclaration<Job> record{
+      "jobs", "job", "id", true,
+      {column("id", &Job::id), column("kind", &Job::kind),
+       word("state", &Job::state, &to_string, &job_state_from_string), column("build_id", &Job::build_id),
+       column("baseline_build_id", &Job::baseline_build_id), column("profile", &Job::profile),
+       column("spec_json", &Job::spec_json), column("backend", &Job::backend), column("device", &Job::device),
+       column("quiet_only", &Job::quiet_only), column("deadline_ms", &Job::deadline_ms),
+       column("attempts", &Job::attempts), column("error", &Job::error), column("created_ms", &Job::created_ms),
+       column("started_ms", &Job::started_ms), column("finished_ms", &Job::finished_ms),
+       column("progress_json", &Job::progress_json),
+       word("disposition", &Job::disposition, &to_string, &disposition_from_string),
+       column("disposition_detail", &Job::disposition_detail), column("tokens", &Job::tokens),
+       word("run_order", &Job::order, &to_string, &run_order_from_string),
+       word("timing", &Job::timing, &to_string, &timing_mode_from_string),
+       word("parity_shapes", &Job::parity_shapes, &to_string, &shape_set_from_string), column("path", &Job::path),
+       column("numerics", &Job::numerics), column("wait_for_quiet", &Job::wait_for_quiet),
+       column("run_contended_on_expiry", &Job::run_contended_on_expiry),
+       column("remeasure_of", &Job::remeasure_of), column("timeout_s", &Job::timeout_s)}};
+  return record;
+}
+
+const RecordDeclaration<Run>& run_record() {
+  static const RecordDeclaration<Run> record{
+      "runs", "run", "id", true,
+      {column("id", &Run::id), column("job_id", &Run::job_id), column("build_id", &Run::build_id),
+       column("arm", &Run::arm), column("path", &Run::path), column("pair_index", &Run::pair_index),
+       column("seq", &Run::seq), column("started_ms", &Run::started_ms), column("finished_ms", &Run::finished_ms),
+       word("state", &Run::state, &to_string, &run_state_from_string), column("host", &Run::host),
+       column("gpu_name", &Run::gpu_name), column("gpu_uuid", &Run::gpu_uuid),
+       column("driver_version", &Run::driver_version), column("cuda_version", &Run::cuda_version),
+       column("backend", &Run::backend), column("qgate_version", &Run::qgate_version),
+       column("options_json", &Run::options_json), column("series_key", &Run::series_key),
+       column("profile", &Run::profile), column("weight_type", &Run::weight_type), column("tokens", &Run::tokens),
+       column("tokens_per_s", &Run::tokens_per_s), column("gemm_ms", &Run::gemm_ms),
+       column("contended", &Run::contended)}};
+  return record;
+}
+
+const RecordDeclaration<ParityCaseRecord>& parity_case_record() {
+  using P = ParityCaseRecord;
+  // The seed is a uint64; SQL integers are signed 64-bit, so it is stored bit for bit.
+  static const RecordDeclaration<P> record{
+      "parity_cases", "parity case", "id", true,
+      {column("id", &P::id), column("job_id", &P::job_id), column("build_id", &P::build_id), column("path", &P::path),
+       column("weight_type", &P::weight_type), column("nt", &P::nt), column("od", &P::od), column("k", &P::k),
+       column("seed", &P::seed), column("outcome", &P::outcome), column("reference", &P::reference),
+       column("tolerance", &P::tolerance), column("max_abs_diff", &P::max_abs_diff), column("nmse", &P::nmse),
+       column("nan_count", &P::nan_count), column("inf_count", &P::inf_count),
+       column("unwritten_count", &P::unwritten_count), column("message", &P::message),
+       column("created_ms", &P::created_ms), column("numerics", &P::numerics), column("activation", &P::activation),
+       column("atol", &P::atol), column("rtol", &P::rtol),
+       column("worst_tolerance_fraction", &P::worst_tolerance_fraction), column("max_rel_diff", &P::max_rel_diff),
+       column("exact_nmse", &P::exact_nmse), column("exact_nmse_limit", &P::exact_nmse_limit),
+       column("weights_source", &P::weights_source)}};
+  return record;
+}
+
+const RecordDeclaration<Verdict>& verdict_record() {
+  // The verdict's reasons: a JSON list of strings.
+  ColumnDeclaration<Verdict> reasons{
+      "reasons", [](const Verdict& v) -> StoredValue { return nlohmann::json(v.reasons).dump(); },
+      [](Verdict& v, const StoredValue& value) {
+        v.reasons = nlohmann::json::parse(stored::as_text(value, "reasons")).get<std::vector<std::string>>();
+      }};
+  static const RecordDeclaration<Verdict> record{
+      "verdicts", "verdict of job", "job_id", false,
+      {column("job_id", &Verdict::job_id), word("verdict", &Verdict::verdict, &qgate::to_string, &stored_verdict),
+       word("comparison", &Verdict::comparison, &qgate::to_string, &stored_comparison), column("ratio", &Verdict::ratio),
+       column("ci_low", &Verdict::ci_low), column("ci_high", &Verdict::ci_high), column("pairs", &Verdict::pairs),
+       column("contended_pairs", &Verdict::contended_pairs), column("mismatched_pairs", &Verdict::mismatched_pairs),
+       column("tokens_per_s_a", &Verdict::tokens_per_s_a), column("tokens_per_s_b", &Verdict::tokens_per_s_b),
+       reasons, column("created_ms", &Verdict::created_ms), column("p_value", &Verdict::p_value),
+       column("profile", &Verdict::profile), column("tokens", &Verdict::tokens), column("backend", &Verdict::backend),
+       column("parity_passed", &Verdict::parity_passed), column("parity_failed", &Verdict::parity_failed),
+       column("arm_a_label", &Verdict::arm_a_label), column("arm_a_runs", &Verdict::arm_a_runs),
+       column("arm_b_label", &Verdict::arm_b_label), column("arm_b_runs", &Verdict::arm_b_runs)}};
+  return record;
+}
+
+const RecordDeclaration<CotenantSummary>& cotenant_record() {
+  using C = CotenantSummary;
+  static const RecordDeclaration<C> record{
+      "cotenant", "co-tenant load of run", "run_id", false,
+      {column("run_id", &C::run_id), column("available", &C::available),
+       column("sample_period_ms", &C::sample_period_ms), column("max_foreign_sm", &C::max_foreign_sm),
+       column("mean_foreign_sm", &C::mean_foreign_sm), column("device_util_mean", &C::device_util_mean),
+       column("top_processes", &C::top_processes), column("throttle_reasons", &C::throttle_reasons),
+       column("min_sm_clock_mhz", &C::min_sm_clock_mhz), column("median_sm_clock_mhz", &C::median_sm_clock_mhz),
+       column("max_sm_clock_mhz", &C::max_sm_clock_mhz), column("temperature_max_c", &C::temperature_max_c),
+       column("power_max_w", &C::power_max_w), column("contended", &C::contended), column("policy", &C::policy)}};
+  return record;
+}
+
+template struct RecordDeclaration<Build>;
+template struct RecordDeclaration<Job>;
+template struct RecordDeclaration<Run>;
+template struct RecordDeclaration<ParityCaseRecord>;
+template struct RecordDeclaration<Verdict>;
+template struct RecordDeclaration<CotenantSummary>;
+
+}  // namespace qgate::db

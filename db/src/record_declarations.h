@@ -1,0 +1,124 @@
+// One declaration per stored record: the table, its key, and each column with the member of the row
+// struct (records.h) it holds and how that member is stored. Every insert, upsert, select and row
+// read of these tables is made from the declaration, so a column is named once and no column is read
+// by its position. Engine neutral: a column's value is a StoredValue (NULL, integer, real or text),
+// and each store engine binds and reads those (detail/sqlite_records.h for SQLite).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <variant>
+#include <vector>
+
+#include "qgate/db/records.h"
+
+namespace qgate::db {
+
+/// One column's value as a store engine holds it.
+using StoredValue = std::variant<std::monostate, std::int64_t, double, std::string>;
+
+template <class Row>
+struct ColumnDeclaration {
+  std::string_view name;
+  std::function<StoredValue(const Row&)> store;         // the member as stored
+  std::function<void(Row&, const StoredValue&)> load;  // the stored value into the member; throws StoreError
+};
+
+template <class Row>
+struct RecordDeclaration {
+  std::string_view table;
+  std::string_view row_name;   // how an error names a row, before its key: "job" (job 7), "verdict of job"
+  std::string_view key;        // the column an upsert conflicts on, or the generated id
+  bool generated_key = false;  // true: the engine assigns the key on insert (it is not inserted)
+  std::vector<ColumnDeclaration<Row>> columns;
+
+  /// "a, b, c", or "t.a, t.b, t.c" with an alias.
+  std::string column_list(std::string_view alias = {}) const;
+  /// The columns an insert writes: all but a generated key.
+  std::vector<const ColumnDeclaration<Row>*> inserted() const;
+  int count() const { return static_cast<int>(columns.size()); }
+};
+
+const RecordDeclaration<Build>& build_record();
+const RecordDeclaration<Job>& job_record();
+const RecordDeclaration<Run>& run_record();
+const RecordDeclaration<ParityCaseRecord>& parity_case_record();
+const RecordDeclaration<Verdict>& verdict_record();
+const RecordDeclaration<CotenantSummary>& cotenant_record();
+
+// --- How a member is stored (used by the declarations) ---
+
+namespace stored {
+
+std::int64_t as_int(const StoredValue& value, std::string_view column);
+double as_real(const StoredValue& value, std::string_view column);
+std::string as_text(const StoredValue& value, std::string_view column);
+
+/// A member stored as itself: integers (and bool as 0/1) as integer, double as real, strings as
+/// text, and std::optional of those as the same or NULL.
+template <class Row, class T>
+ColumnDeclaration<Row> column(std::string_view name, T Row::*member) {
+  auto store = [member](const Row& row) -> StoredValue {
+    const T& value = row.*member;
+    if constexpr (std::is_same_v<T, std::string>) {
+      return value;
+    } else if constexpr (std::is_same_v<T, bool>) {
+      return std::int64_t{value ? 1 : 0};
+    } else if constexpr (std::is_integral_v<T>) {
+      return static_cast<std::int64_t>(value);
+    } else if constexpr (std::is_floating_point_v<T>) {
+      return static_cast<double>(value);
+    } else {  // std::optional<U>
+      using U = typename T::value_type;
+      if (!value) return std::monostate{};
+      if constexpr (std::is_same_v<U, std::string>) return *value;
+      else if constexpr (std::is_same_v<U, bool>) return std::int64_t{*value ? 1 : 0};
+      else if constexpr (std::is_integral_v<U>) return static_cast<std::int64_t>(*value);
+      else return static_cast<double>(*value);
+    }
+  };
+  auto load = [member, name](Row& row, const StoredValue& value) {
+    T& target = row.*member;
+    if constexpr (std::is_same_v<T, std::string>) {
+      target = as_text(value, name);
+    } else if constexpr (std::is_same_v<T, bool>) {
+      target = as_int(value, name) != 0;
+    } else if constexpr (std::is_integral_v<T>) {
+      target = static_cast<T>(as_int(value, name));
+    } else if constexpr (std::is_floating_point_v<T>) {
+      target = static_cast<T>(as_real(value, name));
+    } else {
+      using U = typename T::value_type;
+      if (std::holds_alternative<std::monostate>(value)) {
+        target.reset();
+      } else if constexpr (std::is_same_v<U, std::string>) {
+        target = as_text(value, name);
+      } else if constexpr (std::is_same_v<U, bool>) {
+        target = as_int(value, name) != 0;
+      } else if constexpr (std::is_integral_v<U>) {
+        target = static_cast<U>(as_int(value, name));
+      } else {
+        target = static_cast<U>(as_real(value, name));
+      }
+    }
+  };
+  return {name, store, load};
+}
+
+/// An enum member stored as its word (to_string / from_string of records.h).
+template <class Row, class E>
+ColumnDeclaration<Row> word(std::string_view name, E Row::*member, std::string_view (*to_word)(E),
+                            E (*from_word)(std::string_view)) {
+  return {name, [member, to_word](const Row& row) -> StoredValue { return std::string(to_word(row.*member)); },
+          [member, from_word, name](Row& row, const StoredValue& value) {
+            row.*member = from_word(as_text(value, name));
+          }};
+}
+
+}  // namespace stored
+
+}  // namespace qgate::db
