@@ -1,6 +1,8 @@
 // The declarations of the stored records (record_declarations.h): each table's columns, once.
 #include "record_declarations.h"
 
+#include <memory>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -162,11 +164,139 @@ const RecordDeclaration<CotenantSummary>& cotenant_record() {
   return record;
 }
 
+using stored::optional_word;
+
+const RecordDeclaration<TypeRatioRow>& type_ratio_record() {
+  using T = TypeRatioRow;
+  static const RecordDeclaration<T> record{
+      "verdict_type_ratios", "type ratio of job", "job_id", false,
+      {column("weight_type", &T::weight_type), column("ratio", &T::ratio), column("ci_low", &T::ci_low),
+       column("ci_high", &T::ci_high), word("comparison", &T::comparison, &qgate::to_string, &stored_comparison),
+       column("gemm_us_a", &T::gemm_us_a), column("gemm_us_b", &T::gemm_us_b)},
+      true};
+  return record;
+}
+
+const RecordDeclaration<MemoryLeakRow>& leak_record() {
+  using L = MemoryLeakRow;
+  static const RecordDeclaration<L> record{
+      "verdict_leaks", "leak of job", "job_id", false,
+      {column("location", &L::where), column("device_bytes", &L::device_bytes), column("host_bytes", &L::host_bytes),
+       column("detail", &L::detail), column("kept_once", &L::kept_once)},
+      true};
+  return record;
+}
+
+const RecordDeclaration<OutputIdentityRow>& output_identity_record() {
+  using O = OutputIdentityRow;
+  static const RecordDeclaration<O> record{
+      "verdict_output_identity", "output identity of job", "job_id", false,
+      {column("identical", &O::identical), column("compared_runs", &O::compared_runs),
+       column("output_length", &O::length), column("first_difference", &O::first_difference),
+       column("unit", &O::unit), column("detail", &O::detail)}};
+  return record;
+}
+
+const RecordDeclaration<Sample>& sample_record() {
+  static const RecordDeclaration<Sample> record{
+      "samples", "sample of run", "run_id", false,
+      {column("metric", &Sample::metric), column("unit", &Sample::unit), column("value", &Sample::value)}};
+  return record;
+}
+
+const RecordDeclaration<CotenantSample>& cotenant_sample_record() {
+  using C = CotenantSample;
+  static const RecordDeclaration<C> record{
+      "cotenant_samples", "co-tenant sample of run", "run_id", false,
+      {column("t_ms", &C::t_ms), column("foreign_sm", &C::foreign_sm), column("device_util", &C::device_util),
+       column("sm_clock_mhz", &C::sm_clock_mhz), column("throttle_reasons", &C::throttle_reasons),
+       column("foreign_processes", &C::foreign_processes)}};
+  return record;
+}
+
+const RecordDeclaration<TrendRow>& trend_row_projection() {
+  using T = TrendRow;
+  static const RecordDeclaration<T> projection{
+      "runs", "trend row of run", "r.id", false,
+      {column("r.id", &T::run_id), column("r.build_id", &T::build_id), column("b.name", &T::build_name),
+       column("b.sha256", &T::build_sha256), column("r.started_ms", &T::started_ms),
+       column("r.tokens_per_s", &T::tokens_per_s), column("r.contended", &T::contended),
+       column("r.profile", &T::profile), column("r.weight_type", &T::weight_type), column("r.path", &T::path),
+       column("r.series_key", &T::series_key), column("r.job_id", &T::job_id), column("r.tokens", &T::tokens),
+       column("r.backend", &T::backend), column("r.gpu_name", &T::gpu_name), column("b.commit_sha", &T::commit_sha),
+       optional_word("j.timing", &T::timing, &to_string, &timing_mode_from_string)}};
+  return projection;
+}
+
+namespace {
+RecordDeclaration<TrendSummary> make_trend_summary_projection(const std::string& set, const std::string& runs) {
+  using T = TrendSummary;
+  // Names that outlive this function: the declaration keeps string_views.
+  static std::vector<std::unique_ptr<std::string>> names;
+  auto keep = [](std::string text) -> std::string_view {
+    names.push_back(std::make_unique<std::string>(std::move(text)));
+    return *names.back();
+  };
+  // The newest job is stored as 0 for a point of imported runs alone.
+  ColumnDeclaration<T> last_job{keep(set + "_last_job"),
+                                [](const T& row) -> StoredValue { return row.last_job_id.value_or(0); },
+                                [](T& row, const StoredValue& value) {
+                                  const std::int64_t id = stored::as_int(value, "last_job");
+                                  if (id != 0) row.last_job_id = id;
+                                  else row.last_job_id.reset();
+                                }};
+  return {"build_rollups", "trend point", "id", false,
+          {column("id", &T::id), last_job, column("jobs", &T::jobs), column("build_id", &T::build_id),
+           column("build_name", &T::build_name), column("build_sha256", &T::build_sha256),
+           column("commit_sha", &T::commit_sha), column("profile", &T::profile),
+           column("weight_type", &T::weight_type), column("path", &T::path), column("series_key", &T::series_key),
+           column("tokens", &T::tokens), column("backend", &T::backend), column("gpu_name", &T::gpu_name),
+           column("first_ms", &T::first_ms), column("last_ms", &T::last_ms), column("runs", &T::total_runs),
+           column("contended_runs", &T::contended_runs), column("unknown_runs", &T::unknown_runs),
+           column(keep(runs), &T::runs), column(keep(set + "_median"), &T::median_tokens_per_s),
+           column(keep(set + "_low"), &T::low_tokens_per_s), column(keep(set + "_high"), &T::high_tokens_per_s),
+           optional_word("timing", &T::timing, &to_string, &timing_mode_from_string)}};
+}
+}  // namespace
+
+const RecordDeclaration<TrendSummary>& trend_summary_projection(std::string_view set) {
+  // The "all" set's run count is the total (runs); the others keep their own (quiet_runs, open_runs).
+  static const RecordDeclaration<TrendSummary> quiet = make_trend_summary_projection("quiet", "quiet_runs");
+  static const RecordDeclaration<TrendSummary> open = make_trend_summary_projection("open", "open_runs");
+  static const RecordDeclaration<TrendSummary> all = make_trend_summary_projection("all", "runs");
+  if (set == "quiet") return quiet;
+  if (set == "open") return open;
+  if (set == "all") return all;
+  throw StoreError(StoreErrorKind::InvalidValue, fmt::format("no co-tenant set '{}' in a trend point", set));
+}
+
+const RecordDeclaration<CompareRun>& compare_run_projection() {
+  using C = CompareRun;
+  static const RecordDeclaration<C> projection{
+      "runs", "compare run", "r.id", false,
+      {column("r.id", &C::run_id), column("r.job_id", &C::job_id), column("r.build_id", &C::build_id),
+       column("r.arm", &C::arm), column("r.pair_index", &C::pair_index), column("r.path", &C::path),
+       column("r.profile", &C::profile), column("r.weight_type", &C::weight_type), column("r.tokens", &C::tokens),
+       column("r.backend", &C::backend), column("r.gpu_name", &C::gpu_name), column("r.gpu_uuid", &C::gpu_uuid),
+       column("r.started_ms", &C::started_ms), column("r.tokens_per_s", &C::tokens_per_s),
+       column("r.contended", &C::contended),
+       optional_word("j.timing", &C::job_timing, &to_string, &timing_mode_from_string)}};
+  return projection;
+}
+
 template struct RecordDeclaration<Build>;
 template struct RecordDeclaration<Job>;
 template struct RecordDeclaration<Run>;
 template struct RecordDeclaration<ParityCaseRecord>;
 template struct RecordDeclaration<Verdict>;
 template struct RecordDeclaration<CotenantSummary>;
+template struct RecordDeclaration<TypeRatioRow>;
+template struct RecordDeclaration<MemoryLeakRow>;
+template struct RecordDeclaration<OutputIdentityRow>;
+template struct RecordDeclaration<Sample>;
+template struct RecordDeclaration<CotenantSample>;
+template struct RecordDeclaration<TrendRow>;
+template struct RecordDeclaration<TrendSummary>;
+template struct RecordDeclaration<CompareRun>;
 
 }  // namespace qgate::db

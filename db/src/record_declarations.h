@@ -35,6 +35,9 @@ struct RecordDeclaration {
   std::string_view key;        // the column an upsert conflicts on, or the generated id
   bool generated_key = false;  // true: the engine assigns the key on insert (it is not inserted)
   std::vector<ColumnDeclaration<Row>> columns;
+  // A child record (a verdict's type ratios, a run's samples) is stored under its parent's key
+  // (`key`, not among `columns`) and, when positioned, its place in the parent's list (`position`).
+  bool positioned = false;
 
   /// "a, b, c", or "t.a, t.b, t.c" with an alias.
   std::string column_list(std::string_view alias = {}) const;
@@ -49,6 +52,24 @@ const RecordDeclaration<Run>& run_record();
 const RecordDeclaration<ParityCaseRecord>& parity_case_record();
 const RecordDeclaration<Verdict>& verdict_record();
 const RecordDeclaration<CotenantSummary>& cotenant_record();
+
+// Child records: rows stored under a parent's key, which the row struct does not hold.
+const RecordDeclaration<TypeRatioRow>& type_ratio_record();              // under job_id, positioned
+const RecordDeclaration<MemoryLeakRow>& leak_record();                   // under job_id, positioned
+const RecordDeclaration<OutputIdentityRow>& output_identity_record();     // under job_id, one per job
+const RecordDeclaration<Sample>& sample_record();                        // under run_id
+const RecordDeclaration<CotenantSample>& cotenant_sample_record();       // under run_id
+
+// Projections: what a query reads of joined tables, declared the same way. A column's name is the
+// expression it selects ("r.id", "b.name"); they are never inserted.
+
+/// A trend row: runs r joined with builds b and (for the timing) jobs j.
+const RecordDeclaration<TrendRow>& trend_row_projection();
+/// A trend point of build_rollups, its figures taken from one of the co-tenant sets its row keeps:
+/// "quiet", "open" (quiet or unknown) or "all" (0006_build_rollups).
+const RecordDeclaration<TrendSummary>& trend_summary_projection(std::string_view set);
+/// A compare run: runs r with its job's timing through jobs j.
+const RecordDeclaration<CompareRun>& compare_run_projection();
 
 // --- How a member is stored (used by the declarations) ---
 
@@ -116,6 +137,23 @@ ColumnDeclaration<Row> word(std::string_view name, E Row::*member, std::string_v
   return {name, [member, to_word](const Row& row) -> StoredValue { return std::string(to_word(row.*member)); },
           [member, from_word, name](Row& row, const StoredValue& value) {
             row.*member = from_word(as_text(value, name));
+          }};
+}
+
+/// An optional enum member stored as its word, or as NULL or '' for none.
+template <class Row, class E>
+ColumnDeclaration<Row> optional_word(std::string_view name, std::optional<E> Row::*member,
+                                     std::string_view (*to_word)(E), E (*from_word)(std::string_view)) {
+  return {name,
+          [member, to_word](const Row& row) -> StoredValue {
+            if (!(row.*member)) return std::monostate{};
+            return std::string(to_word(*(row.*member)));
+          },
+          [member, from_word, name](Row& row, const StoredValue& value) {
+            if (std::holds_alternative<std::monostate>(value)) return row.*member = std::nullopt, void();
+            const std::string text = as_text(value, name);
+            if (text.empty()) row.*member = std::nullopt;
+            else row.*member = from_word(text);
           }};
 }
 

@@ -54,14 +54,13 @@ StoreErrorKind kind_from_sqlite_code(int sqlite_code) {
 namespace {
 
 using detail::bind_all;
+using detail::bind_child;
 using detail::bind_record;
+using detail::child_insert_sql;
+using detail::child_select_sql;
 using detail::insert_sql;
 using detail::read_record;
 using detail::upsert_sql;
-using detail::optional_flag;
-using detail::optional_int;
-using detail::optional_real;
-using detail::optional_text;
 using detail::ScopedStatement;
 
 std::int64_t now_ms() {
@@ -112,28 +111,6 @@ int bind_job_filter(SQLite::Statement& statement, const JobFilter& filter, int i
   if (filter.quiet_only) detail::bind_value(statement, index++, *filter.quiet_only);
   if (filter.remeasure_of) detail::bind_value(statement, index++, *filter.remeasure_of);
   return index;
-}
-
-/// A row of detail::kCompareRunSelect's columns.
-CompareRun read_compare_run(SQLite::Statement& row) {
-  CompareRun run;
-  run.run_id = row.getColumn(0).getInt64();
-  run.job_id = optional_int(row.getColumn(1));
-  run.build_id = row.getColumn(2).getInt64();
-  run.arm = optional_text(row.getColumn(3));
-  run.pair_index = row.getColumn(4).getInt();
-  run.path = row.getColumn(5).getString();
-  run.profile = row.getColumn(6).getString();
-  run.weight_type = optional_text(row.getColumn(7));
-  run.tokens = row.getColumn(8).getInt64();
-  run.backend = row.getColumn(9).getString();
-  run.gpu_name = row.getColumn(10).getString();
-  run.gpu_uuid = row.getColumn(11).getString();
-  run.started_ms = row.getColumn(12).getInt64();
-  run.tokens_per_s = row.getColumn(13).getDouble();
-  run.contended = optional_flag(row.getColumn(14));
-  if (auto timing = optional_text(row.getColumn(15))) run.job_timing = timing_mode_from_string(*timing);
-  return run;
 }
 
 /// A trend point's week: 7 days from a Monday 00:00 UTC. The Unix epoch was a Thursday, so weeks
@@ -623,15 +600,10 @@ class SqliteStore final : public Store {
 
   std::vector<Sample> run_samples(RowId run_id) override {
     return guarded("run_samples", [&] {
-      ScopedStatement select(
-          prepared("SELECT metric, unit, value FROM samples WHERE run_id = ? ORDER BY id"));
+      ScopedStatement select(prepared(child_select_sql(sample_record(), "= ?")));
       bind_all(*select, run_id);
       std::vector<Sample> samples;
-      while (select->executeStep()) {
-        samples.push_back(Sample{select->getColumn(0).getString(),
-                                 select->getColumn(1).getString(),
-                                 select->getColumn(2).getDouble()});
-      }
+      while (select->executeStep()) samples.push_back(read_record(sample_record(), *select, 1));
       return samples;
     });
   }
@@ -755,21 +727,10 @@ class SqliteStore final : public Store {
 
   std::vector<CotenantSample> cotenant_samples(RowId run_id) override {
     return guarded("cotenant_samples", [&] {
-      ScopedStatement select(prepared(
-          "SELECT t_ms, foreign_sm, device_util, sm_clock_mhz, throttle_reasons, foreign_processes "
-          "FROM cotenant_samples WHERE run_id = ? ORDER BY t_ms, id"));
+      ScopedStatement select(prepared(child_select_sql(cotenant_sample_record(), "= ?", "t_ms, id")));
       bind_all(*select, run_id);
       std::vector<CotenantSample> samples;
-      while (select->executeStep()) {
-        CotenantSample sample;
-        sample.t_ms = select->getColumn(0).getInt64();
-        sample.foreign_sm = optional_real(select->getColumn(1));
-        sample.device_util = optional_real(select->getColumn(2));
-        sample.sm_clock_mhz = optional_int(select->getColumn(3));
-        sample.throttle_reasons = optional_int(select->getColumn(4));
-        sample.foreign_processes = select->getColumn(5).getString();
-        samples.push_back(std::move(sample));
-      }
+      while (select->executeStep()) samples.push_back(read_record(cotenant_sample_record(), *select, 1));
       return samples;
     });
   }
@@ -781,12 +742,10 @@ class SqliteStore final : public Store {
       // Only the filters given go into the SQL (rather than "? IS NULL OR col = ?"), so the planner
       // sees plain equalities and uses runs_by_profile_type / runs_by_series. Each shape of query
       // is prepared once and cached.
-      std::string sql =
-          "SELECT r.id, r.build_id, b.name, b.sha256, r.started_ms, r.tokens_per_s, r.contended, "
-          "r.profile, r.weight_type, r.path, r.series_key, r.job_id, r.tokens, r.backend, r.gpu_name, "
-          "b.commit_sha, j.timing "
-          "FROM runs r JOIN builds b ON b.id = r.build_id LEFT JOIN jobs j ON j.id = r.job_id "
-          "WHERE r.state = 'done' AND r.tokens_per_s IS NOT NULL AND r.started_ms >= ?";
+      std::string sql = fmt::format(
+          "SELECT {} FROM runs r JOIN builds b ON b.id = r.build_id LEFT JOIN jobs j ON j.id = r.job_id "
+          "WHERE r.state = 'done' AND r.tokens_per_s IS NOT NULL AND r.started_ms >= ?",
+          trend_row_projection().column_list());
       if (query.profile) sql += " AND r.profile = ?";
       if (query.weight_type) sql += " AND r.weight_type = ?";
       if (query.path) sql += " AND r.path = ?";
@@ -808,27 +767,7 @@ class SqliteStore final : public Store {
       if (query.limit) detail::bind_value(*select, index++, *query.limit);
 
       std::vector<TrendRow> rows;
-      while (select->executeStep()) {
-        TrendRow row;
-        row.run_id = select->getColumn(0).getInt64();
-        row.build_id = select->getColumn(1).getInt64();
-        row.build_name = select->getColumn(2).getString();
-        row.build_sha256 = select->getColumn(3).getString();
-        row.started_ms = select->getColumn(4).getInt64();
-        row.tokens_per_s = select->getColumn(5).getDouble();
-        row.contended = optional_flag(select->getColumn(6));
-        row.profile = select->getColumn(7).getString();
-        row.weight_type = optional_text(select->getColumn(8));
-        row.path = select->getColumn(9).getString();
-        row.series_key = select->getColumn(10).getString();
-        row.job_id = optional_int(select->getColumn(11));
-        row.tokens = select->getColumn(12).getInt64();
-        row.backend = select->getColumn(13).getString();
-        row.gpu_name = select->getColumn(14).getString();
-        row.commit_sha = select->getColumn(15).getString();
-        if (auto timing = optional_text(select->getColumn(16))) row.timing = timing_mode_from_string(*timing);
-        rows.push_back(std::move(row));
-      }
+      while (select->executeStep()) rows.push_back(read_record(trend_row_projection(), *select));
       return rows;
     });
   }
@@ -843,12 +782,9 @@ class SqliteStore final : public Store {
       // Only the filters given go into the SQL, so each shape is one cached statement whose plan is
       // a range scan of build_rollups_by_profile_type (or _by_profile_time, _by_time).
       const char* set = query.include_contended ? "all" : query.include_unknown ? "open" : "quiet";
-      std::string sql = fmt::format(
-          "SELECT id, {1}_last_job, jobs, build_id, build_name, build_sha256, commit_sha, profile, "
-          "weight_type, path, series_key, tokens, backend, gpu_name, first_ms, last_ms, runs, "
-          "contended_runs, unknown_runs, {0}, {1}_median, {1}_low, {1}_high, timing "
-          "FROM build_rollups WHERE last_ms >= ?",
-          query.include_contended ? "runs" : fmt::format("{}_runs", set), set);
+      const RecordDeclaration<TrendSummary>& projection = trend_summary_projection(set);
+      std::string sql =
+          fmt::format("SELECT {} FROM build_rollups WHERE last_ms >= ?", projection.column_list());
       if (query.profile) sql += " AND profile = ?";
       if (query.weight_type) sql += " AND weight_type = ?";
       if (query.path) sql += " AND path = ?";
@@ -867,36 +803,7 @@ class SqliteStore final : public Store {
       if (query.limit) detail::bind_value(*select, index++, *query.limit);
 
       std::vector<TrendSummary> rows;
-      while (select->executeStep()) {
-        TrendSummary row;
-        row.id = select->getColumn(0).getInt64();
-        const RowId last_job = select->getColumn(1).getInt64();
-        if (last_job != 0) row.last_job_id = last_job;
-        row.jobs = select->getColumn(2).getInt64();
-        row.build_id = select->getColumn(3).getInt64();
-        row.build_name = select->getColumn(4).getString();
-        row.build_sha256 = select->getColumn(5).getString();
-        row.commit_sha = select->getColumn(6).getString();
-        row.profile = select->getColumn(7).getString();
-        row.weight_type = optional_text(select->getColumn(8));
-        row.path = select->getColumn(9).getString();
-        row.series_key = select->getColumn(10).getString();
-        row.tokens = select->getColumn(11).getInt64();
-        row.backend = select->getColumn(12).getString();
-        row.gpu_name = select->getColumn(13).getString();
-        row.first_ms = select->getColumn(14).getInt64();
-        row.last_ms = select->getColumn(15).getInt64();
-        row.total_runs = select->getColumn(16).getInt64();
-        row.contended_runs = select->getColumn(17).getInt64();
-        row.unknown_runs = select->getColumn(18).getInt64();
-        row.runs = select->getColumn(19).getInt64();
-        row.median_tokens_per_s = select->getColumn(20).getDouble();
-        row.low_tokens_per_s = select->getColumn(21).getDouble();
-        row.high_tokens_per_s = select->getColumn(22).getDouble();
-        if (auto timing = optional_text(select->getColumn(23)); timing && !timing->empty())
-          row.timing = timing_mode_from_string(*timing);
-        rows.push_back(std::move(row));
-      }
+      while (select->executeStep()) rows.push_back(read_record(projection, *select));
       return rows;
     });
   }
@@ -906,7 +813,7 @@ class SqliteStore final : public Store {
       // The build's runs come through runs_by_build_series (with a profile SQLite may pick
       // runs_by_profile_time); the optional filters are added only when given, so each shape of
       // the query is one cached statement.
-      std::string sql = std::string(detail::kCompareRunSelect) +
+      std::string sql = detail::compare_run_select() +
                         "WHERE r.build_id = ? AND r.state = 'done' AND r.tokens_per_s IS NOT NULL";
       if (query.profile) sql += " AND r.profile = ?";
       if (query.tokens) sql += " AND r.tokens = ?";
@@ -919,7 +826,7 @@ class SqliteStore final : public Store {
       if (query.tokens) detail::bind_value(*select, index++, *query.tokens);
       if (query.weight_type) detail::bind_value(*select, index++, *query.weight_type);
       std::vector<CompareRun> runs;
-      while (select->executeStep()) runs.push_back(read_compare_run(*select));
+      while (select->executeStep()) runs.push_back(read_record(compare_run_projection(), *select));
       return runs;
     });
   }
@@ -930,7 +837,7 @@ class SqliteStore final : public Store {
       ScopedStatement select(prepared(detail::job_compare_runs_sql()));
       bind_all(*select, job_id);
       std::vector<CompareRun> runs;
-      while (select->executeStep()) runs.push_back(read_compare_run(*select));
+      while (select->executeStep()) runs.push_back(read_record(compare_run_projection(), *select));
       return runs;
     });
   }
@@ -1092,29 +999,18 @@ class SqliteStore final : public Store {
       clear->exec();
     }
     for (std::size_t position = 0; position < verdict.per_type.size(); ++position) {
-      const TypeRatioRow& type = verdict.per_type[position];
-      ScopedStatement insert(prepared(
-          "INSERT INTO verdict_type_ratios (job_id, position, weight_type, ratio, ci_low, ci_high, "
-          "comparison, gemm_us_a, gemm_us_b) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"));
-      bind_all(*insert, verdict.job_id, position, type.weight_type, type.ratio, type.ci_low,
-               type.ci_high, to_string(type.comparison), type.gemm_us_a, type.gemm_us_b);
+      ScopedStatement insert(prepared(child_insert_sql(type_ratio_record())));
+      bind_child(*insert, type_ratio_record(), verdict.job_id, std::int64_t(position), verdict.per_type[position]);
       insert->exec();
     }
     for (std::size_t position = 0; position < verdict.leaks.size(); ++position) {
-      const MemoryLeakRow& leak = verdict.leaks[position];
-      ScopedStatement insert(prepared(
-          "INSERT INTO verdict_leaks (job_id, position, location, device_bytes, host_bytes, detail, kept_once) "
-          "VALUES (?, ?, ?, ?, ?, ?, ?)"));
-      bind_all(*insert, verdict.job_id, position, leak.where, leak.device_bytes, leak.host_bytes,
-               leak.detail, leak.kept_once ? 1 : 0);
+      ScopedStatement insert(prepared(child_insert_sql(leak_record())));
+      bind_child(*insert, leak_record(), verdict.job_id, std::int64_t(position), verdict.leaks[position]);
       insert->exec();
     }
     if (const auto& identity = verdict.identity) {
-      ScopedStatement insert(prepared(
-          "INSERT INTO verdict_output_identity (job_id, identical, compared_runs, output_length, "
-          "first_difference, unit, detail) VALUES (?, ?, ?, ?, ?, ?, ?)"));
-      bind_all(*insert, verdict.job_id, identity->identical ? 1 : 0, identity->compared_runs, identity->length,
-               identity->first_difference, identity->unit, identity->detail);
+      ScopedStatement insert(prepared(child_insert_sql(output_identity_record())));
+      bind_child(*insert, output_identity_record(), verdict.job_id, 0, *identity);
       insert->exec();
     }
   }
@@ -1158,58 +1054,28 @@ class SqliteStore final : public Store {
       if (listing.verdict) by_job[listing.verdict->job_id] = &*listing.verdict;
     }
     if (by_job.empty()) return;
+    const std::string in_jobs = fmt::format("IN ({})", job_ids_sql);
     {
-      ScopedStatement select(prepared(fmt::format(
-          "SELECT job_id, weight_type, ratio, ci_low, ci_high, comparison, gemm_us_a, gemm_us_b "
-          "FROM verdict_type_ratios WHERE job_id IN ({}) ORDER BY job_id, position",
-          job_ids_sql)));
+      ScopedStatement select(prepared(child_select_sql(type_ratio_record(), in_jobs)));
       bind(*select);
       while (select->executeStep()) {
         const auto found = by_job.find(select->getColumn(0).getInt64());
-        if (found == by_job.end()) continue;
-        TypeRatioRow type;
-        type.weight_type = select->getColumn(1).getString();
-        type.ratio = optional_real(select->getColumn(2));
-        type.ci_low = optional_real(select->getColumn(3));
-        type.ci_high = optional_real(select->getColumn(4));
-        type.comparison = stored_comparison(select->getColumn(5).getString());
-        type.gemm_us_a = optional_real(select->getColumn(6));
-        type.gemm_us_b = optional_real(select->getColumn(7));
-        found->second->per_type.push_back(std::move(type));
+        if (found != by_job.end()) found->second->per_type.push_back(read_record(type_ratio_record(), *select, 1));
       }
     }
-    ScopedStatement select(prepared(fmt::format(
-        "SELECT job_id, location, device_bytes, host_bytes, detail, kept_once FROM verdict_leaks "
-        "WHERE job_id IN ({}) ORDER BY job_id, position",
-        job_ids_sql)));
+    {
+      ScopedStatement select(prepared(child_select_sql(leak_record(), in_jobs)));
+      bind(*select);
+      while (select->executeStep()) {
+        const auto found = by_job.find(select->getColumn(0).getInt64());
+        if (found != by_job.end()) found->second->leaks.push_back(read_record(leak_record(), *select, 1));
+      }
+    }
+    ScopedStatement select(prepared(child_select_sql(output_identity_record(), in_jobs, "job_id")));
     bind(*select);
     while (select->executeStep()) {
       const auto found = by_job.find(select->getColumn(0).getInt64());
-      if (found == by_job.end()) continue;
-      MemoryLeakRow leak;
-      leak.where = select->getColumn(1).getString();
-      leak.device_bytes = select->getColumn(2).getInt64();
-      leak.host_bytes = select->getColumn(3).getInt64();
-      leak.detail = select->getColumn(4).getString();
-      leak.kept_once = select->getColumn(5).getInt() != 0;
-      found->second->leaks.push_back(std::move(leak));
-    }
-    ScopedStatement identities(prepared(fmt::format(
-        "SELECT job_id, identical, compared_runs, output_length, first_difference, unit, detail "
-        "FROM verdict_output_identity WHERE job_id IN ({})",
-        job_ids_sql)));
-    bind(*identities);
-    while (identities->executeStep()) {
-      const auto found = by_job.find(identities->getColumn(0).getInt64());
-      if (found == by_job.end()) continue;
-      OutputIdentityRow identity;
-      identity.identical = identities->getColumn(1).getInt() != 0;
-      identity.compared_runs = identities->getColumn(2).getInt64();
-      identity.length = identities->getColumn(3).getInt64();
-      identity.first_difference = identities->getColumn(4).getInt64();
-      identity.unit = identities->getColumn(5).getString();
-      identity.detail = identities->getColumn(6).getString();
-      found->second->identity = std::move(identity);
+      if (found != by_job.end()) found->second->identity = read_record(output_identity_record(), *select, 1);
     }
   }
 
@@ -1288,9 +1154,8 @@ class SqliteStore final : public Store {
 
   void insert_samples(RowId run_id, std::span<const Sample> samples) {
     for (const Sample& sample : samples) {
-      ScopedStatement insert(
-          prepared("INSERT INTO samples (run_id, metric, unit, value) VALUES (?, ?, ?, ?)"));
-      bind_all(*insert, run_id, sample.metric, sample.unit, sample.value);
+      ScopedStatement insert(prepared(child_insert_sql(sample_record())));
+      bind_child(*insert, sample_record(), run_id, 0, sample);
       insert->exec();
     }
   }
@@ -1305,11 +1170,8 @@ class SqliteStore final : public Store {
 
   void insert_cotenant_samples(RowId run_id, std::span<const CotenantSample> samples) {
     for (const CotenantSample& sample : samples) {
-      ScopedStatement insert(prepared(
-          "INSERT INTO cotenant_samples (run_id, t_ms, foreign_sm, device_util, sm_clock_mhz, "
-          "throttle_reasons, foreign_processes) VALUES (?, ?, ?, ?, ?, ?, ?)"));
-      bind_all(*insert, run_id, sample.t_ms, sample.foreign_sm, sample.device_util,
-               sample.sm_clock_mhz, sample.throttle_reasons, sample.foreign_processes);
+      ScopedStatement insert(prepared(child_insert_sql(cotenant_sample_record())));
+      bind_child(*insert, cotenant_sample_record(), run_id, 0, sample);
       insert->exec();
     }
   }

@@ -59,13 +59,42 @@ void bind_record(SQLite::Statement& statement, const RecordDeclaration<Row>& rec
   for (const auto* column : record.inserted()) bind_stored(statement, index++, column->store(row));
 }
 
+/// A child record's insert: its parent's key, its position when it is positioned, then its columns.
+template <class Row>
+std::string child_insert_sql(const RecordDeclaration<Row>& record) {
+  std::string names(record.key), marks = "?";
+  if (record.positioned) names += ", position", marks += ", ?";
+  for (const auto& column : record.columns) names += fmt::format(", {}", column.name), marks += ", ?";
+  return fmt::format("INSERT INTO {} ({}) VALUES ({})", record.table, names, marks);
+}
+
+/// Binds a child row under `parent` (and at `position` when the record is positioned).
+template <class Row>
+void bind_child(SQLite::Statement& statement, const RecordDeclaration<Row>& record, std::int64_t parent,
+                std::int64_t position, const Row& row) {
+  int index = 1;
+  statement.bind(index++, parent);
+  if (record.positioned) statement.bind(index++, position);
+  for (const auto& column : record.columns) bind_stored(statement, index++, column.store(row));
+}
+
+/// "SELECT parent_key, columns FROM table WHERE parent_key <condition> ORDER BY parent_key[, position]":
+/// read each row with read_record(record, statement, 1) after column 0, the parent's key.
+template <class Row>
+std::string child_select_sql(const RecordDeclaration<Row>& record, std::string_view condition,
+                             std::string_view then_by = "id") {
+  return fmt::format("SELECT {0}, {1} FROM {2} WHERE {0} {3} ORDER BY {0}, {4}", record.key, record.column_list(),
+                     record.table, condition, record.positioned ? "position" : then_by);
+}
+
 /// Reads a row whose columns first, first + 1, ... are record.column_list()'s, so joined queries
 /// can read one record after another. A stored value a member cannot take is StoreError naming the
 /// row ("job 7: ...").
 template <class Row>
 Row read_record(const RecordDeclaration<Row>& record, SQLite::Statement& statement, int first = 0) {
   Row row;
-  std::string key = "?";
+  // A child's parent key is the column before its own (child_select_sql).
+  std::string key = first > 0 ? statement.getColumn(first - 1).getString() : "?";
   for (int i = 0; i < record.count(); ++i) {
     const auto& column = record.columns[static_cast<size_t>(i)];
     const StoredValue value = read_stored(statement.getColumn(first + i));
