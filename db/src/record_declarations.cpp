@@ -146,7 +146,8 @@ const RecordDeclaration<Verdict>& verdict_record() {
        column("profile", &Verdict::profile), column("tokens", &Verdict::tokens), column("backend", &Verdict::backend),
        column("parity_passed", &Verdict::parity_passed), column("parity_failed", &Verdict::parity_failed),
        column("arm_a_label", &Verdict::arm_a_label), column("arm_a_runs", &Verdict::arm_a_runs),
-       column("arm_b_label", &Verdict::arm_b_label), column("arm_b_runs", &Verdict::arm_b_runs)}};
+       column("arm_b_label", &Verdict::arm_b_label), column("arm_b_runs", &Verdict::arm_b_runs),
+       column("arm_a_build_id", &Verdict::arm_a_build_id), column("arm_b_build_id", &Verdict::arm_b_build_id)}};
   return record;
 }
 

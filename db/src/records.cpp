@@ -119,4 +119,8 @@ std::string make_series_key(std::string_view build_name, const Run& run) {
   return fmt::format("{:016x}", common::fnv1a64(canonical));
 }
 
+std::string build_label(std::string_view name, std::string_view sha256) {
+  return fmt::format("{}@{}", name, sha256.substr(0, 8));
+}
+
 }  // namespace qgate::db

@@ -685,7 +685,7 @@ class SqliteStore final : public Store {
             prepared(fmt::format("SELECT {} FROM verdicts WHERE job_id = ?", verdict_record().column_list())));
         bind_all(*select, job_id);
         if (!select->executeStep()) return std::nullopt;
-        verdict = read_record(verdict_record(), *select);
+        verdict = with_read_labels(read_record(verdict_record(), *select));
       }
       std::vector<JobListing> one(1);
       one.front().verdict = std::move(verdict);
@@ -987,7 +987,7 @@ class SqliteStore final : public Store {
   void upsert_verdict(const Verdict& verdict) {
     // INSERT ... ON CONFLICT DO UPDATE is spelled the same in PostgreSQL.
     {
-      Verdict row = verdict;
+      Verdict row = with_stored_labels(verdict);
       row.created_ms = or_now(row.created_ms);
       ScopedStatement upsert(prepared(upsert_sql(verdict_record())));
       bind_record(*upsert, verdict_record(), row);
@@ -1038,7 +1038,7 @@ class SqliteStore final : public Store {
       if (!select->getColumn(baseline_first).isNull())
         listing.baseline = read_record(build_record(), *select, baseline_first);
       if (!select->getColumn(verdict_first).isNull())
-        listing.verdict = read_record(verdict_record(), *select, verdict_first);
+        listing.verdict = with_read_labels(read_record(verdict_record(), *select, verdict_first));
       listings.push_back(std::move(listing));
     }
     return listings;
@@ -1085,17 +1085,38 @@ class SqliteStore final : public Store {
     return select->executeStep();
   }
 
-  // The build name goes into the series key; remembered because bulk loads ask for the same few.
-  const std::string& build_name(RowId build_id) {
-    if (auto cached = build_names_.find(build_id); cached != build_names_.end()) {
+  // A build's name (in the series key) and label (in a verdict's arms); remembered because bulk
+  // loads ask for the same few. A build row never changes.
+  struct BuildNaming {
+    std::string name;
+    std::string label;
+  };
+  const BuildNaming& build_naming(RowId build_id) {
+    if (auto cached = build_namings_.find(build_id); cached != build_namings_.end()) {
       return cached->second;
     }
-    ScopedStatement select(prepared("SELECT name FROM builds WHERE id = ?"));
-    bind_all(*select, build_id);
-    if (!select->executeStep()) {
-      throw StoreError(StoreErrorKind::NotFound, fmt::format("no build {}", build_id));
+    const std::optional<Build> build = select_build("id = ?", build_id);
+    if (!build) throw StoreError(StoreErrorKind::NotFound, fmt::format("no build {}", build_id));
+    return build_namings_.emplace(build_id, BuildNaming{build->name, build_label(build->name, build->sha256)})
+        .first->second;
+  }
+  const std::string& build_name(RowId build_id) { return build_naming(build_id).name; }
+
+  // A verdict's arm labels as the store keeps them: empty where the arm's build says the same.
+  Verdict with_stored_labels(Verdict verdict) {
+    for (auto [id, label] : {std::pair{verdict.arm_a_build_id, &verdict.arm_a_label},
+                             std::pair{verdict.arm_b_build_id, &verdict.arm_b_label}}) {
+      if (id && *label == build_naming(*id).label) label->clear();
     }
-    return build_names_.emplace(build_id, select->getColumn(0).getString()).first->second;
+    return verdict;
+  }
+  // And as they are read: a build's own label where none is kept.
+  Verdict with_read_labels(Verdict verdict) {
+    for (auto [id, label] : {std::pair{verdict.arm_a_build_id, &verdict.arm_a_label},
+                             std::pair{verdict.arm_b_build_id, &verdict.arm_b_label}}) {
+      if (id && label->empty()) *label = build_naming(*id).label;
+    }
+    return verdict;
   }
 
   /// Which trend points a write touched: (build, series key, tokens, week) groups of runs.
@@ -1182,7 +1203,7 @@ class SqliteStore final : public Store {
   SQLite::Database database_;
   // Declared after database_ so the statements are finalized before the connection closes.
   std::unordered_map<std::string, std::unique_ptr<SQLite::Statement>> statements_;
-  std::unordered_map<RowId, std::string> build_names_;
+  std::unordered_map<RowId, BuildNaming> build_namings_;
 };
 
 }  // namespace

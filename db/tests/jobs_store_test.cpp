@@ -227,6 +227,33 @@ TEST_F(JobsStoreTest, SpecColumnsRoundTrip) {
   EXPECT_EQ(stored->disposition, Disposition::Unspecified);
 }
 
+TEST_F(JobsStoreTest, AVerdictRefersToItsArmsBuildsByIdAndKeepsOnlyLabelsThatSayMore) {
+  const RowId job = store_->create_job(make_job(build_, 1000));
+  Verdict verdict;
+  verdict.job_id = job;
+  verdict.arm_a_build_id = build_;
+  verdict.arm_a_label = build_label("mmq-k", "sha-k");  // the build's own label
+  verdict.arm_b_build_id = build_;
+  verdict.arm_b_label = "MINFER_MMQ=0";                  // says more than the build
+  store_->put_verdict(verdict);
+
+  const auto read = store_->find_verdict(job);
+  ASSERT_TRUE(read);
+  EXPECT_EQ(read->arm_a_build_id, build_);
+  EXPECT_EQ(read->arm_a_label, "mmq-k@sha-k");
+  EXPECT_EQ(read->arm_b_build_id, build_);
+  EXPECT_EQ(read->arm_b_label, "MINFER_MMQ=0");
+  SQLite::Database raw(path_.string(), SQLite::OPEN_READONLY);
+  EXPECT_EQ(raw.execAndGet("SELECT arm_a_label || '|' || arm_b_label FROM verdicts").getString(), "|MINFER_MMQ=0");
+
+  // A verdict naming a build that is not stored is refused, and nothing of it is written.
+  Verdict dangling = verdict;
+  dangling.arm_a_build_id = 999;
+  dangling.arm_a_label = "ghost@00000000";
+  EXPECT_THROW(store_->put_verdict(dangling), StoreError);
+  EXPECT_EQ(store_->find_verdict(job)->arm_a_label, "mmq-k@sha-k");
+}
+
 TEST_F(JobsStoreTest, FinishWritesTheWholeVerdictAndTheDisposition) {
   const RowId job = running_job();
   ASSERT_TRUE(store_->finish_job_with_verdict(make_verdict(job), {Disposition::Leaked, "1 MiB kept"},

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <set>
 #include <string>
+#include <tuple>
 
 #include <SQLiteCpp/SQLiteCpp.h>
 
@@ -100,6 +101,62 @@ TEST(Migrations, NewerSchemaIsRefusedWithAClearMessage) {
     EXPECT_NE(message.find(std::to_string(newer)), std::string::npos) << message;
   }
   EXPECT_EQ(raw_user_version(path), newer);  // refused, not downgraded
+}
+
+// Verdicts written before 0009 named their arms' builds by label alone. The migration refers them to
+// the builds by id: a gate's arms to its build and baseline, an A/B of one build's to that build, and
+// stores a label only where it says more than the build ("mmq").
+TEST(Migrations, Migration0009RefersOldVerdictsToTheirArmsBuilds) {
+  TempDir dir;
+  const auto path = dir.file("qgate.db");
+  RowId a = 0, b = 0, gate = 0, ab = 0;
+  {
+    auto store = open_store(path);
+    a = store->insert_build(make_build("mmq-a", "sha-a-0123456789")).id;
+    b = store->insert_build(make_build("mmq-b", "sha-b-0123456789")).id;
+    Job gate_job = testing::make_job(a);
+    gate_job.baseline_build_id = b;
+    gate = store->create_job(gate_job);
+    Job ab_job = testing::make_job(a);
+    ab_job.kind = "ab";
+    ab = store->create_job(ab_job);
+    for (auto [job, label_a, label_b] : {std::tuple{gate, "mmq-a@sha-a-01", "mmq-b@sha-b-01"},
+                                         std::tuple{ab, "mmq", "f16"}}) {
+      Verdict verdict;  // as schema 8 stored it: labels only
+      verdict.job_id = job;
+      verdict.arm_a_label = label_a;
+      verdict.arm_b_label = label_b;
+      store->put_verdict(verdict);
+    }
+  }
+  {  // back to schema 8
+    SQLite::Database raw(path.string(), SQLite::OPEN_READWRITE);
+    raw.exec("DROP INDEX verdicts_by_arm_a_build");
+    raw.exec("DROP INDEX verdicts_by_arm_b_build");
+    raw.exec("ALTER TABLE verdicts DROP COLUMN arm_a_build_id");
+    raw.exec("ALTER TABLE verdicts DROP COLUMN arm_b_build_id");
+    raw.exec("PRAGMA user_version = 8");
+  }
+  auto store = open_store(path);
+  const auto gate_verdict = store->find_verdict(gate);
+  ASSERT_TRUE(gate_verdict);
+  EXPECT_EQ(gate_verdict->arm_a_build_id, a);
+  EXPECT_EQ(gate_verdict->arm_b_build_id, b);
+  EXPECT_EQ(gate_verdict->arm_a_label, "mmq-a@sha-a-01");  // read back from the build
+  EXPECT_EQ(gate_verdict->arm_b_label, "mmq-b@sha-b-01");
+  const auto ab_verdict = store->find_verdict(ab);
+  ASSERT_TRUE(ab_verdict);
+  EXPECT_EQ(ab_verdict->arm_a_build_id, a);
+  EXPECT_EQ(ab_verdict->arm_b_build_id, a);
+  EXPECT_EQ(ab_verdict->arm_a_label, "mmq");
+  EXPECT_EQ(ab_verdict->arm_b_label, "f16");
+
+  SQLite::Database raw(path.string(), SQLite::OPEN_READONLY);
+  SQLite::Statement labels(raw, "SELECT arm_a_label, arm_b_label FROM verdicts WHERE job_id = ?");
+  labels.bind(1, gate);
+  ASSERT_TRUE(labels.executeStep());
+  EXPECT_EQ(labels.getColumn(0).getString(), "") << "a build's own label is not stored twice";
+  EXPECT_EQ(labels.getColumn(1).getString(), "");
 }
 
 TEST(Migrations, DatabaseAndWalFilesAreOwnerOnly) {

@@ -580,8 +580,14 @@ class TrendRollupsMigrationTest : public TrendRollupsTest {
   }
 
   /// Undoes what the migrations after 0007 added, so a file taken back to an older schema is that
-  /// schema (0008: verdict_leaks.kept_once).
-  static void undo_after_0007(SQLite::Database& raw) { raw.exec("ALTER TABLE verdict_leaks DROP COLUMN kept_once"); }
+  /// schema (0008: verdict_leaks.kept_once; 0009: the verdicts' arm build ids).
+  static void undo_after_0007(SQLite::Database& raw) {
+    raw.exec("ALTER TABLE verdict_leaks DROP COLUMN kept_once");
+    raw.exec("DROP INDEX verdicts_by_arm_a_build");
+    raw.exec("DROP INDEX verdicts_by_arm_b_build");
+    raw.exec("ALTER TABLE verdicts DROP COLUMN arm_a_build_id");
+    raw.exec("ALTER TABLE verdicts DROP COLUMN arm_b_build_id");
+  }
 
   /// Takes the file back to schema 4: without 0006's and 0005's tables and indexes.
   void back_to_schema_4() {

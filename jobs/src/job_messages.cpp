@@ -98,8 +98,10 @@ db::Verdict verdict_row(db::RowId job_id, const v1::VerdictReport& report) {
   row.parity_passed = report.parity_passed();
   row.parity_failed = report.parity_failed();
   row.arm_a_label = report.arm_a().label();
+  if (report.arm_a().build_id() != 0) row.arm_a_build_id = report.arm_a().build_id();
   row.arm_a_runs = report.arm_a().runs();
   row.arm_b_label = report.arm_b().label();
+  if (report.arm_b().build_id() != 0) row.arm_b_build_id = report.arm_b().build_id();
   row.arm_b_runs = report.arm_b().runs();
   for (const v1::TypeRatio& type : report.per_type()) {
     row.per_type.push_back({type.weight_type(), measured(type.ratio()), measured(type.ci_low()),
@@ -126,9 +128,11 @@ v1::VerdictReport to_proto(const db::Verdict& row) {
   report.set_pairs(row.pairs);
   report.set_contended_pairs(row.contended_pairs);
   report.mutable_arm_a()->set_label(row.arm_a_label);
+  report.mutable_arm_a()->set_build_id(row.arm_a_build_id.value_or(0));
   report.mutable_arm_a()->set_tokens_per_s(row.tokens_per_s_a.value_or(0));
   report.mutable_arm_a()->set_runs(row.arm_a_runs);
   report.mutable_arm_b()->set_label(row.arm_b_label);
+  report.mutable_arm_b()->set_build_id(row.arm_b_build_id.value_or(0));
   report.mutable_arm_b()->set_tokens_per_s(row.tokens_per_s_b.value_or(0));
   report.mutable_arm_b()->set_runs(row.arm_b_runs);
   for (const std::string& reason : row.reasons) report.add_reasons(reason);

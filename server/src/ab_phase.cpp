@@ -350,9 +350,11 @@ void AbPhase::fill_report(AbOutcome& out, const stats::LookResult& decision, std
                        " pairs ran under co-tenant load; " + std::to_string(decision.contention_mismatches) +
                        " saw different load on their two runs");
   report.mutable_arm_a()->set_label(setup_.a.label);
+  report.mutable_arm_a()->set_build_id(setup_.a.build.id);
   report.mutable_arm_a()->set_tokens_per_s(stats::geometric_mean(tokens_a));
   report.mutable_arm_a()->set_runs(int32_t(tokens_a.size()));
   report.mutable_arm_b()->set_label(setup_.b.label);
+  report.mutable_arm_b()->set_build_id(setup_.b.build.id);
   report.mutable_arm_b()->set_tokens_per_s(stats::geometric_mean(tokens_b));
   report.mutable_arm_b()->set_runs(int32_t(tokens_b.size()));
   for (const auto& r : decision.reasons) report.add_reasons(r);

@@ -196,8 +196,8 @@ class JobPlan {
       if (!base) throw JobFailure("the gate's baseline build is not in the store");
       setup.a.build = candidate_;
       setup.b.build = *base;
-      setup.a.label = candidate_.name + "@" + candidate_.sha256.substr(0, 8);
-      setup.b.label = base->name + "@" + base->sha256.substr(0, 8);
+      setup.a.label = db::build_label(candidate_.name, candidate_.sha256);
+      setup.b.label = db::build_label(base->name, base->sha256);
       const std::string mmq = spec_.path() == "f16" ? "0" : "1";
       setup.a.env["MINFER_MMQ"] = mmq;
       setup.b.env["MINFER_MMQ"] = mmq;
@@ -333,8 +333,8 @@ class JobPlan {
         auto base = store_.find_build(job_.baseline_build_id.value_or(0));
         if (!base) throw JobFailure("the command job's baseline build is not in the store");
         setup.b.build = *base;
-        setup.a.label = candidate_.name + "@" + candidate_.sha256.substr(0, 8);
-        setup.b.label = base->name + "@" + base->sha256.substr(0, 8);
+        setup.a.label = db::build_label(candidate_.name, candidate_.sha256);
+        setup.b.label = db::build_label(base->name, base->sha256);
         for (auto* arm_spec : {&setup.a, &setup.b}) {
           for (auto* argv : {arm_spec->command->mutable_argv(), arm_spec->command->mutable_output_argv()})
             for (std::string& word : *argv) substitute_build(word, arm_spec->build.artifact_path);

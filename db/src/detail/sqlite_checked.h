@@ -1,6 +1,7 @@
 // The checked-call wrapper for SQLiteCpp (the one foreign API of this library): runs a body and turns
 // SQLite::Exception into StoreError carrying file:line, the store operation, the SQLite message and
-// a backend-neutral kind. Also binding and column helpers for optional values.
+// a backend-neutral kind. Also binding helpers for optional values (rows are read through their
+// declarations: sqlite_records.h).
 #pragma once
 
 #include <concepts>
@@ -101,25 +102,6 @@ template <class... Values>
 void bind_all(SQLite::Statement& statement, const Values&... values) {
   int index = 0;
   (bind_value(statement, ++index, values), ...);
-}
-
-// --- Reading columns ---
-
-inline std::optional<std::int64_t> optional_int(const SQLite::Column& column) {
-  if (column.isNull()) return std::nullopt;
-  return column.getInt64();
-}
-inline std::optional<double> optional_real(const SQLite::Column& column) {
-  if (column.isNull()) return std::nullopt;
-  return column.getDouble();
-}
-inline std::optional<std::string> optional_text(const SQLite::Column& column) {
-  if (column.isNull()) return std::nullopt;
-  return column.getString();
-}
-inline std::optional<bool> optional_flag(const SQLite::Column& column) {
-  if (column.isNull()) return std::nullopt;
-  return column.getInt64() != 0;
 }
 
 }  // namespace qgate::db::detail

@@ -247,8 +247,13 @@ struct Verdict {
   std::string backend;
   int parity_passed = 0;
   int parity_failed = 0;
+  // Each arm's build, by id (none for an arm that ran no build), and its label. The store keeps a
+  // label only where it says more than the build does ("mmq", "MINFER_MMQ=1"); a build's own label
+  // (build_label) is read back from the build.
+  std::optional<RowId> arm_a_build_id;
   std::string arm_a_label;
   int arm_a_runs = 0;
+  std::optional<RowId> arm_b_build_id;
   std::string arm_b_label;
   int arm_b_runs = 0;
   std::vector<TypeRatioRow> per_type;  // in the report's order
@@ -427,5 +432,8 @@ struct CompareRun {
 /// (not its sha256) is in the key so successive builds of one kernel form one series, as change-point
 /// detection needs. Returned as 16 hex digits (FNV-1a 64) to keep the index small.
 std::string make_series_key(std::string_view build_name, const Run& run);
+
+/// How a report names a build: "<name>@<first 8 hex digits of its sha256>".
+std::string build_label(std::string_view name, std::string_view sha256);
 
 }  // namespace qgate::db
