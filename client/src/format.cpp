@@ -889,15 +889,18 @@ std::string format_compare(const v1::CompareResponse& response) {
 }
 
 std::string trend_csv(const std::vector<v1::TrendPoint>& points) {
+  // New columns go at the end, so scripts that read the older ones by position keep working.
   std::string out = csv_row({"run_id", "job_id", "build", "sha256", "path", "profile", "backend",
                              "started_unix_ms", "started_utc", "tokens_per_s", "contended",
-                             "cotenant_known", "timing"});
+                             "cotenant_known", "timing", "tokens", "weight_type", "gpu", "commit", "runs"});
   for (const auto& p : points)
     out += csv_row({std::to_string(p.run_id()), std::to_string(p.job_id()), p.build_name(),
                     p.build_sha256(), p.path(), p.profile(), p.backend(),
                     std::to_string(p.started_unix_ms()), format_timestamp(p.started_unix_ms()),
                     fmt::format("{}", p.tokens_per_s()), p.contended() ? "true" : "false",
-                    p.cotenant_known() ? "true" : "false", trend_timing_name(p.timing())});
+                    p.cotenant_known() ? "true" : "false", trend_timing_name(p.timing()),
+                    std::to_string(p.tokens()), p.weight_type(), p.gpu_name(), p.commit_sha(),
+                    std::to_string(p.runs())});
   return out;
 }
 

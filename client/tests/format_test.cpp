@@ -49,14 +49,19 @@ TEST(Csv, TrendExportHasHeaderAndOneRowPerPoint) {
   p.set_started_unix_ms(1'764'468'000'000);
   p.set_tokens_per_s(412.5);
   p.set_contended(true);
+  p.set_tokens(512);
+  p.set_weight_type("q4_K");
+  p.set_gpu_name("NVIDIA H200");
+  p.set_commit_sha("0123abcd");
+  p.set_runs(1);
   const std::string csv = trend_csv({p});
   EXPECT_EQ(csv,
             "run_id,job_id,build,sha256,path,profile,backend,started_unix_ms,started_utc,"
-            "tokens_per_s,contended,cotenant_known,timing\n"
+            "tokens_per_s,contended,cotenant_known,timing,tokens,weight_type,gpu,commit,runs\n"
             "7,3,\"mmq,fix\",abc,mmq,llama-7b,cuda,1764468000000,2025-11-30 02:00:00Z,412.5,true,"
-            "false,-\n");
+            "false,-,512,q4_K,NVIDIA H200,0123abcd,1\n");
   p.set_timing(v1::TIMING_MODE_PASS);
-  EXPECT_TRUE(trend_csv({p}).ends_with(",true,false,pass\n")) << trend_csv({p});
+  EXPECT_TRUE(trend_csv({p}).ends_with(",true,false,pass,512,q4_K,NVIDIA H200,0123abcd,1\n")) << trend_csv({p});
 }
 
 TEST(Trend, GemmAndPassTimedPointsOfOneBuildAreRowsOfTheirOwn) {

@@ -90,6 +90,27 @@ TEST(DaemonEndToEnd, AbJobSubmitWatchVerdictTrendCompare) {
   ASSERT_EQ(csv.code, 0) << csv.err;
   EXPECT_EQ(std::count(csv.out.begin(), csv.out.end(), '\n'), 1 + 2 * v["pairs"].get<int>()) << "a header and a row per run";
   EXPECT_NE(csv.out.find("tokens_per_s"), std::string::npos) << csv.out.substr(0, 200);
+  {  // each row names its tokens and GPU (columns looked up by the header's names)
+    std::istringstream lines(csv.out);
+    std::string header, row;
+    std::getline(lines, header);
+    std::getline(lines, row);
+    auto fields = [](const std::string& line) {
+      std::vector<std::string> out;
+      std::istringstream in(line);
+      for (std::string field; std::getline(in, field, ',');) out.push_back(field);
+      return out;
+    };
+    const auto names = fields(header), values = fields(row);
+    ASSERT_EQ(names.size(), values.size()) << header << "\n" << row;
+    auto value_of = [&](const std::string& name) {
+      const auto at = std::find(names.begin(), names.end(), name);
+      return at == names.end() ? std::string("<no column " + name + ">") : values[size_t(at - names.begin())];
+    };
+    EXPECT_GT(std::stoll(value_of("tokens")), 0) << row;
+    EXPECT_FALSE(value_of("gpu").empty()) << row;
+    EXPECT_EQ(value_of("runs"), "1") << row;
+  }
   auto exported = d.cli("export --format json --profile cpu-tiny");
   ASSERT_EQ(exported.code, 0) << exported.err;
   EXPECT_EQ(int(json_data(exported, "points").size()), 2 * v["pairs"].get<int>())
