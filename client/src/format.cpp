@@ -390,31 +390,43 @@ std::string arm_line(const v1::ArmSummary& arm) {
 }  // namespace
 
 std::string format_verdict_report(const v1::VerdictReport& report, v1::JobKind kind, v1::TimingMode timing) {
+  // A parity job runs no A/B, and a gate whose sweep failed stops before it: their report is the
+  // sweep's, with no comparison, arms or tok/s to show.
+  const bool ab_ran =
+      report.pairs() > 0 || report.ratio() != 0.0 || report.arm_a().runs() > 0 || report.arm_b().runs() > 0;
   std::vector<std::pair<std::string, std::string>> fields;
   std::string verdict = verdict_name(report.verdict());
-  if (report.comparison() != v1::COMPARISON_UNSPECIFIED)
+  if (ab_ran && report.comparison() != v1::COMPARISON_UNSPECIFIED)
     verdict += " (" + comparison_name(report.comparison()) + ")";
   fields.emplace_back("verdict", verdict);
-  std::string ratio = format_ratio(report.ratio());
-  if (report.ratio() != 0.0) {
-    ratio += "  95% interval " + format_interval(report.ci_low(), report.ci_high());
-    if (report.p_value() > 0.0) ratio += fmt::format("  p={:.3g}", report.p_value());
+  if (ab_ran) {
+    std::string ratio = format_ratio(report.ratio());
+    if (report.ratio() != 0.0) {
+      ratio += "  95% interval " + format_interval(report.ci_low(), report.ci_high());
+      if (report.p_value() > 0.0) ratio += fmt::format("  p={:.3g}", report.p_value());
+    }
+    fields.emplace_back("ratio A/B", ratio);
+    fields.emplace_back("arm A", arm_line(report.arm_a()));
+    fields.emplace_back("arm B", arm_line(report.arm_b()));
+    fields.emplace_back("pairs",
+                        fmt::format("{} ({} contended)", report.pairs(), report.contended_pairs()));
+  } else if (kind != v1::JOB_KIND_PARITY) {
+    fields.emplace_back("timed runs", report.parity_failed() > 0 ? "not run: the parity sweep failed" : "not run");
   }
-  fields.emplace_back("ratio A/B", ratio);
-  fields.emplace_back("arm A", arm_line(report.arm_a()));
-  fields.emplace_back("arm B", arm_line(report.arm_b()));
-  fields.emplace_back("pairs",
-                      fmt::format("{} ({} contended)", report.pairs(), report.contended_pairs()));
   if (report.parity_passed() + report.parity_failed() > 0)
     fields.emplace_back("parity", fmt::format("{} passed, {} failed", report.parity_passed(),
                                               report.parity_failed()));
   if (const v1::OutputIdentity& identity = report.identity(); identity.checked())
     fields.emplace_back("output", identity.identical() ? "identical: " + identity.detail()
                                                        : "DIFFERENT: " + identity.detail());
-  std::string profile = report.profile().empty() ? "-" : report.profile();
-  if (report.tokens() > 0) profile += fmt::format(", {} tokens", report.tokens());
-  if (!report.backend().empty()) profile += ", backend " + report.backend();
-  fields.emplace_back("profile", profile);
+  if (ab_ran) {
+    std::string profile = report.profile().empty() ? "-" : report.profile();
+    if (report.tokens() > 0) profile += fmt::format(", {} tokens", report.tokens());
+    if (!report.backend().empty()) profile += ", backend " + report.backend();
+    fields.emplace_back("profile", profile);
+  } else if (!report.backend().empty()) {
+    fields.emplace_back("backend", report.backend());
+  }
   if (report.gpus_size() > 0) {
     std::string gpus;
     for (const auto& g : report.gpus()) gpus += (gpus.empty() ? "" : " and ") + format_gpu(g);
@@ -465,7 +477,7 @@ std::string format_verdict_report(const v1::VerdictReport& report, v1::JobKind k
     for (const auto& reason : report.reasons()) out += "  - " + reason + "\n";
   }
   // A command job's tok/s is the command's own figure; its reasons say how it was read.
-  if (kind != v1::JOB_KIND_COMMAND) out += "\n" + tokens_per_s_note(timing) + "\n";
+  if (ab_ran && kind != v1::JOB_KIND_COMMAND) out += "\n" + tokens_per_s_note(timing) + "\n";
   return out;
 }
 

@@ -266,6 +266,29 @@ TEST(Progress, AnEarlyLookThatCannotBoundTheRatioSaysSo) {
   EXPECT_EQ(progress_line(1, v1::JOB_STATE_RUNNING, progress), "job 1 running: pairs 5/40, ratio 0.534 [0.527, 0.539]");
 }
 
+TEST(Verdict, AParityReportShowsTheSweepAndNoAbThatDidNotRun) {
+  v1::VerdictReport report;
+  report.set_verdict(v1::VERDICT_PASS);
+  report.set_comparison(v1::COMPARISON_UNKNOWN);
+  report.set_parity_passed(208);
+  report.set_backend("cuda");
+  report.add_reasons("all 208 parity cases passed");
+  const std::string parity = format_verdict_report(report, v1::JOB_KIND_PARITY);
+  EXPECT_NE(parity.find("verdict  PASS\n"), std::string::npos) << parity;
+  EXPECT_NE(parity.find("parity   208 passed, 0 failed\n"), std::string::npos) << parity;
+  EXPECT_NE(parity.find("backend  cuda\n"), std::string::npos) << parity;
+  for (const char* absent : {"UNKNOWN", "arm A", "ratio A/B", "pairs", "tok/s", "timed runs", "profile"})
+    EXPECT_EQ(parity.find(absent), std::string::npos) << absent << " in\n" << parity;
+
+  // A gate whose sweep failed stops before its A/B, and says so.
+  report.set_verdict(v1::VERDICT_FAIL);
+  report.set_parity_passed(207);
+  report.set_parity_failed(1);
+  const std::string gate = format_verdict_report(report, v1::JOB_KIND_GATE);
+  EXPECT_NE(gate.find("timed runs  not run: the parity sweep failed\n"), std::string::npos) << gate;
+  EXPECT_EQ(gate.find("arm A"), std::string::npos) << gate;
+}
+
 TEST(Verdict, ReportListsTheMemoryABuildKept) {
   v1::VerdictReport report = sample_job().verdict();
   EXPECT_EQ(format_verdict_report(report).find("memory kept"), std::string::npos) << "no leak, no section";
