@@ -327,17 +327,17 @@ void add_submit_options(CLI::App* sub, SubmitOptions& o, bool ab_command) {
       ->check(slowdown_fraction());
   sub->add_option("--parity-shapes", o.parity_shapes,
                   "parity sweep: standard (default), quick (without the 7B shape) or none")
-      ->check(CLI::IsMember({"standard", "quick", "none"}));
+      ->check(CLI::IsMember(qgate::shape_set_words()));
   sub->add_option("--numerics", o.numerics,
                   "the numerics the build is judged in: qgate, ggml, ggml-cpu or unknown (default: what the "
                   "build declares through qgate_build_numerics, else qgate; docs/parity.md)")
       ->check(CLI::IsMember(words::numerics_words()));
   sub->add_option("--order", o.order, "A/B run order: abba (default) or sequential (for experiments)")
-      ->check(CLI::IsMember({"abba", "sequential"}));
+      ->check(CLI::IsMember(qgate::run_order_words()));
   sub->add_option("--timing", o.timing,
                   "what a run's tok/s times: gemm (default, each GEMM's median) or pass (whole passes, "
                   "as an engine runs them; shows a co-tenant's time slices)")
-      ->check(CLI::IsMember({"gemm", "pass"}));
+      ->check(CLI::IsMember(qgate::timing_mode_words()));
   sub->add_option("--reps", o.repetitions, "timed repetitions per GEMM (or per pass) per run")
       ->check(whole_number(false));
   sub->add_option("--commit", o.commit, "source commit of the build");
@@ -392,7 +392,7 @@ void add_command_options(CLI::App* sub, CommandJobOptions& o) {
   sub->add_option("--min-pairs", o.min_pairs, "never decide on fewer pairs (default 4)")->check(whole_number(false));
   sub->add_option("--threshold", o.threshold, "slowdown that fails, as a fraction (default 0.02)")
       ->check(slowdown_fraction());
-  sub->add_option("--order", o.order, "abba (default) or sequential")->check(CLI::IsMember({"abba", "sequential"}));
+  sub->add_option("--order", o.order, "abba (default) or sequential")->check(CLI::IsMember(qgate::run_order_words()));
   sub->add_option("--run-timeout", o.run_timeout_s, "seconds one run may take (default: the daemon's --run-timeout)")
       ->check(whole_number(false));
   sub->add_option("--job-timeout", o.job_timeout_s, "seconds the whole job may take")->check(whole_number(false));

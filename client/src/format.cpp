@@ -687,11 +687,8 @@ std::string format_cotenant_now(const v1::CotenantNow& now) {
 }
 
 std::string trend_timing_name(v1::TimingMode timing) {
-  switch (timing) {
-    case v1::TIMING_MODE_GEMM: return "gemm";
-    case v1::TIMING_MODE_PASS: return "pass";
-    default: return "-";  // imported results: no job timed them
-  }
+  // Imported results: no job timed them.
+  return timing == v1::TIMING_MODE_UNSPECIFIED ? "-" : std::string(words::spec_word(timing));
 }
 
 std::vector<TrendGroup> group_trend(const std::vector<v1::TrendPoint>& points) {

@@ -1,33 +1,18 @@
-// The word lists of the gate's verdicts and comparisons (verdicts.h): one table each drives both
-// directions, so the words and the values cannot drift apart.
+// The word lists of the gate's verdicts and comparisons (verdicts.h).
 #include "qgate/common/verdicts.h"
 
-#include <array>
-#include <utility>
+#include "word_table.h"
 
 namespace qgate {
 namespace {
 
-constexpr std::array<std::pair<Verdict, std::string_view>, 3> kVerdictWords{
+using detail::value_of;
+using detail::word_of;
+
+constexpr detail::WordTable<Verdict, 3> kVerdictWords{
     {{Verdict::Pass, "PASS"}, {Verdict::Fail, "FAIL"}, {Verdict::Inconclusive, "INCONCLUSIVE"}}};
-constexpr std::array<std::pair<Comparison, std::string_view>, 3> kComparisonWords{
+constexpr detail::WordTable<Comparison, 3> kComparisonWords{
     {{Comparison::Same, "SAME"}, {Comparison::Different, "DIFFERENT"}, {Comparison::Unknown, "UNKNOWN"}}};
-
-template <class Enum, std::size_t N>
-std::string_view word_of(const std::array<std::pair<Enum, std::string_view>, N>& words, Enum value) {
-  for (const auto& [v, word] : words) {
-    if (v == value) return word;
-  }
-  return "?";  // only an out-of-range cast gets here
-}
-
-template <class Enum, std::size_t N>
-std::optional<Enum> value_of(const std::array<std::pair<Enum, std::string_view>, N>& words, std::string_view text) {
-  for (const auto& [v, word] : words) {
-    if (word == text) return v;
-  }
-  return std::nullopt;
-}
 
 }  // namespace
 

@@ -83,9 +83,9 @@ const RecordDeclaration<Job>& job_record() {
        column("progress_json", &Job::progress_json),
        word("disposition", &Job::disposition, &to_string, &disposition_from_string),
        column("disposition_detail", &Job::disposition_detail), column("tokens", &Job::tokens),
-       word("run_order", &Job::order, &to_string, &run_order_from_string),
-       word("timing", &Job::timing, &to_string, &timing_mode_from_string),
-       word("parity_shapes", &Job::parity_shapes, &to_string, &shape_set_from_string), column("path", &Job::path),
+       word("run_order", &Job::order, &qgate::to_string, &stored_run_order),
+       word("timing", &Job::timing, &qgate::to_string, &stored_timing_mode),
+       word("parity_shapes", &Job::parity_shapes, &qgate::to_string, &stored_shape_set), column("path", &Job::path),
        column("numerics", &Job::numerics), column("wait_for_quiet", &Job::wait_for_quiet),
        column("run_contended_on_expiry", &Job::run_contended_on_expiry),
        column("remeasure_of", &Job::remeasure_of), column("timeout_s", &Job::timeout_s)}};
@@ -225,7 +225,7 @@ const RecordDeclaration<TrendRow>& trend_row_projection() {
        column("r.profile", &T::profile), column("r.weight_type", &T::weight_type), column("r.path", &T::path),
        column("r.series_key", &T::series_key), column("r.job_id", &T::job_id), column("r.tokens", &T::tokens),
        column("r.backend", &T::backend), column("r.gpu_name", &T::gpu_name), column("b.commit_sha", &T::commit_sha),
-       optional_word("j.timing", &T::timing, &to_string, &timing_mode_from_string)}};
+       optional_word("j.timing", &T::timing, &qgate::to_string, &stored_timing_mode)}};
   return projection;
 }
 
@@ -256,7 +256,7 @@ RecordDeclaration<TrendSummary> make_trend_summary_projection(const std::string&
            column("contended_runs", &T::contended_runs), column("unknown_runs", &T::unknown_runs),
            column(keep(runs), &T::runs), column(keep(set + "_median"), &T::median_tokens_per_s),
            column(keep(set + "_low"), &T::low_tokens_per_s), column(keep(set + "_high"), &T::high_tokens_per_s),
-           optional_word("timing", &T::timing, &to_string, &timing_mode_from_string)}};
+           optional_word("timing", &T::timing, &qgate::to_string, &stored_timing_mode)}};
 }
 }  // namespace
 
@@ -281,7 +281,7 @@ const RecordDeclaration<CompareRun>& compare_run_projection() {
        column("r.backend", &C::backend), column("r.gpu_name", &C::gpu_name), column("r.gpu_uuid", &C::gpu_uuid),
        column("r.started_ms", &C::started_ms), column("r.tokens_per_s", &C::tokens_per_s),
        column("r.contended", &C::contended),
-       optional_word("j.timing", &C::job_timing, &to_string, &timing_mode_from_string)}};
+       optional_word("j.timing", &C::job_timing, &qgate::to_string, &stored_timing_mode)}};
   return projection;
 }
 

@@ -34,14 +34,6 @@ constexpr NameTable<Disposition, 8> kDispositionNames{{{Disposition::Unspecified
                                                       {Disposition::Rejected, "rejected"},
                                                       {Disposition::Error, "error"},
                                                       {Disposition::Leaked, "leaked"}}};
-constexpr NameTable<RunOrder, 2> kRunOrderNames{{{RunOrder::Abba, "abba"},
-                                                 {RunOrder::Sequential, "sequential"}}};
-constexpr NameTable<TimingMode, 2> kTimingModeNames{{{TimingMode::Gemm, "gemm"},
-                                                     {TimingMode::Pass, "pass"}}};
-constexpr NameTable<ShapeSet, 4> kShapeSetNames{{{ShapeSet::Unspecified, "unspecified"},
-                                                 {ShapeSet::Standard, "standard"},
-                                                 {ShapeSet::Quick, "quick"},
-                                                 {ShapeSet::None, "none"}}};
 
 template <class Enum, std::size_t N>
 std::string_view name_of(const NameTable<Enum, N>& table, Enum value) {
@@ -76,13 +68,16 @@ RunState run_state_from_string(std::string_view text) {
   return value_of(kRunStateNames, text, "run state");
 }
 
-qgate::Verdict stored_verdict(std::string_view text) {
-  if (const auto verdict = verdict_from_string(text)) return *verdict;
-  throw StoreError(StoreErrorKind::InvalidValue, fmt::format("unknown verdict '{}' in the database", text));
+// A stored word of a domain enum (verdicts, job settings), or StoreError(InvalidValue).
+template <class Enum>
+Enum stored_word(std::optional<Enum> value, std::string_view what, std::string_view text) {
+  if (value) return *value;
+  throw StoreError(StoreErrorKind::InvalidValue, fmt::format("unknown {} '{}' in the database", what, text));
 }
+
+qgate::Verdict stored_verdict(std::string_view text) { return stored_word(verdict_from_string(text), "verdict", text); }
 Comparison stored_comparison(std::string_view text) {
-  if (const auto comparison = comparison_from_string(text)) return *comparison;
-  throw StoreError(StoreErrorKind::InvalidValue, fmt::format("unknown comparison '{}' in the database", text));
+  return stored_word(comparison_from_string(text), "comparison", text);
 }
 
 std::string_view to_string(Disposition disposition) {
@@ -92,19 +87,12 @@ Disposition disposition_from_string(std::string_view text) {
   return value_of(kDispositionNames, text, "disposition");
 }
 
-std::string_view to_string(RunOrder order) { return name_of(kRunOrderNames, order); }
-RunOrder run_order_from_string(std::string_view text) {
-  return value_of(kRunOrderNames, text, "run order");
+RunOrder stored_run_order(std::string_view text) { return stored_word(run_order_from_string(text), "run order", text); }
+TimingMode stored_timing_mode(std::string_view text) {
+  return stored_word(timing_mode_from_string(text), "timing mode", text);
 }
-
-std::string_view to_string(TimingMode timing) { return name_of(kTimingModeNames, timing); }
-TimingMode timing_mode_from_string(std::string_view text) {
-  return value_of(kTimingModeNames, text, "timing mode");
-}
-
-std::string_view to_string(ShapeSet shapes) { return name_of(kShapeSetNames, shapes); }
-ShapeSet shape_set_from_string(std::string_view text) {
-  return value_of(kShapeSetNames, text, "parity shape set");
+ShapeSet stored_shape_set(std::string_view text) {
+  return stored_word(shape_set_from_string(text), "parity shape set", text);
 }
 
 std::string make_series_key(std::string_view build_name, const Run& run) {

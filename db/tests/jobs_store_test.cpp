@@ -421,8 +421,8 @@ TEST(DispositionNames, RoundTripAndRefuseUnknownText) {
   }
   EXPECT_EQ(to_string(Disposition::Leaked), "leaked");
   EXPECT_THROW(disposition_from_string("DISPOSITION_OK"), StoreError);
-  EXPECT_EQ(shape_set_from_string("none"), ShapeSet::None);
-  EXPECT_THROW(shape_set_from_string(""), StoreError);
+  EXPECT_EQ(stored_shape_set("none"), ShapeSet::None);
+  EXPECT_THROW(stored_shape_set(""), StoreError);
 }
 
 }  // namespace

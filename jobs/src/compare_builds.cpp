@@ -54,7 +54,7 @@ SeriesMap collect(db::Store& store, const db::Build& build, const CompareOptions
   for (const db::CompareRun& run : store.compare_runs(query)) {
     if (!std::isfinite(run.tokens_per_s) || run.tokens_per_s <= 0) continue;  // not a measurement
     SeriesKey key{run.profile, run.tokens, run.backend, run.gpu_name, run.gpu_uuid, run.path, run.weight_type, ""};
-    if (run.job_timing) key.timing = std::string(db::to_string(*run.job_timing));
+    if (run.job_timing) key.timing = std::string(to_string(*run.job_timing));
     Collected& c = series[key];
     if (run.contended.value_or(false) && !options.include_contended) {
       ++c.contended_left_out;

@@ -283,36 +283,4 @@ db::Disposition from_proto(v1::Disposition disposition) {
   }
 }
 
-v1::RunOrder to_proto(db::RunOrder order) {
-  return order == db::RunOrder::Sequential ? v1::RUN_ORDER_SEQUENTIAL : v1::RUN_ORDER_ABBA;
-}
-db::RunOrder from_proto(v1::RunOrder order) {
-  return order == v1::RUN_ORDER_SEQUENTIAL ? db::RunOrder::Sequential : db::RunOrder::Abba;
-}
-
-v1::TimingMode to_proto(db::TimingMode timing) {
-  return timing == db::TimingMode::Pass ? v1::TIMING_MODE_PASS : v1::TIMING_MODE_GEMM;
-}
-db::TimingMode from_proto(v1::TimingMode timing) {
-  return timing == v1::TIMING_MODE_PASS ? db::TimingMode::Pass : db::TimingMode::Gemm;
-}
-
-v1::ShapeSet to_proto(db::ShapeSet shapes) {
-  switch (shapes) {
-    case db::ShapeSet::Unspecified: return v1::SHAPE_SET_UNSPECIFIED;
-    case db::ShapeSet::Standard: return v1::SHAPE_SET_STANDARD;
-    case db::ShapeSet::Quick: return v1::SHAPE_SET_QUICK;
-    case db::ShapeSet::None: return v1::SHAPE_SET_NONE;
-  }
-  return v1::SHAPE_SET_UNSPECIFIED;
-}
-db::ShapeSet from_proto(v1::ShapeSet shapes) {
-  switch (shapes) {
-    case v1::SHAPE_SET_STANDARD: return db::ShapeSet::Standard;
-    case v1::SHAPE_SET_QUICK: return db::ShapeSet::Quick;
-    case v1::SHAPE_SET_NONE: return db::ShapeSet::None;
-    default: return db::ShapeSet::Unspecified;
-  }
-}
-
 }  // namespace qgate::jobs

@@ -157,7 +157,10 @@ ScratchDir::ScratchDir() {
   if (janitor == 0) {
     // Its own session: qgated ends a worker by killing the worker's process group, and the folder
     // must still go. It holds nothing of the worker's: no record stream, no pipe to the judge or to qgated.
+    // Its own name too, so that neither an operator nor qgated's reaper takes it for a worker once it
+    // outlives one.
     setsid();
+    prctl(PR_SET_NAME, "qgate-janitor", 0, 0, 0);
     const int keep = gone[0];
     const int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
     for (int fd = 0; fd <= 2; ++fd) dup2(devnull, fd);

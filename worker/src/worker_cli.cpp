@@ -1,5 +1,6 @@
 // The worker's subcommands. Records go to stdout in the chosen format; progress and the human
 // summary go to stderr, so a pipe of records is never mixed with prose.
+#include "qgate/common/job_settings.h"
 #include "qgate/worker/worker_cli.h"
 
 #include <sys/wait.h>
@@ -229,7 +230,7 @@ int cmd_info(const CommonOptions& o) {
 // What `qgate-worker parity` was asked for, as parsed from its command line.
 struct ParityCommand {
   std::string types = "all";
-  std::string shapes = "standard";
+  std::string shapes = std::string(qgate::to_string(qgate::ShapeSet::Standard));
   bool shapes_given = false;
   std::vector<std::string> extra_shapes;
   std::string path = "env";
@@ -317,10 +318,12 @@ int plan_sweep(const CommonOptions& o, const ParityCommand& cmd, ParityOptions* 
   if (!types) return kExitUsage;
   po->types = *types;
   // With a model file, its tensors are the sweep unless a shape set is asked for too.
-  const std::string shape_set = !cmd.gguf.empty() && !cmd.shapes_given ? "none" : cmd.shapes;
-  if (shape_set == "standard") po->shapes = standard_shapes();
-  if (shape_set == "quick") po->shapes = quick_shapes();
-  po->edge_cases = cmd.edge_cases.value_or(shape_set != "none");
+  const qgate::ShapeSet shape_set = !cmd.gguf.empty() && !cmd.shapes_given
+                                        ? qgate::ShapeSet::None
+                                        : qgate::shape_set_from_string(cmd.shapes).value_or(qgate::ShapeSet::Standard);
+  if (shape_set == qgate::ShapeSet::Standard) po->shapes = standard_shapes();
+  if (shape_set == qgate::ShapeSet::Quick) po->shapes = quick_shapes();
+  po->edge_cases = cmd.edge_cases.value_or(shape_set != qgate::ShapeSet::None);
   for (const auto& text : cmd.extra_shapes) {
     auto shape = parse_shape(text, error);
     if (!shape) return kExitUsage;
@@ -921,7 +924,7 @@ void add_parity_options(CLI::App* cmd, CommonOptions& o, ParityCommand& p, bool&
   add_common(cmd, o);
   cmd->add_option("--types", p.types, "all, or a comma-separated list (q4_0,q6_K,...)")->capture_default_str();
   cmd->add_option("--shapes", p.shapes, "standard, quick (standard without the 7B shape) or none")
-      ->check(CLI::IsMember({"standard", "quick", "none"}))
+      ->check(CLI::IsMember(qgate::shape_set_words()))
       ->capture_default_str();
   cmd->add_option("--shape", p.extra_shapes, "extra case NTxODxK (repeatable)");
   cmd->add_option("--gguf", p.gguf, "run parity on the blocks of this model file's tensors")->check(CLI::ExistingFile);

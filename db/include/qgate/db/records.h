@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "qgate/common/job_settings.h"
 #include "qgate/common/verdicts.h"
 
 namespace qgate::db {
@@ -35,21 +36,14 @@ enum class Disposition { Unspecified, Ok, Crashed, Timeout, Incorrect, Rejected,
 std::string_view to_string(Disposition disposition);
 Disposition disposition_from_string(std::string_view text);
 
-/// The order of an A/B's timed runs (v1::RunOrder; unspecified is stored as Abba).
-enum class RunOrder { Abba, Sequential };
-std::string_view to_string(RunOrder order);
-RunOrder run_order_from_string(std::string_view text);
-
-/// What a run's tok/s is timed over (v1::TimingMode; unspecified is stored as Gemm).
-enum class TimingMode { Gemm, Pass };
-std::string_view to_string(TimingMode timing);
-TimingMode timing_mode_from_string(std::string_view text);
-
-/// The parity sweep's shapes (v1::ShapeSet). Unspecified differs from Standard: with a model file
-/// it means that file's tensors only.
-enum class ShapeSet { Unspecified, Standard, Quick, None };
-std::string_view to_string(ShapeSet shapes);
-ShapeSet shape_set_from_string(std::string_view text);
+// A job's settings are the domain's (qgate/common/job_settings.h), with their one word list; a
+// stored word that names none is StoreError(InvalidValue).
+using qgate::RunOrder;
+using qgate::ShapeSet;
+using qgate::TimingMode;
+RunOrder stored_run_order(std::string_view text);
+TimingMode stored_timing_mode(std::string_view text);
+ShapeSet stored_shape_set(std::string_view text);
 
 // --- Rows ---
 

@@ -9,6 +9,7 @@
 #include "qgate/db/records.h"
 #include "qgate/stats/ab_statistics.h"
 #include "qgate/v1/harness.pb.h"
+#include "qgate/v1/spec_words.h"
 #include "qgate/v1/verdict_words.h"
 
 namespace qgate::jobs {
@@ -59,13 +60,8 @@ v1::JobState to_proto(db::JobState state);
 std::optional<db::JobState> from_proto(v1::JobState state);
 v1::Disposition to_proto(db::Disposition disposition);
 db::Disposition from_proto(v1::Disposition disposition);
-v1::RunOrder to_proto(db::RunOrder order);
-db::RunOrder from_proto(v1::RunOrder order);  // UNSPECIFIED = ABBA
-v1::TimingMode to_proto(db::TimingMode timing);
-db::TimingMode from_proto(v1::TimingMode timing);  // UNSPECIFIED = GEMM
-v1::ShapeSet to_proto(db::ShapeSet shapes);
-db::ShapeSet from_proto(v1::ShapeSet shapes);
-// Verdict and Comparison cross at the API's one seam (qgate/v1/verdict_words.h).
+// Verdict and Comparison, and a job's settings, cross at the API's one seam
+// (qgate/v1/verdict_words.h, qgate/v1/spec_words.h).
 using words::from_proto;
 using words::to_proto;
 

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string_view>
 
+#include "qgate/common/job_settings.h"
 #include "qgate/v1/harness.pb.h"
 
 namespace qgate::words {
@@ -16,6 +17,16 @@ std::string_view spec_word(v1::TimingMode timing);
 std::string_view spec_word(v1::ShapeSet shapes);
 std::string_view spec_word(v1::JobKind kind);          // gate, ab, parity, command ("unknown")
 std::string_view spec_word(v1::CommandToggle toggle);  // env, commands, builds
+
+/// The one seam between a job's settings in the domain (qgate/common/job_settings.h, whose words these
+/// are) and the API's enums. UNSPECIFIED reads as the default it means (abba, gemm); a shape set's
+/// UNSPECIFIED is a value of its own.
+v1::RunOrder to_proto(RunOrder order);
+RunOrder from_proto(v1::RunOrder order);
+v1::TimingMode to_proto(TimingMode timing);
+TimingMode from_proto(v1::TimingMode timing);
+v1::ShapeSet to_proto(ShapeSet shapes);
+ShapeSet from_proto(v1::ShapeSet shapes);
 
 /// The value a word names; none for a word that names nothing.
 std::optional<v1::RunOrder> run_order_from_word(std::string_view word);
