@@ -89,10 +89,12 @@ TEST(ResourceBounds, ASubmitOverMaxQueuedJobsIsRefusedAndTheQueueIsIntact) {
   ASSERT_TRUE(d.try_start({"--max-queued-jobs", "2"}, "", &why)) << why;
   auto stub = d.stub();
   const std::string bytes = library_bytes();
-  // One job runs (a parity sweep of a minute or more), two wait; the next is one too many.
+  // One job runs, two wait; the next is one too many. A job may leave the queue while the uploads
+  // go on (it starts, or on a loaded machine ends early), so what is checked is the queue itself:
+  // whatever was accepted is in the store, and never more than two jobs wait.
   int accepted = 0;
   grpc::Status refused;
-  for (int i = 0; i < 5 && refused.ok(); ++i) {
+  for (int i = 0; i < 8 && refused.ok(); ++i) {
     grpc::Status s = upload(*stub, bytes, int64_t(bytes.size()));
     if (s.ok()) ++accepted;
     else refused = s;
@@ -100,14 +102,22 @@ TEST(ResourceBounds, ASubmitOverMaxQueuedJobsIsRefusedAndTheQueueIsIntact) {
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << refused.error_message();
   EXPECT_NE(refused.error_message().find("the queue is full (2 jobs)"), std::string::npos) << refused.error_message();
   EXPECT_GE(accepted, 2);
-  EXPECT_LE(accepted, 3) << "at most one running and two queued";
+
+  grpc::ClientContext all_context;
+  qgate::v1::ListJobsResponse all;
+  ASSERT_TRUE(stub->ListJobs(&all_context, qgate::v1::ListJobsRequest{}, &all).ok());
+  EXPECT_EQ(all.jobs_size(), accepted) << "every accepted job is stored, and no refused one";
+  int running = 0;
+  for (const auto& job : all.jobs()) running += job.state() == qgate::v1::JOB_STATE_RUNNING;
+  EXPECT_LE(running, 1) << "one device runs one job";
 
   grpc::ClientContext context;
   qgate::v1::ListJobsRequest request;
   request.set_state(qgate::v1::JOB_STATE_QUEUED);
   qgate::v1::ListJobsResponse queued;
   ASSERT_TRUE(stub->ListJobs(&context, request, &queued).ok());
-  EXPECT_EQ(queued.jobs_size(), 2);
+  EXPECT_LE(queued.jobs_size(), 2);
+  EXPECT_GE(queued.jobs_size(), 1) << "the refusal came from a full queue";
   for (const auto& job : queued.jobs()) d.cli("cancel " + std::to_string(job.id()));
   // Room again: a submit is accepted.
   EXPECT_TRUE(upload(*stub, bytes, int64_t(bytes.size())).ok());
