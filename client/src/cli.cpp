@@ -34,6 +34,7 @@
 #include "qgate/interop/llama_bench_export.h"
 #include "qgate/v1/record_words.h"
 #include "qgate/v1/spec_words.h"
+#include "qgate/v1/state_words.h"
 
 #ifndef QGATE_VERSION
 #define QGATE_VERSION "unknown"
@@ -437,7 +438,7 @@ void Cli::define() {
   handlers_[command] = [this] { return cmd_command(); };
 
   auto* jobs = app_.add_subcommand("jobs", "list jobs, newest first");
-  jobs->add_option("--state", list_.state, "queued, waiting-quiet, running, done, failed, cancelled or expired");
+  jobs->add_option("--state", list_.state, "only jobs in this state")->check(CLI::IsMember(words::job_state_words()));
   jobs->add_option("--limit", list_.limit, "at most this many (default 50)")
       ->check(whole_number(true));
   handlers_[jobs] = [this] { return cmd_jobs(); };

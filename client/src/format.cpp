@@ -2,6 +2,7 @@
 #include "qgate/client/format.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <ctime>
 #include <map>
@@ -13,6 +14,7 @@
 #include "qgate/client/exit_codes.h"
 #include "qgate/v1/record_words.h"
 #include "qgate/v1/spec_words.h"
+#include "qgate/v1/state_words.h"
 #include "qgate/v1/verdict_words.h"
 
 namespace qgate::client {
@@ -184,34 +186,17 @@ double median(std::vector<double> values) {
 
 // ---- enums ----
 
-std::string state_name(v1::JobState state) {
-  switch (state) {
-    case v1::JOB_STATE_QUEUED: return "queued";
-    case v1::JOB_STATE_RUNNING: return "running";
-    case v1::JOB_STATE_DONE: return "done";
-    case v1::JOB_STATE_FAILED: return "failed";
-    case v1::JOB_STATE_CANCELLED: return "cancelled";
-    case v1::JOB_STATE_WAITING_QUIET: return "waiting-quiet";
-    case v1::JOB_STATE_EXPIRED: return "expired";
-    default: return "?";
-  }
-}
+std::string state_name(v1::JobState state) { return std::string(words::state_word(state)); }
 
 std::string verdict_name(v1::Verdict verdict) { return std::string(words::verdict_word(verdict)); }
 
 std::string comparison_name(v1::Comparison c) { return std::string(words::comparison_word(c)); }
 
 std::string disposition_name(v1::Disposition d) {
-  switch (d) {
-    case v1::DISPOSITION_OK: return "OK";
-    case v1::DISPOSITION_CRASHED: return "CRASHED";
-    case v1::DISPOSITION_TIMEOUT: return "TIMEOUT";
-    case v1::DISPOSITION_INCORRECT: return "INCORRECT";
-    case v1::DISPOSITION_REJECTED: return "REJECTED";
-    case v1::DISPOSITION_ERROR: return "ERROR";
-    case v1::DISPOSITION_LEAKED: return "LEAKED";
-    default: return "-";
-  }
+  if (d == v1::DISPOSITION_UNSPECIFIED) return "-";
+  std::string word(words::disposition_word(d));
+  for (char& c : word) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return word;
 }
 
 std::string disposition_suffix(const v1::Job& job) {
@@ -699,15 +684,17 @@ std::vector<TrendGroup> group_trend(const std::vector<v1::TrendPoint>& points) {
     return a->started_unix_ms() < b->started_unix_ms();
   });
   std::vector<TrendGroup> groups;
-  std::map<std::tuple<std::string, std::string, std::int64_t, int, std::string, std::string>, std::size_t> index;
+  std::map<std::tuple<std::string, std::string, std::string, std::int64_t, int, std::string, std::string>, std::size_t>
+      index;
   for (const auto* p : sorted) {
-    auto key = std::make_tuple(p->build_name(), p->path(), p->tokens(), static_cast<int>(p->timing()), p->backend(),
-                               p->gpu_name());
+    auto key = std::make_tuple(p->build_name(), p->path(), p->weight_type(), p->tokens(), static_cast<int>(p->timing()),
+                               p->backend(), p->gpu_name());
     auto [it, added] = index.try_emplace(key, groups.size());
     if (added) {
       TrendGroup group;
       group.build = p->build_name();
       group.path = p->path();
+      group.weight_type = p->weight_type();
       group.tokens = p->tokens();
       group.timing = p->timing();
       group.backend = p->backend();
@@ -742,8 +729,8 @@ std::string format_import(const v1::ImportResultsResponse& response, const std::
 
 std::string format_trend(const std::vector<v1::TrendPoint>& points) {
   if (points.empty()) return "no runs match\n";
-  Table table{{"BUILD", "PATH", "TOKENS", "TIMING", "BACKEND", "GPU", "RUNS", "MEDIAN tok/s", "MIN", "MAX", "LAST", "TREND"},
-              {false, false, true, false, false, false, true, true, true, true, false, false},
+  Table table{{"BUILD", "PATH", "TYPE", "TOKENS", "TIMING", "BACKEND", "GPU", "RUNS", "MEDIAN tok/s", "MIN", "MAX", "LAST", "TREND"},
+              {false, false, false, true, false, false, false, true, true, true, true, false, false},
               {}};
   std::int64_t contended_total = 0;
   for (const auto& g : group_trend(points)) {
@@ -751,7 +738,8 @@ std::string format_trend(const std::vector<v1::TrendPoint>& points) {
     const auto [lo, hi] = std::minmax_element(g.tokens_per_s.begin(), g.tokens_per_s.end());
     std::string runs = std::to_string(g.runs);
     if (g.contended_runs > 0) runs += fmt::format(" ({}*)", g.contended_runs);
-    table.rows.push_back({g.build, g.path.empty() ? "-" : g.path, g.tokens > 0 ? std::to_string(g.tokens) : "-",
+    table.rows.push_back({g.build, g.path.empty() ? "-" : g.path, g.weight_type.empty() ? "all" : g.weight_type,
+                          g.tokens > 0 ? std::to_string(g.tokens) : "-",
                           trend_timing_name(g.timing), g.backend.empty() ? "-" : g.backend,
                           g.gpu_name.empty() ? "-" : g.gpu_name, runs, format_tokens_per_s(median(g.tokens_per_s)),
                           format_tokens_per_s(g.low), format_tokens_per_s(g.high), format_timestamp(g.last_unix_ms),

@@ -9,6 +9,7 @@
 #include "qgate/common/gpu_list.h"
 #include "qgate/interop/output_reader.h"
 #include "qgate/v1/record_words.h"
+#include "qgate/v1/state_words.h"
 
 namespace qgate::client {
 
@@ -70,15 +71,10 @@ v1::JobKind resolve_kind(const std::string& kind, const std::string& baseline) {
 
 v1::JobState parse_state(const std::string& text) {
   if (text.empty()) return v1::JOB_STATE_UNSPECIFIED;
-  if (text == "queued") return v1::JOB_STATE_QUEUED;
-  if (text == "running") return v1::JOB_STATE_RUNNING;
-  if (text == "done") return v1::JOB_STATE_DONE;
-  if (text == "failed") return v1::JOB_STATE_FAILED;
-  if (text == "cancelled") return v1::JOB_STATE_CANCELLED;
-  if (text == "waiting-quiet") return v1::JOB_STATE_WAITING_QUIET;
-  if (text == "expired") return v1::JOB_STATE_EXPIRED;
-  throw UsageError("--state: '" + text +
-                   "' is not one of queued, waiting-quiet, running, done, failed, cancelled, expired");
+  if (const auto state = words::job_state_from_word(text)) return *state;
+  std::string known;
+  for (const std::string& word : words::job_state_words()) known += (known.empty() ? "" : ", ") + word;
+  throw UsageError("--state: '" + text + "' is not one of " + known);
 }
 
 void check_build_name(const std::string& name) {

@@ -95,6 +95,35 @@ TEST(Trend, GemmAndPassTimedPointsOfOneBuildAreRowsOfTheirOwn) {
   EXPECT_NE(text.find(" pass "), std::string::npos) << text;
 }
 
+TEST(Trend, EachWeightTypeOfABuildIsARowOfItsOwn) {
+  // A run's parts (one per weight type) and the whole run give other tok/s: one row each, named.
+  std::vector<v1::TrendPoint> points;
+  auto add = [&](std::int64_t t, double tps, const char* type) {
+    v1::TrendPoint p;
+    p.set_build_name("mmq-v12");
+    p.set_path("mmq");
+    p.set_tokens(512);
+    p.set_started_unix_ms(t);
+    p.set_tokens_per_s(tps);
+    p.set_runs(1);
+    p.set_weight_type(type);
+    points.push_back(p);
+  };
+  add(1'000, 15'000, "");
+  add(1'000, 21'000, "q4_K");
+  add(1'000, 60'000, "q6_K");
+  add(2'000, 21'300, "q4_K");
+  const auto groups = group_trend(points);
+  ASSERT_EQ(groups.size(), 3u);
+  EXPECT_EQ(groups[0].weight_type, "");
+  EXPECT_EQ(groups[1].weight_type, "q4_K");
+  EXPECT_EQ(groups[1].tokens_per_s, (std::vector<double>{21'000, 21'300}));
+  const std::string text = format_trend(points);
+  EXPECT_NE(text.find("TYPE"), std::string::npos) << text;
+  EXPECT_NE(text.find(" all "), std::string::npos) << text;
+  EXPECT_NE(text.find(" q6_K "), std::string::npos) << text;
+}
+
 TEST(Table, ColumnsAlignedNumbersRightNoTrailingSpaces) {
   Table t{{"ID", "NAME", "SIZE"}, {true, false, true}, {{"1", "ref", "1.5 MiB"}, {"12", "mmq-fast", "512 B"}}};
   EXPECT_EQ(format_table(t),
@@ -389,8 +418,8 @@ TEST(Trend, RunsOfAnotherTokenCountAreAnotherRow) {
   EXPECT_EQ(groups[1].tokens, 512);
   EXPECT_EQ(groups[2].tokens, 8);
   const std::string text = format_trend(points);
-  EXPECT_NE(text.find("PATH  TOKENS  TIMING  BACKEND"), std::string::npos) << text;
-  EXPECT_NE(text.find("mmq      512  -       cuda"), std::string::npos) << text;
+  EXPECT_NE(text.find("PATH  TYPE  TOKENS  TIMING  BACKEND"), std::string::npos) << text;
+  EXPECT_NE(text.find("mmq   all      512  -       cuda"), std::string::npos) << text;
 }
 
 TEST(Json, SixtyFourBitNumbersStayNumbersAndEnumsAreNamed) {

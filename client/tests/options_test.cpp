@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "qgate/common/default_paths.h"
+#include "qgate/v1/state_words.h"
 
 namespace qgate::client {
 namespace {
@@ -76,6 +77,22 @@ TEST(ParseState, NamesAndAll) {
   EXPECT_EQ(parse_state("running"), v1::JOB_STATE_RUNNING);
   EXPECT_EQ(parse_state("cancelled"), v1::JOB_STATE_CANCELLED);
   EXPECT_THROW(parse_state("canceled"), UsageError);
+}
+
+TEST(ParseState, EveryWordNamesTheStateThatPrintsAsIt) {
+  // The domain's six states and the API's waiting-quiet, each read and printed as one word.
+  ASSERT_EQ(words::job_state_words().size(), 7u);
+  for (const std::string& word : words::job_state_words()) {
+    EXPECT_EQ(words::state_word(parse_state(word)), word);
+  }
+  EXPECT_EQ(parse_state("waiting-quiet"), v1::JOB_STATE_WAITING_QUIET);
+  EXPECT_EQ(words::from_proto(v1::JOB_STATE_WAITING_QUIET), qgate::JobState::Queued);
+  try {
+    parse_state("paused");
+    FAIL() << "an unknown state was accepted";
+  } catch (const UsageError& error) {
+    EXPECT_NE(std::string(error.what()).find("queued, waiting-quiet, running"), std::string::npos) << error.what();
+  }
 }
 
 TEST(BuildName, OnlySafeCharacters) {

@@ -1,13 +1,14 @@
 // NvmlSampler: absent NVML (this machine, CI) and, through a fake libnvidia-ml, the call sequences.
 #include "qgate/cotenant/nvml_sampler.h"
 
-#include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+
+#include "fake_nvml_controls.h"
 
 namespace qgate::cotenant {
 namespace {
@@ -35,30 +36,9 @@ TEST(NvmlSamplerTest, DefaultLibraryOnThisMachineDoesNotCrash) {
   }
 }
 
-// The fake's controls, looked up in the same loaded copy NvmlSampler will dlopen.
-struct FakeNvml {
-  void* handle = dlopen(QGATE_FAKE_NVML_LIBRARY, RTLD_NOW | RTLD_LOCAL);
-  template <typename Fn>
-  Fn fn(const char* name) {
-    void* symbol = handle ? dlsym(handle, name) : nullptr;
-    if (!symbol) throw std::runtime_error(std::string("fake NVML lacks ") + name);
-    return reinterpret_cast<Fn>(symbol);
-  }
-  void reset() { fn<void (*)()>("fake_nvml_reset")(); }
-  void add_process(unsigned pid, unsigned long long memory, int sm) {
-    fn<void (*)(unsigned, unsigned long long, int)>("fake_nvml_add_process")(pid, memory, sm);
-  }
-  void set(const char* name, int value) { fn<void (*)(int)>(name)(value); }
-  void set_reasons(unsigned long long reasons) { fn<void (*)(unsigned long long)>("fake_nvml_set_reasons")(reasons); }
-  void set_extra_after_probe(unsigned count) { fn<void (*)(unsigned)>("fake_nvml_set_extra_after_probe")(count); }
-  unsigned long long last_seen() { return fn<unsigned long long (*)()>("fake_nvml_last_seen")(); }
-  int initialized() { return fn<int (*)()>("fake_nvml_initialized")(); }
-  ~FakeNvml() {
-    if (handle) dlclose(handle);
-  }
-};
+using qgate::testing::FakeNvml;
 
-class FakeNvmlTest : public testing::Test {
+class FakeNvmlTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_NE(fake_.handle, nullptr) << dlerror();

@@ -74,14 +74,14 @@ const RecordDeclaration<Job>& job_record() {
   static const RecordDeclaration<Job> record{
       "jobs", "job", "id", true,
       {column("id", &Job::id), column("kind", &Job::kind),
-       word("state", &Job::state, &to_string, &job_state_from_string), column("build_id", &Job::build_id),
+       word("state", &Job::state, &qgate::to_string, &stored_job_state), column("build_id", &Job::build_id),
        column("baseline_build_id", &Job::baseline_build_id), column("profile", &Job::profile),
        column("spec_json", &Job::spec_json), column("backend", &Job::backend), column("device", &Job::device),
        column("quiet_only", &Job::quiet_only), column("deadline_ms", &Job::deadline_ms),
        column("attempts", &Job::attempts), column("error", &Job::error), column("created_ms", &Job::created_ms),
        column("started_ms", &Job::started_ms), column("finished_ms", &Job::finished_ms),
        column("progress_json", &Job::progress_json),
-       word("disposition", &Job::disposition, &to_string, &disposition_from_string),
+       word("disposition", &Job::disposition, &qgate::to_string, &stored_disposition),
        column("disposition_detail", &Job::disposition_detail), column("tokens", &Job::tokens),
        word("run_order", &Job::order, &qgate::to_string, &stored_run_order),
        word("timing", &Job::timing, &qgate::to_string, &stored_timing_mode),
@@ -98,14 +98,14 @@ const RecordDeclaration<Run>& run_record() {
       {column("id", &Run::id), column("job_id", &Run::job_id), column("build_id", &Run::build_id),
        column("arm", &Run::arm), column("path", &Run::path), column("pair_index", &Run::pair_index),
        column("seq", &Run::seq), column("started_ms", &Run::started_ms), column("finished_ms", &Run::finished_ms),
-       word("state", &Run::state, &to_string, &run_state_from_string), column("host", &Run::host),
+       word("state", &Run::state, &qgate::to_string, &stored_run_state), column("host", &Run::host),
        column("gpu_name", &Run::gpu_name), column("gpu_uuid", &Run::gpu_uuid),
        column("driver_version", &Run::driver_version), column("cuda_version", &Run::cuda_version),
        column("backend", &Run::backend), column("qgate_version", &Run::qgate_version),
        column("options_json", &Run::options_json), column("series_key", &Run::series_key),
        column("profile", &Run::profile), column("weight_type", &Run::weight_type), column("tokens", &Run::tokens),
        column("tokens_per_s", &Run::tokens_per_s), column("gemm_ms", &Run::gemm_ms),
-       column("contended", &Run::contended)}};
+       column("contended", &Run::contended), column("part_of", &Run::part_of)}};
   return record;
 }
 
@@ -230,16 +230,16 @@ const RecordDeclaration<TrendRow>& trend_row_projection() {
 }
 
 namespace {
-RecordDeclaration<TrendSummary> make_trend_summary_projection(const std::string& set, const std::string& runs) {
+/// The build_rollups columns of one co-tenant set ("quiet", "open" or "all"): literals, since a
+/// declaration keeps string_views.
+struct TrendSetColumns {
+  std::string_view last_job, runs, median, low, high;
+};
+
+RecordDeclaration<TrendSummary> make_trend_summary_projection(const TrendSetColumns& set) {
   using T = TrendSummary;
-  // Names that outlive this function: the declaration keeps string_views.
-  static std::vector<std::unique_ptr<std::string>> names;
-  auto keep = [](std::string text) -> std::string_view {
-    names.push_back(std::make_unique<std::string>(std::move(text)));
-    return *names.back();
-  };
   // The newest job is stored as 0 for a point of imported runs alone.
-  ColumnDeclaration<T> last_job{keep(set + "_last_job"),
+  ColumnDeclaration<T> last_job{set.last_job,
                                 [](const T& row) -> StoredValue { return row.last_job_id.value_or(0); },
                                 [](T& row, const StoredValue& value) {
                                   const std::int64_t id = stored::as_int(value, "last_job");
@@ -254,17 +254,20 @@ RecordDeclaration<TrendSummary> make_trend_summary_projection(const std::string&
            column("tokens", &T::tokens), column("backend", &T::backend), column("gpu_name", &T::gpu_name),
            column("first_ms", &T::first_ms), column("last_ms", &T::last_ms), column("runs", &T::total_runs),
            column("contended_runs", &T::contended_runs), column("unknown_runs", &T::unknown_runs),
-           column(keep(runs), &T::runs), column(keep(set + "_median"), &T::median_tokens_per_s),
-           column(keep(set + "_low"), &T::low_tokens_per_s), column(keep(set + "_high"), &T::high_tokens_per_s),
+           column(set.runs, &T::runs), column(set.median, &T::median_tokens_per_s),
+           column(set.low, &T::low_tokens_per_s), column(set.high, &T::high_tokens_per_s),
            optional_word("timing", &T::timing, &qgate::to_string, &stored_timing_mode)}};
 }
 }  // namespace
 
 const RecordDeclaration<TrendSummary>& trend_summary_projection(std::string_view set) {
   // The "all" set's run count is the total (runs); the others keep their own (quiet_runs, open_runs).
-  static const RecordDeclaration<TrendSummary> quiet = make_trend_summary_projection("quiet", "quiet_runs");
-  static const RecordDeclaration<TrendSummary> open = make_trend_summary_projection("open", "open_runs");
-  static const RecordDeclaration<TrendSummary> all = make_trend_summary_projection("all", "runs");
+  static const RecordDeclaration<TrendSummary> quiet = make_trend_summary_projection(
+      {"quiet_last_job", "quiet_runs", "quiet_median", "quiet_low", "quiet_high"});
+  static const RecordDeclaration<TrendSummary> open = make_trend_summary_projection(
+      {"open_last_job", "open_runs", "open_median", "open_low", "open_high"});
+  static const RecordDeclaration<TrendSummary> all = make_trend_summary_projection(
+      {"all_last_job", "runs", "all_median", "all_low", "all_high"});
   if (set == "quiet") return quiet;
   if (set == "open") return open;
   if (set == "all") return all;

@@ -417,10 +417,10 @@ TEST_F(JobsStoreTest, UnknownEnumTextInARowIsRefusedNamingTheJob) {
 TEST(DispositionNames, RoundTripAndRefuseUnknownText) {
   for (Disposition d : {Disposition::Unspecified, Disposition::Ok, Disposition::Crashed, Disposition::Timeout,
                         Disposition::Incorrect, Disposition::Rejected, Disposition::Error, Disposition::Leaked}) {
-    EXPECT_EQ(disposition_from_string(to_string(d)), d);
+    EXPECT_EQ(stored_disposition(to_string(d)), d);
   }
   EXPECT_EQ(to_string(Disposition::Leaked), "leaked");
-  EXPECT_THROW(disposition_from_string("DISPOSITION_OK"), StoreError);
+  EXPECT_THROW(stored_disposition("DISPOSITION_OK"), StoreError);
   EXPECT_EQ(stored_shape_set("none"), ShapeSet::None);
   EXPECT_THROW(stored_shape_set(""), StoreError);
 }

@@ -10,6 +10,7 @@
 #include <SQLiteCpp/SQLiteCpp.h>
 
 #include "qgate/db/sqlite_store.h"
+#include "schema_rewind.h"
 #include "store_test_support.h"
 
 namespace qgate::db {
@@ -131,11 +132,7 @@ TEST(Migrations, Migration0009RefersOldVerdictsToTheirArmsBuilds) {
   }
   {  // back to schema 8
     SQLite::Database raw(path.string(), SQLite::OPEN_READWRITE);
-    raw.exec("DROP INDEX verdicts_by_arm_a_build");
-    raw.exec("DROP INDEX verdicts_by_arm_b_build");
-    raw.exec("ALTER TABLE verdicts DROP COLUMN arm_a_build_id");
-    raw.exec("ALTER TABLE verdicts DROP COLUMN arm_b_build_id");
-    raw.exec("PRAGMA user_version = 8");
+    testing::rewind_schema_to(raw, 8);
   }
   auto store = open_store(path);
   const auto gate_verdict = store->find_verdict(gate);

@@ -10,11 +10,11 @@ namespace {
 TEST(Records, EnumerationsRoundTripThroughText) {
   for (JobState state : {JobState::Queued, JobState::Running, JobState::Done, JobState::Failed,
                          JobState::Cancelled, JobState::Expired}) {
-    EXPECT_EQ(job_state_from_string(to_string(state)), state);
+    EXPECT_EQ(stored_job_state(to_string(state)), state);
   }
   for (RunState state :
        {RunState::Running, RunState::Done, RunState::Failed, RunState::Interrupted}) {
-    EXPECT_EQ(run_state_from_string(to_string(state)), state);
+    EXPECT_EQ(stored_run_state(to_string(state)), state);
   }
   // The verdict's and comparison's words are the domain's (common/); the store reads them back.
   EXPECT_EQ(stored_verdict("FAIL"), qgate::Verdict::Fail);
@@ -25,7 +25,7 @@ TEST(Records, EnumerationsRoundTripThroughText) {
 
 TEST(Records, UnknownTextIsAnInvalidValueError) {
   try {
-    job_state_from_string("paused");
+    stored_job_state("paused");
     FAIL() << "unknown state accepted";
   } catch (const StoreError& error) {
     EXPECT_EQ(error.kind(), StoreErrorKind::InvalidValue);

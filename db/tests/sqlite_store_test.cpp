@@ -2,10 +2,13 @@
 // atomicity, parity cases, verdicts, co-tenant rows, trend and compare queries, and failure paths
 // (read-only file, full disk).
 #include <gtest/gtest.h>
+
+#include <map>
 #include <sys/stat.h>
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -307,6 +310,89 @@ TEST_F(SqliteStoreTest, FinishRunStoresResultAndSamples) {
   EXPECT_EQ(store_->count_runs(job), 1);
   EXPECT_EQ(store_->count_runs(std::nullopt), 1);
   EXPECT_THROW(store_->finish_run(424242, result, {}), StoreError);
+}
+
+// A job's run of a profile with several weight types is stored whole, and each type's GEMMs as a part:
+// a run row of its own, with the type, its figures and the whole run's placement and co-tenant mark.
+// A part is a series of its own in trends; a job's own listing and count read whole runs only.
+TEST_F(SqliteStoreTest, ARunsPartsAreRunsOfTheirTypeThatAJobsOwnListingLeavesOut) {
+  const RowId job = store_->create_job(make_job(build_id_, 1000));
+  db::Run run = make_done_run(build_id_, "llama-7b-q4_K_M", "", 5000, 0.0, std::nullopt);
+  run.weight_type.reset();
+  run.job_id = job;
+  run.arm = "A";
+  run.state = RunState::Running;
+  run.tokens_per_s.reset();
+  const RowId run_id = store_->add_run(run);
+
+  RunResult result;
+  result.finished_ms = 6000;
+  result.tokens = 512;
+  result.tokens_per_s = 400.0;
+  result.gemm_ms = 1280.0;
+  result.parts = {{"q4_K", 1000.0, 512.0}, {"q6_K", 280.0, 512.0 / 0.28}};
+  store_->finish_run(run_id, result, {});
+
+  EXPECT_EQ(store_->count_runs(job), 1) << "parts are not runs of the job";
+  EXPECT_EQ(store_->count_runs(std::nullopt), 3);
+  ASSERT_EQ(store_->job_compare_runs(job).size(), 1u);
+  EXPECT_EQ(store_->job_compare_runs(job)[0].run_id, run_id);
+
+  // A trend without a weight type reads whole runs; each type's parts are that type's series.
+  TrendQuery all;
+  all.include_unknown = true;
+  ASSERT_EQ(store_->query_trend(all).size(), 1u);
+  EXPECT_EQ(store_->query_trend(all)[0].tokens_per_s, 400.0);
+  ASSERT_EQ(store_->query_trend_summaries(all).size(), 1u) << "the parts are not in the whole runs' point";
+  std::map<std::string, TrendRow> by_type;
+  for (const char* type : {"q4_K", "q6_K"}) {
+    TrendQuery of_type = all;
+    of_type.weight_type = type;
+    const auto rows = store_->query_trend(of_type);
+    ASSERT_EQ(rows.size(), 1u) << type;
+    by_type[type] = rows[0];
+  }
+  EXPECT_EQ(by_type["q4_K"].tokens_per_s, 512.0);
+  EXPECT_EQ(by_type["q4_K"].job_id, job);
+  EXPECT_NE(by_type["q4_K"].series_key, store_->find_run(run_id)->series_key);
+  EXPECT_NE(by_type["q4_K"].series_key, by_type["q6_K"].series_key);
+  const auto part = store_->find_run(by_type["q6_K"].run_id);
+  ASSERT_TRUE(part);
+  EXPECT_EQ(part->part_of, run_id);
+  EXPECT_EQ(part->arm, "A");
+  EXPECT_EQ(part->tokens, 512);
+  EXPECT_EQ(part->gemm_ms, 280.0);
+  EXPECT_FALSE(store_->find_run(run_id)->part_of);
+  CompareRunsQuery of_build;
+  of_build.build_id = build_id_;
+  EXPECT_EQ(store_->compare_runs(of_build).size(), 1u);
+  of_build.weight_type = "q6_K";
+  EXPECT_EQ(store_->compare_runs(of_build).size(), 1u);
+
+  TrendQuery q4;
+  q4.include_unknown = true;
+  q4.weight_type = "q4_K";
+  ASSERT_EQ(store_->query_trend(q4).size(), 1u);
+  ASSERT_EQ(store_->query_trend_summaries(q4).size(), 1u) << "the part has its trend point";
+  TrendQuery of_job = all;
+  of_job.job_id = job;
+  ASSERT_EQ(store_->query_trend(of_job).size(), 1u) << "a job's runs are its whole runs";
+
+  // The co-tenant mark of the run is its parts' too: a contended run's parts leave the quiet trend.
+  CotenantSummary summary;
+  summary.run_id = run_id;
+  summary.available = true;
+  summary.contended = true;
+  store_->put_cotenant(summary, {});
+  EXPECT_EQ(store_->find_run(by_type["q4_K"].run_id)->contended, true);
+  q4.include_unknown = false;
+  EXPECT_TRUE(store_->query_trend(q4).empty());
+  EXPECT_TRUE(store_->query_trend_summaries(q4).empty());
+
+  // Written again, the finish replaces the parts rather than adding to them.
+  result.parts = {{"q4_K", 900.0, 512.0 / 0.9}};
+  store_->finish_run(run_id, result, {});
+  EXPECT_EQ(store_->count_runs(std::nullopt), 2);
 }
 
 TEST_F(SqliteStoreTest, RunWhoseSampleFailsMidwayLeavesNoRow) {

@@ -19,6 +19,7 @@
 #include <SQLiteCpp/SQLiteCpp.h>
 
 #include "qgate/db/sqlite_store.h"
+#include "schema_rewind.h"
 #include "store_test_support.h"
 
 namespace qgate::db {
@@ -579,20 +580,10 @@ class TrendRollupsMigrationTest : public TrendRollupsTest {
     return written;
   }
 
-  /// Undoes what the migrations after 0007 added, so a file taken back to an older schema is that
-  /// schema (0008: verdict_leaks.kept_once; 0009: the verdicts' arm build ids).
-  static void undo_after_0007(SQLite::Database& raw) {
-    raw.exec("ALTER TABLE verdict_leaks DROP COLUMN kept_once");
-    raw.exec("DROP INDEX verdicts_by_arm_a_build");
-    raw.exec("DROP INDEX verdicts_by_arm_b_build");
-    raw.exec("ALTER TABLE verdicts DROP COLUMN arm_a_build_id");
-    raw.exec("ALTER TABLE verdicts DROP COLUMN arm_b_build_id");
-  }
-
   /// Takes the file back to schema 4: without 0006's and 0005's tables and indexes.
   void back_to_schema_4() {
     SQLite::Database raw(path_.string(), SQLite::OPEN_READWRITE);
-    undo_after_0007(raw);
+    testing::rewind_schema_to(raw, 7);
     raw.exec("DROP TABLE build_rollups");
     raw.exec("DROP INDEX runs_by_build_series");
     raw.exec("CREATE INDEX runs_by_build ON runs (build_id)");
@@ -648,7 +639,7 @@ TEST_F(TrendRollupsMigrationTest, TheRunnerSplitsTheMixedTimingPointsOfAStoreAtS
     raw.exec("DELETE FROM build_rollups WHERE timing = 'pass'");
     raw.exec("UPDATE build_rollups SET runs = 6, all_median = 200.5, all_low = 100, all_high = 302");
     raw.exec("ALTER TABLE build_rollups DROP COLUMN timing");
-    undo_after_0007(raw);
+    testing::rewind_schema_to(raw, 7);
     raw.exec("CREATE INDEX build_rollups_by_group ON build_rollups (build_id, series_key, tokens, week_ms)");
     raw.exec("PRAGMA user_version = 6");
   }

@@ -208,7 +208,7 @@ v1::Job to_proto(const db::JobListing& listing) {
   if (listing.verdict) *out.mutable_verdict() = to_proto(*listing.verdict);
   out.set_disposition(to_proto(job.disposition));
   out.set_disposition_detail(job.disposition_detail);
-  out.set_phase(out.progress().phase().empty() ? std::string(db::to_string(job.state))
+  out.set_phase(out.progress().phase().empty() ? std::string(qgate::to_string(job.state))
                                                 : out.progress().phase());
   return out;
 }
@@ -229,58 +229,6 @@ v1::Build to_proto(const db::Build& build) {
     out.mutable_info()->set_abi_version(uint32_t(build.abi_version));
   }
   return out;
-}
-
-v1::JobState to_proto(db::JobState state) {
-  switch (state) {
-    case db::JobState::Queued: return v1::JOB_STATE_QUEUED;
-    case db::JobState::Running: return v1::JOB_STATE_RUNNING;
-    case db::JobState::Done: return v1::JOB_STATE_DONE;
-    case db::JobState::Failed: return v1::JOB_STATE_FAILED;
-    case db::JobState::Cancelled: return v1::JOB_STATE_CANCELLED;
-    case db::JobState::Expired: return v1::JOB_STATE_EXPIRED;
-  }
-  return v1::JOB_STATE_UNSPECIFIED;
-}
-
-std::optional<db::JobState> from_proto(v1::JobState state) {
-  switch (state) {
-    case v1::JOB_STATE_QUEUED: return db::JobState::Queued;
-    case v1::JOB_STATE_RUNNING: return db::JobState::Running;
-    case v1::JOB_STATE_DONE: return db::JobState::Done;
-    case v1::JOB_STATE_FAILED: return db::JobState::Failed;
-    case v1::JOB_STATE_CANCELLED: return db::JobState::Cancelled;
-    case v1::JOB_STATE_WAITING_QUIET: return db::JobState::Queued;
-    case v1::JOB_STATE_EXPIRED: return db::JobState::Expired;
-    default: return std::nullopt;
-  }
-}
-
-v1::Disposition to_proto(db::Disposition disposition) {
-  switch (disposition) {
-    case db::Disposition::Unspecified: return v1::DISPOSITION_UNSPECIFIED;
-    case db::Disposition::Ok: return v1::DISPOSITION_OK;
-    case db::Disposition::Crashed: return v1::DISPOSITION_CRASHED;
-    case db::Disposition::Timeout: return v1::DISPOSITION_TIMEOUT;
-    case db::Disposition::Incorrect: return v1::DISPOSITION_INCORRECT;
-    case db::Disposition::Rejected: return v1::DISPOSITION_REJECTED;
-    case db::Disposition::Error: return v1::DISPOSITION_ERROR;
-    case db::Disposition::Leaked: return v1::DISPOSITION_LEAKED;
-  }
-  return v1::DISPOSITION_UNSPECIFIED;
-}
-
-db::Disposition from_proto(v1::Disposition disposition) {
-  switch (disposition) {
-    case v1::DISPOSITION_OK: return db::Disposition::Ok;
-    case v1::DISPOSITION_CRASHED: return db::Disposition::Crashed;
-    case v1::DISPOSITION_TIMEOUT: return db::Disposition::Timeout;
-    case v1::DISPOSITION_INCORRECT: return db::Disposition::Incorrect;
-    case v1::DISPOSITION_REJECTED: return db::Disposition::Rejected;
-    case v1::DISPOSITION_ERROR: return db::Disposition::Error;
-    case v1::DISPOSITION_LEAKED: return db::Disposition::Leaked;
-    default: return db::Disposition::Unspecified;
-  }
 }
 
 }  // namespace qgate::jobs

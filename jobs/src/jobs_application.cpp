@@ -128,7 +128,7 @@ v1::Job JobCancellation::cancel(db::RowId id) {
   } else {
     throw ApplicationError(ApplicationErrorKind::FailedPrecondition,
                            "job " + std::to_string(id) + " has already ended (" +
-                               std::string(db::to_string(job->state)) + ")");
+                               std::string(qgate::to_string(job->state)) + ")");
   }
   auto listing = store_.find_job_listing(id);
   if (!listing) no_job(id);
@@ -154,10 +154,10 @@ v1::RemeasureResponse Remeasurement::remeasure(const v1::RemeasureRequest& reque
   if (request.job_id() > 0) {
     auto job = store_.find_job(request.job_id());
     if (!job) no_job(request.job_id());
-    if (!db::is_terminal(job->state))
+    if (!qgate::is_terminal(job->state))
       throw ApplicationError(ApplicationErrorKind::FailedPrecondition,
                              "job " + std::to_string(job->id) + " has not ended (" +
-                                 std::string(db::to_string(job->state)) + "); re-measure it once it has");
+                                 std::string(qgate::to_string(job->state)) + "); re-measure it once it has");
     targets.push_back(*job);
   } else {
     for (db::RowId id : store_.jobs_with_contended_runs(request.since_unix_ms()))

@@ -284,8 +284,8 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::JobEvent> {
     bool last_written_final = false;
 
     static bool is_final(const v1::JobEvent& e) {
-      return e.state() == v1::JOB_STATE_DONE || e.state() == v1::JOB_STATE_FAILED ||
-             e.state() == v1::JOB_STATE_CANCELLED || e.state() == v1::JOB_STATE_EXPIRED;
+      const std::optional<JobState> state = words::from_proto(e.state());
+      return state && is_terminal(*state);
     }
     void push(const v1::JobEvent& e) {
       std::lock_guard<std::mutex> lock(mu);

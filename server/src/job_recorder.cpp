@@ -3,6 +3,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <nlohmann/json.hpp>
 
@@ -24,6 +25,22 @@ namespace {
 int64_t now_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
+}
+
+/// The run's parts, one per weight type in the order the profile first names it: the type's GEMMs'
+/// time in one pass (count x median, as gemm_ms sums over every type) and the tokens per second
+/// that time alone gives. A run whose timings are missing has none.
+std::vector<db::RunPart> run_parts(const v1::ProfileRun& result, int64_t tokens) {
+  std::vector<db::RunPart> parts;
+  for (const v1::ProfileGemmTiming& g : result.gemms()) {
+    auto part = std::find_if(parts.begin(), parts.end(),
+                             [&](const db::RunPart& p) { return p.weight_type == g.gemm().type(); });
+    if (part == parts.end()) part = parts.insert(parts.end(), db::RunPart{g.gemm().type(), 0.0, 0.0});
+    part->gemm_ms += g.gemm().count() * g.median_us() / 1000.0;
+  }
+  std::erase_if(parts, [](const db::RunPart& p) { return !(p.gemm_ms > 0.0); });
+  for (db::RunPart& p : parts) p.tokens_per_s = double(tokens) / (p.gemm_ms / 1000.0);
+  return parts;
 }
 
 }  // namespace
@@ -117,6 +134,7 @@ void JobRecorder::finish_run(db::RowId run_id, const v1::ProfileRun& result, int
   done.tokens = tokens;
   done.tokens_per_s = result.tokens_per_s();
   done.gemm_ms = result.gemm_ms();
+  done.parts = run_parts(result, tokens);
   store_.finish_run(run_id, done, samples);
 }
 

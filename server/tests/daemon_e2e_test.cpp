@@ -85,6 +85,25 @@ TEST(DaemonEndToEnd, AbJobSubmitWatchVerdictTrendCompare) {
   auto human = d.cli("trend --profile cpu-tiny");
   EXPECT_EQ(human.code, 0) << human.err;
   EXPECT_NE(human.out.find("ref"), std::string::npos) << human.out;
+  {  // each weight type of the profile is a series of its own: a run's q4_K GEMMs, timed apart
+    auto typed = d.cli("--json trend --profile cpu-tiny --type q4_K");
+    ASSERT_EQ(typed.code, 0) << typed.err;
+    const auto typed_points = json_data(typed, "points");
+    ASSERT_FALSE(typed_points.empty()) << typed.out;
+    EXPECT_EQ(run_count(typed_points), 2 * v["pairs"].get<int>()) << "every run has a q4_K part";
+    for (const auto& p : typed_points) {
+      EXPECT_EQ(p["weight_type"], "q4_K") << p.dump();
+      EXPECT_GT(p["tokens_per_s"].get<double>(), 0) << p.dump();
+    }
+    // Each part is its own series: the q4_K share of a run is faster than the whole run.
+    double whole = 0, part = 0;
+    for (const auto& p : pts) whole = std::max(whole, p["tokens_per_s"].get<double>());
+    for (const auto& p : typed_points) part = std::max(part, p["tokens_per_s"].get<double>());
+    EXPECT_GT(part, whole) << typed.out;
+    auto table = d.cli("trend --profile cpu-tiny --type q4_K");
+    EXPECT_EQ(table.code, 0) << table.err;
+    EXPECT_NE(table.out.find("q4_K"), std::string::npos) << table.out;
+  }
 
   auto csv = d.cli("export --format csv --profile cpu-tiny");
   ASSERT_EQ(csv.code, 0) << csv.err;

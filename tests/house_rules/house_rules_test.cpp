@@ -99,7 +99,7 @@ TEST(HouseRules, ForbiddenIncludeForms) {
   EXPECT_TRUE(is_forbidden_include("#include \"qgate/testing/gguf_test_model.h\""));
   EXPECT_FALSE(is_forbidden_include("#include \"qgate/common/weight_types.h\""));
   EXPECT_FALSE(is_forbidden_include("#include \"qgate/profiles/gguf.h\""));
-  EXPECT_FALSE(is_forbidden_include("#include \"qgate/jobs/job_records.h\""));
+  EXPECT_FALSE(is_forbidden_include("#include \"qgate/jobs/job_messages.h\""));
   EXPECT_FALSE(is_forbidden_include("// #include \"qgate/quant/block_formats.h\""));
   EXPECT_FALSE(is_forbidden_include("#include \"my/qgate/quant/x.h\""));
 }

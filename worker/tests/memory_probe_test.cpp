@@ -11,6 +11,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "fake_nvml_controls.h"
+
 namespace qgate::worker {
 namespace {
 
@@ -43,23 +45,7 @@ TEST(MemoryProbe, AMissingNvmlIsUnavailableWithTheReason) {
   EXPECT_EQ(nvml.used_by(getpid()), std::nullopt);
 }
 
-// The fake's controls, in the same loaded copy NvmlProcessMemory dlopens.
-struct FakeNvml {
-  void* handle = dlopen(QGATE_FAKE_NVML_LIBRARY, RTLD_NOW | RTLD_LOCAL);
-  template <typename Fn>
-  Fn fn(const char* name) {
-    void* symbol = handle ? dlsym(handle, name) : nullptr;
-    if (!symbol) throw std::runtime_error(std::string("fake NVML lacks ") + name);
-    return reinterpret_cast<Fn>(symbol);
-  }
-  void reset() { fn<void (*)()>("fake_nvml_reset")(); }
-  void add_process(unsigned pid, unsigned long long memory) {
-    fn<void (*)(unsigned, unsigned long long, int)>("fake_nvml_add_process")(pid, memory, -1);
-  }
-  ~FakeNvml() {
-    if (handle) dlclose(handle);
-  }
-};
+using qgate::testing::FakeNvml;
 
 TEST(MemoryProbe, NvmlGivesThisProcessesOwnFigure) {
   FakeNvml fake;

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "qgate/kernel_abi.h"
+#include "qgate/kernel_abi_table.h"
 
 #if defined(QGATE_GGML_SMOKE_CUDA)
 #include <cuda_runtime.h>
@@ -41,27 +42,8 @@ int g_failures = 0;
     }                                                                       \
   } while (0)
 
-struct Abi {
-  uint32_t (*abi_version)();
-  const qgate_build_info* (*get_build_info)();
-  qgate_status (*context_create)(const qgate_context_options*, qgate_context**, char*, size_t);
-  void (*context_destroy)(qgate_context*);
-  int32_t (*context_path)(const qgate_context*);
-  const char* (*context_last_error)(const qgate_context*);
-  qgate_status (*gemm_prepare)(qgate_context*, int32_t, int64_t, int64_t, const void*, int64_t, qgate_gemm**);
-  qgate_status (*gemm_run)(qgate_gemm*, const float*, int64_t, float*, void*);
-  int64_t (*gemm_resident_bytes)(const qgate_gemm*);
-  void (*gemm_release)(qgate_gemm*);
-  qgate_build_numerics_fn build_numerics;
-  qgate_build_numerics_on_fn build_numerics_on;
-};
-
-template <typename F>
-bool resolve(void* handle, const char* name, F* fn) {
-  *fn = reinterpret_cast<F>(dlsym(handle, name));
-  if (!*fn) std::fprintf(stderr, "missing symbol %s\n", name);
-  return *fn != nullptr;
-}
+// The entry points, bound as qgate-worker binds them (qgate/kernel_abi_table.h).
+using Abi = qgate::abi::EntryPoints;
 
 // splitmix64: the same numbers on every platform.
 struct Rng {
@@ -474,21 +456,15 @@ int main(int argc, char** argv) {
     return 1;
   }
   Abi abi{};
-  bool ok = resolve(handle, "qgate_abi_version", &abi.abi_version) &&
-            resolve(handle, "qgate_get_build_info", &abi.get_build_info) &&
-            resolve(handle, "qgate_context_create", &abi.context_create) &&
-            resolve(handle, "qgate_context_destroy", &abi.context_destroy) &&
-            resolve(handle, "qgate_context_path", &abi.context_path) &&
-            resolve(handle, "qgate_context_last_error", &abi.context_last_error) &&
-            resolve(handle, "qgate_gemm_prepare", &abi.gemm_prepare) &&
-            resolve(handle, "qgate_gemm_run", &abi.gemm_run) &&
-            resolve(handle, "qgate_gemm_resident_bytes", &abi.gemm_resident_bytes) &&
-            resolve(handle, "qgate_gemm_release", &abi.gemm_release) &&
-            resolve(handle, QGATE_BUILD_NUMERICS_SYMBOL, &abi.build_numerics) &&
-            resolve(handle, QGATE_BUILD_NUMERICS_ON_SYMBOL, &abi.build_numerics_on);
+  const std::string missing = qgate::abi::bind_entry_points(handle, &abi);
+  if (!missing.empty()) std::fprintf(stderr, "missing symbols: %s\n", missing.c_str());
+  // The adapter declares its numerics per backend: both optional entry points are required here.
+  if (!abi.build_numerics) std::fprintf(stderr, "missing symbol %s\n", QGATE_BUILD_NUMERICS_SYMBOL);
+  if (!abi.build_numerics_on) std::fprintf(stderr, "missing symbol %s\n", QGATE_BUILD_NUMERICS_ON_SYMBOL);
+  const bool ok = missing.empty() && abi.build_numerics && abi.build_numerics_on;
   if (!ok) return 1;
   CHECK(abi.abi_version() == QGATE_ABI_VERSION);
-  const qgate_build_info* info = abi.get_build_info();
+  const qgate_build_info* info = abi.build_info();
   std::printf("build: name=%s version=%s commit=%s backends=%s cuda_archs='%s' numerics=%s (cpu: %s, cuda: %s)\n",
               info->name, info->version, info->commit, info->backends, info->cuda_archs, abi.build_numerics(),
               abi.build_numerics_on(QGATE_BACKEND_CPU), abi.build_numerics_on(QGATE_BACKEND_CUDA));

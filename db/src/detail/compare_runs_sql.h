@@ -14,12 +14,12 @@ inline std::string compare_run_select() {
   return "SELECT " + compare_run_projection().column_list() + " FROM runs r LEFT JOIN jobs j ON j.id = r.job_id ";
 }
 
-/// Store::job_compare_runs: one job's finished runs with a tok/s, oldest first. The only equality is on
+/// Store::job_compare_runs: one job's finished whole runs (not their per-type parts) with a tok/s, oldest first. The only equality is on
 /// r.job_id, so SQLite searches runs_by_job (0001_initial) and reads and sorts the job's own rows
 /// alone, however long its builds' history.
 inline std::string job_compare_runs_sql() {
   return compare_run_select() +
-         "WHERE r.job_id = ? AND r.state = 'done' AND r.tokens_per_s IS NOT NULL "
+         "WHERE r.job_id = ? AND r.part_of IS NULL AND r.state = 'done' AND r.tokens_per_s IS NOT NULL "
          "ORDER BY r.started_ms, r.id";
 }
 

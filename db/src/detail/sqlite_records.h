@@ -3,6 +3,8 @@
 // declaration's columns rather than by hand-counted positions.
 #pragma once
 
+#include <sqlite3.h>
+
 #include <string>
 
 #include <SQLiteCpp/SQLiteCpp.h>
@@ -92,17 +94,21 @@ std::string child_select_sql(const RecordDeclaration<Row>& record, std::string_v
 /// row ("job 7: ...").
 template <class Row>
 Row read_record(const RecordDeclaration<Row>& record, SQLite::Statement& statement, int first = 0) {
+  // The row's key, for an error: its own key column, or a child's parent key, the column before its
+  // own (child_select_sql). Read only when a value does not load.
+  auto key_of_row = [&]() -> std::string {
+    for (int i = 0; i < record.count(); ++i) {
+      if (record.columns[static_cast<size_t>(i)].name == record.key) return statement.getColumn(first + i).getString();
+    }
+    return first > 0 ? statement.getColumn(first - 1).getString() : "?";
+  };
   Row row;
-  // A child's parent key is the column before its own (child_select_sql).
-  std::string key = first > 0 ? statement.getColumn(first - 1).getString() : "?";
   for (int i = 0; i < record.count(); ++i) {
     const auto& column = record.columns[static_cast<size_t>(i)];
-    const StoredValue value = read_stored(statement.getColumn(first + i));
-    if (column.name == record.key) key = statement.getColumn(first + i).getString();
     try {
-      column.load(row, value);
+      column.load(row, read_stored(statement.getColumn(first + i)));
     } catch (const StoreError& error) {
-      throw StoreError(error.kind(), fmt::format("{} {}: {}", record.row_name, key, error.what()));
+      throw StoreError(error.kind(), fmt::format("{} {}: {}", record.row_name, key_of_row(), error.what()));
     }
   }
   return row;

@@ -129,6 +129,7 @@ std::string format_cotenant_now(const v1::CotenantNow& now);
 struct TrendGroup {
   std::string build;
   std::string path;
+  std::string weight_type;           // "" for whole runs; a type's runs (or runs' parts) are another group
   std::int64_t tokens = 0;           // tokens per run: runs of another count are another group
   std::string backend;
   v1::TimingMode timing = v1::TIMING_MODE_UNSPECIFIED;  // runs timed the other way are another group

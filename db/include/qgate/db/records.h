@@ -9,38 +9,28 @@
 #include <vector>
 
 #include "qgate/common/job_settings.h"
+#include "qgate/common/job_states.h"
 #include "qgate/common/verdicts.h"
 
 namespace qgate::db {
 
 using RowId = std::int64_t;
 
-// --- Enumerations stored as text (mirrored in the proto, validated when read back) ---
+// --- Enumerations stored as text (the domain's, validated when read back) ---
 
-enum class JobState { Queued, Running, Done, Failed, Cancelled, Expired };
-std::string_view to_string(JobState state);
-JobState job_state_from_string(std::string_view text);  // throws StoreError(InvalidValue)
-bool is_terminal(JobState state);
-
-enum class RunState { Running, Done, Failed, Interrupted };
-std::string_view to_string(RunState state);
-RunState run_state_from_string(std::string_view text);
-
-// Verdict and Comparison are the domain's (qgate/common/verdicts.h), with their one word list; a
-// stored word that names none is StoreError(InvalidValue).
-qgate::Verdict stored_verdict(std::string_view text);
-Comparison stored_comparison(std::string_view text);
-
-/// How a job's build behaved (v1::Disposition): every ended job has one; Unspecified until then.
-enum class Disposition { Unspecified, Ok, Crashed, Timeout, Incorrect, Rejected, Error, Leaked };
-std::string_view to_string(Disposition disposition);
-Disposition disposition_from_string(std::string_view text);
-
-// A job's settings are the domain's (qgate/common/job_settings.h), with their one word list; a
-// stored word that names none is StoreError(InvalidValue).
+// The stored enums are the domain's (qgate/common/: job_states.h, verdicts.h, job_settings.h), each
+// with its one word list. A stored word that names none is StoreError(InvalidValue).
+using qgate::Disposition;
+using qgate::JobState;
 using qgate::RunOrder;
+using qgate::RunState;
 using qgate::ShapeSet;
 using qgate::TimingMode;
+JobState stored_job_state(std::string_view text);
+RunState stored_run_state(std::string_view text);
+Disposition stored_disposition(std::string_view text);
+qgate::Verdict stored_verdict(std::string_view text);
+Comparison stored_comparison(std::string_view text);
 RunOrder stored_run_order(std::string_view text);
 TimingMode stored_timing_mode(std::string_view text);
 ShapeSet stored_shape_set(std::string_view text);
@@ -141,6 +131,16 @@ struct Run {
   std::optional<double> tokens_per_s;
   std::optional<double> gemm_ms;
   std::optional<bool> contended;  // none = co-tenant load unknown
+  // Set on a part: the whole run this row is one weight type of (weight_type, gemm_ms and
+  // tokens_per_s are then the type's GEMMs alone; migration 0010). None on a whole run.
+  std::optional<RowId> part_of;
+};
+
+/// One weight type of a run: its GEMMs' time in one pass and the tokens per second they alone give.
+struct RunPart {
+  std::string weight_type;
+  double gemm_ms = 0.0;
+  double tokens_per_s = 0.0;
 };
 
 /// One generic measurement of a run: ("gemm_us", "us", 812.5), ("tokens_per_s", "tok/s", 412.0).
@@ -158,6 +158,7 @@ struct RunResult {
   std::optional<double> tokens_per_s;
   std::optional<double> gemm_ms;
   std::optional<bool> contended;
+  std::vector<RunPart> parts;  // stored as rows of their own, each part_of the run
 };
 
 struct ParityCaseRecord {

@@ -92,7 +92,8 @@ class Store {
 
   /// Starts a run (state running unless run.state says otherwise). Returns its id.
   virtual RowId add_run(const Run& run) = 0;
-  /// Writes the run's result and its samples in one transaction.
+  /// Writes the run's result and its samples in one transaction, and stores each of result.parts as
+  /// a run of its own (the whole run's row with the part's weight type and figures, part_of the run).
   virtual void finish_run(RowId run_id, const RunResult& result,
                           std::span<const Sample> samples) = 0;
   /// Stores finished runs with their samples and co-tenant rows, the whole batch in one
@@ -104,7 +105,7 @@ class Store {
   virtual ImportOutcome import_external(const ExternalImport& batch) = 0;
   virtual std::optional<Run> find_run(RowId id) = 0;
   virtual std::vector<Sample> run_samples(RowId run_id) = 0;
-  /// All runs, or those of one job.
+  /// All runs, or the whole runs of one job (its parts are not counted).
   virtual std::int64_t count_runs(std::optional<RowId> job_id) = 0;
 
   // --- Parity, verdicts, co-tenant load ---

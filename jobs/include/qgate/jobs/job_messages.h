@@ -10,6 +10,7 @@
 #include "qgate/stats/ab_statistics.h"
 #include "qgate/v1/harness.pb.h"
 #include "qgate/v1/spec_words.h"
+#include "qgate/v1/state_words.h"
 #include "qgate/v1/verdict_words.h"
 
 namespace qgate::jobs {
@@ -56,12 +57,8 @@ v1::Build to_proto(const db::Build& build);
 
 // --- Enumerations ---
 
-v1::JobState to_proto(db::JobState state);
-std::optional<db::JobState> from_proto(v1::JobState state);
-v1::Disposition to_proto(db::Disposition disposition);
-db::Disposition from_proto(v1::Disposition disposition);
-// Verdict and Comparison, and a job's settings, cross at the API's one seam
-// (qgate/v1/verdict_words.h, qgate/v1/spec_words.h).
+// Verdict and Comparison, a job's settings, and job states and dispositions cross at the API's one
+// seam (qgate/v1/verdict_words.h, qgate/v1/spec_words.h, qgate/v1/state_words.h).
 using words::from_proto;
 using words::to_proto;
 

@@ -1,0 +1,333 @@
+// The SQLite store's builds and jobs: uploads stored once by SHA-256, the queue (claim, requeue after
+// a daemon's death), job states and endings, and the listings that join a job with its builds and
+// verdict.
+#include "detail/sqlite_store_impl.h"
+
+namespace qgate::db::detail {
+
+namespace {
+
+/// The WHERE clause of a JobFilter over the jobs table aliased `alias`, with its parameters bound
+/// from index 1 by bind_job_filter in the same order.
+std::string job_filter_sql(const JobFilter& filter, std::string_view alias) {
+  std::string sql;
+  auto add = [&](std::string_view condition) {
+    sql += sql.empty() ? " WHERE " : " AND ";
+    sql += fmt::format("{}.{}", alias, condition);
+  };
+  if (filter.state) add("state = ?");
+  if (filter.quiet_only) add("quiet_only = ?");
+  if (filter.remeasure_of) add("remeasure_of = ?");
+  return sql;
+}
+
+/// Binds a JobFilter's parameters from `index` on; returns the next free index.
+int bind_job_filter(SQLite::Statement& statement, const JobFilter& filter, int index) {
+  if (filter.state) detail::bind_value(statement, index++, to_string(*filter.state));
+  if (filter.quiet_only) detail::bind_value(statement, index++, *filter.quiet_only);
+  if (filter.remeasure_of) detail::bind_value(statement, index++, *filter.remeasure_of);
+  return index;
+}
+
+}  // namespace
+
+BuildInsert SqliteStore::insert_build(const Build& build) {
+  return guarded("insert_build", [&] {
+    SQLite::Transaction transaction(database_, SQLite::TransactionBehavior::IMMEDIATE);
+    if (auto existing = select_build("sha256 = ?", build.sha256)) {
+      return BuildInsert{existing->id, false};
+    }
+    Build row = build;
+    row.created_ms = or_now(row.created_ms);
+    ScopedStatement insert(prepared(insert_sql(build_record())));
+    bind_record(*insert, build_record(), row);
+    insert->exec();
+    const RowId id = database_.getLastInsertRowid();
+    transaction.commit();
+    return BuildInsert{id, true};
+  });
+}
+
+std::optional<Build> SqliteStore::find_build(RowId id) {
+  return guarded("find_build", [&] { return select_build("id = ?", id); });
+}
+
+std::optional<Build> SqliteStore::find_build_by_sha256(std::string_view sha256) {
+  return guarded("find_build_by_sha256", [&] { return select_build("sha256 = ?", sha256); });
+}
+
+std::optional<Build> SqliteStore::find_latest_build_by_name(std::string_view name) {
+  return guarded("find_latest_build_by_name", [&] {
+    return select_build("name = ? ORDER BY created_ms DESC, id DESC LIMIT 1", name);
+  });
+}
+
+std::vector<Build> SqliteStore::list_builds(std::optional<std::string_view> name, int limit) {
+  return guarded("list_builds", [&] {
+    std::vector<Build> out;
+    ScopedStatement select(prepared(fmt::format(
+        "SELECT {} FROM builds WHERE (? IS NULL OR name = ?) ORDER BY created_ms DESC, id DESC LIMIT ?",
+        build_record().column_list())));
+    std::optional<std::string> n;
+    if (name) n = std::string(*name);
+    bind_all(*select, n, n, limit);
+    while (select->executeStep()) out.push_back(read_record(build_record(), *select));
+    return out;
+  });
+}
+
+RowId SqliteStore::create_job(const Job& job) {
+  return guarded("create_job", [&] {
+    // The submit RPC's promise: this commit alone is synced as well (synchronous=FULL), so an
+    // acknowledged job survives a power cut, not only a daemon crash.
+    DurableCommitScope durable(database_);
+    SQLite::Transaction transaction(database_, SQLite::TransactionBehavior::IMMEDIATE);
+    Job row = job;
+    row.state = JobState::Queued;
+    row.created_ms = or_now(row.created_ms);
+    row.started_ms.reset();
+    row.finished_ms.reset();
+    ScopedStatement insert(prepared(insert_sql(job_record())));
+    bind_record(*insert, job_record(), row);
+    insert->exec();
+    const RowId id = database_.getLastInsertRowid();
+    transaction.commit();
+    return id;
+  });
+}
+
+std::optional<Job> SqliteStore::find_job(RowId id) {
+  return guarded("find_job", [&] { return select_job(id); });
+}
+
+bool SqliteStore::update_job_state(RowId id, JobState state, std::optional<std::string> error,
+                      std::optional<JobState> only_if) {
+  return guarded("update_job_state", [&] {
+    SQLite::Transaction transaction(database_, SQLite::TransactionBehavior::IMMEDIATE);
+    const std::string sql = fmt::format(
+        "UPDATE jobs SET state = ?1, error = COALESCE(?2, error), "
+        "started_ms = CASE WHEN ?1 = 'running' AND started_ms IS NULL THEN ?3 ELSE started_ms END, "
+        "finished_ms = CASE WHEN ?4 = 1 THEN ?3 ELSE finished_ms END "
+        "WHERE id = ?5{}",
+        only_if ? " AND state = ?6" : "");
+    ScopedStatement update(prepared(sql));
+    bind_all(*update, to_string(state), error, now_ms(), is_terminal(state), id);
+    if (only_if) bind_all_from(*update, 6, to_string(*only_if));
+    const int changed = update->exec();
+    if (changed == 0 && !job_exists(id)) {
+      throw StoreError(StoreErrorKind::NotFound, fmt::format("update_job_state: no job {}", id));
+    }
+    transaction.commit();
+    return changed > 0;
+  });
+}
+
+void SqliteStore::update_job_progress(RowId id, std::string_view progress_json) {
+  guarded("update_job_progress", [&] {
+    SQLite::Transaction transaction(database_, SQLite::TransactionBehavior::IMMEDIATE);
+    ScopedStatement update(prepared("UPDATE jobs SET progress_json = ? WHERE id = ?"));
+    bind_all(*update, progress_json, id);
+    if (update->exec() == 0) {
+      throw StoreError(StoreErrorKind::NotFound,
+                       fmt::format("update_job_progress: no job {}", id));
+    }
+    transaction.commit();
+  });
+}
+
+bool SqliteStore::end_job(RowId id, JobState state, const std::string& error, const JobEnding& ending,
+             std::optional<JobState> only_if) {
+  return guarded("end_job", [&] {
+    if (!is_terminal(state)) {
+      throw StoreError(StoreErrorKind::InvalidValue,
+                       fmt::format("end_job: {} is not an end state", to_string(state)));
+    }
+    SQLite::Transaction transaction(database_, SQLite::TransactionBehavior::IMMEDIATE);
+    const std::string sql = fmt::format(
+        "UPDATE jobs SET state = ?, error = ?, finished_ms = ?, disposition = ?, "
+        "disposition_detail = ? WHERE id = ?{}",
+        only_if ? " AND state = ?" : "");
+    ScopedStatement update(prepared(sql));
+    bind_all(*update, to_string(state), error, now_ms(), to_string(ending.disposition),
+             ending.detail, id);
+    if (only_if) bind_all_from(*update, 7, to_string(*only_if));
+    const int changed = update->exec();
+    if (changed == 0 && !job_exists(id)) {
+      throw StoreError(StoreErrorKind::NotFound, fmt::format("end_job: no job {}", id));
+    }
+    transaction.commit();
+    return changed > 0;
+  });
+}
+
+std::vector<Job> SqliteStore::list_jobs(const JobFilter& filter) {
+  return guarded("list_jobs", [&] {
+    const std::string sql =
+        fmt::format("SELECT {} FROM jobs j{} ORDER BY j.created_ms DESC, j.id DESC LIMIT ?",
+                    job_record().column_list("j"), job_filter_sql(filter, "j"));
+    ScopedStatement select(prepared(sql));
+    const int next = bind_job_filter(*select, filter, 1);
+    detail::bind_value(*select, next, filter.limit);
+    std::vector<Job> jobs;
+    while (select->executeStep()) jobs.push_back(read_record(job_record(), *select));
+    return jobs;
+  });
+}
+
+std::int64_t SqliteStore::count_jobs(const JobFilter& filter) {
+  return guarded("count_jobs", [&] {
+    ScopedStatement select(
+        prepared(fmt::format("SELECT COUNT(*) FROM jobs j{}", job_filter_sql(filter, "j"))));
+    bind_job_filter(*select, filter, 1);
+    select->executeStep();
+    return select->getColumn(0).getInt64();
+  });
+}
+
+std::vector<JobListing> SqliteStore::list_job_listings(const JobFilter& filter) {
+  return guarded("list_job_listings", [&] {
+    // One read transaction, so the three queries see one snapshot.
+    SQLite::Transaction transaction(database_, SQLite::TransactionBehavior::DEFERRED);
+    const std::string matching =
+        fmt::format("SELECT j.id FROM jobs j{} ORDER BY j.created_ms DESC, j.id DESC LIMIT ?",
+                    job_filter_sql(filter, "j"));
+    std::vector<JobListing> listings = select_listings(
+        fmt::format("j.id IN ({}) ORDER BY j.created_ms DESC, j.id DESC", matching),
+        [&](SQLite::Statement& statement) {
+          const int next = bind_job_filter(statement, filter, 1);
+          detail::bind_value(statement, next, filter.limit);
+        });
+    attach_verdict_children(listings, matching, [&](SQLite::Statement& statement) {
+      const int next = bind_job_filter(statement, filter, 1);
+      detail::bind_value(statement, next, filter.limit);
+    });
+    transaction.commit();
+    return listings;
+  });
+}
+
+std::optional<JobListing> SqliteStore::find_job_listing(RowId id) {
+  return guarded("find_job_listing", [&]() -> std::optional<JobListing> {
+    SQLite::Transaction transaction(database_, SQLite::TransactionBehavior::DEFERRED);
+    auto bind_id = [&](SQLite::Statement& statement) { detail::bind_value(statement, 1, id); };
+    std::vector<JobListing> listings = select_listings("j.id = ?", bind_id);
+    attach_verdict_children(listings, "SELECT ?", bind_id);
+    transaction.commit();
+    if (listings.empty()) return std::nullopt;
+    return std::move(listings.front());
+  });
+}
+
+std::optional<Job> SqliteStore::claim_next_job(std::optional<int> device, bool gpu_quiet) {
+  return guarded("claim_next_job", [&]() -> std::optional<Job> {
+    // IMMEDIATE takes the write lock before the SELECT, so two claimers (threads or daemons
+    // sharing the file) cannot both see the same queued job.
+    SQLite::Transaction transaction(database_, SQLite::TransactionBehavior::IMMEDIATE);
+    const std::string sql = fmt::format(
+        "SELECT id FROM jobs WHERE state = 'queued'{}{} ORDER BY created_ms, id LIMIT 1",
+        device ? " AND device = ?" : "", gpu_quiet ? "" : " AND quiet_only = 0");
+    std::optional<RowId> id;
+    {
+      ScopedStatement select(prepared(sql));
+      if (device) bind_all(*select, *device);
+      if (select->executeStep()) id = select->getColumn(0).getInt64();
+    }
+    if (!id) return std::nullopt;
+    ScopedStatement update(prepared(
+        "UPDATE jobs SET state = 'running', started_ms = ? WHERE id = ? AND state = 'queued'"));
+    bind_all(*update, now_ms(), *id);
+    update->exec();
+    auto job = select_job(*id);
+    transaction.commit();
+    return job;
+  });
+}
+
+bool SqliteStore::set_job_quiet_only(RowId id, bool quiet_only) {
+  return guarded("set_job_quiet_only", [&] {
+    SQLite::Transaction transaction(database_, SQLite::TransactionBehavior::IMMEDIATE);
+    ScopedStatement update(prepared("UPDATE jobs SET quiet_only = ? WHERE id = ? AND state = 'queued'"));
+    bind_all(*update, quiet_only, id);
+    const int changed = update->exec();
+    if (changed == 0 && !job_exists(id)) {
+      throw StoreError(StoreErrorKind::NotFound, fmt::format("set_job_quiet_only: no job {}", id));
+    }
+    transaction.commit();
+    return changed > 0;
+  });
+}
+
+std::vector<RowId> SqliteStore::jobs_with_contended_runs(std::int64_t since_ms) {
+  return guarded("jobs_with_contended_runs", [&] {
+    std::vector<RowId> ids;
+    ScopedStatement select(prepared(
+        "SELECT DISTINCT j.id FROM jobs j JOIN runs r ON r.job_id = j.id JOIN cotenant c ON c.run_id = r.id "
+        "WHERE j.state = 'done' AND j.created_ms >= ? AND c.contended = 1 ORDER BY j.id"));
+    bind_all(*select, since_ms);
+    while (select->executeStep()) ids.push_back(select->getColumn(0).getInt64());
+    return ids;
+  });
+}
+
+InterruptedJobs SqliteStore::requeue_interrupted_jobs(int max_daemon_deaths, bool daemon_died) {
+  return guarded("requeue_interrupted_jobs", [&] {
+    SQLite::Transaction transaction(database_, SQLite::TransactionBehavior::IMMEDIATE);
+    InterruptedJobs out;
+    {
+      ScopedStatement select(prepared("SELECT id, attempts FROM jobs WHERE state = 'running' ORDER BY id"));
+      while (select->executeStep())
+        (daemon_died && select->getColumn(1).getInt() + 1 >= max_daemon_deaths ? out.given_up : out.requeued)
+            .push_back(select->getColumn(0).getInt64());
+    }
+    // Their half-done runs would otherwise stay 'running' forever; they are kept (for the record)
+    // but marked, and never show in trends.
+    ScopedStatement interrupt_runs(prepared(
+        "UPDATE runs SET state = 'interrupted', finished_ms = ? "
+        "WHERE state = 'running' AND job_id IN (SELECT id FROM jobs WHERE state = 'running')"));
+    bind_all(*interrupt_runs, now_ms());
+    interrupt_runs->exec();
+    if (daemon_died) {
+      ScopedStatement give_up(prepared(
+          "UPDATE jobs SET state = 'failed', attempts = attempts + 1, finished_ms = ?, disposition = 'crashed', "
+          "disposition_detail = ?, error = ? WHERE state = 'running' AND attempts + 1 >= ?"));
+      const std::string why = "the daemon died " + std::to_string(max_daemon_deaths) +
+                              " times while this job ran; it is not run again (a build that kills its parent "
+                              "would take every restarted daemon down)";
+      bind_all(*give_up, now_ms(), why, why, max_daemon_deaths);
+      give_up->exec();
+    }
+    ScopedStatement requeue(prepared(
+        "UPDATE jobs SET state = 'queued', attempts = attempts + ?, started_ms = NULL WHERE state = 'running'"));
+    bind_all(*requeue, daemon_died ? 1 : 0);
+    requeue->exec();
+    transaction.commit();
+    return out;
+  });
+}
+
+std::optional<Job> SqliteStore::select_job(RowId id) {
+  ScopedStatement select(prepared(fmt::format("SELECT {} FROM jobs j WHERE j.id = ?", job_record().column_list("j"))));
+  bind_all(*select, id);
+  if (!select->executeStep()) return std::nullopt;
+  return read_record(job_record(), *select);
+}
+
+bool SqliteStore::job_exists(RowId id) {
+  ScopedStatement select(prepared("SELECT 1 FROM jobs WHERE id = ?"));
+  bind_all(*select, id);
+  return select->executeStep();
+}
+
+const SqliteStore::BuildNaming& SqliteStore::build_naming(RowId build_id) {
+  if (auto cached = build_namings_.find(build_id); cached != build_namings_.end()) {
+    return cached->second;
+  }
+  const std::optional<Build> build = select_build("id = ?", build_id);
+  if (!build) throw StoreError(StoreErrorKind::NotFound, fmt::format("no build {}", build_id));
+  return build_namings_.emplace(build_id, BuildNaming{build->name, build_label(build->name, build->sha256)})
+      .first->second;
+}
+
+const std::string& SqliteStore::build_name(RowId build_id) { return build_naming(build_id).name; }
+
+}  // namespace qgate::db::detail

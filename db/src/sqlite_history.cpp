@@ -1,0 +1,229 @@
+// The SQLite store's history: trend points (kept in build_rollups and rewritten with the runs that
+// change them), trend summaries, and the runs that compare reads.
+#include "detail/compare_runs_sql.h"
+#include "detail/sqlite_store_impl.h"
+
+namespace qgate::db::detail {
+
+namespace {
+
+/// A trend point's week: 7 days from a Monday 00:00 UTC. The Unix epoch was a Thursday, so weeks
+/// are counted from Monday 1969-12-29, 3 days before it (and integer division, which truncates, is
+/// the floor for every time since the epoch).
+constexpr std::int64_t kWeekMs = 7LL * 24 * 3600 * 1000;
+constexpr std::int64_t kEpochAfterMondayMs = 3LL * 24 * 3600 * 1000;
+/// The week of runs.started_ms, in SQL: the one place it is computed.
+const std::string kWeekOfRun =
+    fmt::format("((started_ms + {0}) / {1}) * {1} - {0}", kEpochAfterMondayMs, kWeekMs);
+
+/// A trend point's key: one build's runs of one series in one week (week_ms: kWeekOfRun), timed one
+/// way (timing: the job's, '' for runs no job measured; migration 0007), whole runs or one weight
+/// type's parts of runs (part: 1 for parts; migration 0010).
+constexpr const char* kRollupGroup =
+    "build_id, series_key, tokens, week_ms, timing, profile, weight_type, path, backend, gpu_name, part";
+
+/// The trend points (build_rollups, migration 0006) of the runs in a scope, recomputed from those
+/// runs: one row per build, series (series key, profile, weight type, path, tokens, backend, GPU),
+/// week and timing. The one statement that defines a point: the write path runs it with the scope of one
+/// (build, series key, tokens, week) group after deleting that group's rows, and the migration
+/// runner runs it over every run ("1") right after 0006 creates the table. {scope} is a condition
+/// on runs r; {group} is a point's key (kRollupGroup), spelled once; {week} is kWeekOfRun.
+constexpr const char* kRollupRecompute = R"sql(INSERT INTO build_rollups (build_id, series_key, tokens, week_ms, timing, profile, weight_type, path, backend,
+                           gpu_name, part, build_name, build_sha256, commit_sha, first_ms, last_ms, jobs,
+                           runs, contended_runs, unknown_runs, quiet_runs, quiet_median, quiet_low,
+                           quiet_high, quiet_last_job, open_runs, open_median, open_low, open_high,
+                           open_last_job, all_median, all_low, all_high, all_last_job)
+WITH scoped AS (
+  SELECT build_id, series_key, tokens, {week} AS week_ms,
+         COALESCE((SELECT j.timing FROM jobs j WHERE j.id = r.job_id), '') AS timing,
+         profile, weight_type, path, backend, gpu_name, (part_of IS NOT NULL) AS part, job_id, started_ms,
+         tokens_per_s AS v, contended AS c
+  FROM runs r
+  WHERE r.state = 'done' AND r.tokens_per_s IS NOT NULL AND {scope}
+),
+ranked AS (
+  SELECT scoped.*,
+         row_number() OVER (PARTITION BY {group} ORDER BY v) AS all_rank,
+         row_number() OVER (PARTITION BY {group}, c IS 0 ORDER BY v) AS quiet_rank,
+         row_number() OVER (PARTITION BY {group}, c IS NOT 1 ORDER BY v) AS open_rank
+  FROM scoped
+),
+counted AS (
+  SELECT ranked.*,
+         count(*) OVER g AS all_n,
+         sum(c IS 0) OVER g AS quiet_n,
+         sum(c IS NOT 1) OVER g AS open_n
+  FROM ranked
+  WINDOW g AS (PARTITION BY {group})
+)
+SELECT x.build_id, x.series_key, x.tokens, x.week_ms, x.timing, x.profile, x.weight_type, x.path, x.backend, x.gpu_name, x.part,
+       b.name, b.sha256, b.commit_sha, x.first_ms, x.last_ms, x.jobs, x.runs, x.contended_runs,
+       x.unknown_runs, x.quiet_runs, x.quiet_median, x.quiet_low, x.quiet_high, x.quiet_last_job,
+       x.open_runs, x.open_median, x.open_low, x.open_high, x.open_last_job, x.all_median, x.all_low,
+       x.all_high, x.all_last_job
+FROM (
+  SELECT {group},
+         min(started_ms) AS first_ms, max(started_ms) AS last_ms,
+         count(DISTINCT job_id) AS jobs, count(*) AS runs,
+         sum(c IS 1) AS contended_runs, sum(c IS NULL) AS unknown_runs,
+         sum(c IS 0) AS quiet_runs,
+         avg(CASE WHEN c IS 0 AND quiet_rank IN ((quiet_n + 1) / 2, (quiet_n + 2) / 2) THEN v END) AS quiet_median,
+         min(CASE WHEN c IS 0 THEN v END) AS quiet_low,
+         max(CASE WHEN c IS 0 THEN v END) AS quiet_high,
+         COALESCE(max(CASE WHEN c IS 0 THEN job_id END), 0) AS quiet_last_job,
+         sum(c IS NOT 1) AS open_runs,
+         avg(CASE WHEN c IS NOT 1 AND open_rank IN ((open_n + 1) / 2, (open_n + 2) / 2) THEN v END) AS open_median,
+         min(CASE WHEN c IS NOT 1 THEN v END) AS open_low,
+         max(CASE WHEN c IS NOT 1 THEN v END) AS open_high,
+         COALESCE(max(CASE WHEN c IS NOT 1 THEN job_id END), 0) AS open_last_job,
+         avg(CASE WHEN all_rank IN ((all_n + 1) / 2, (all_n + 2) / 2) THEN v END) AS all_median,
+         min(v) AS all_low, max(v) AS all_high, COALESCE(max(job_id), 0) AS all_last_job
+  FROM counted
+  GROUP BY {group}
+) x JOIN builds b ON b.id = x.build_id)sql";
+
+/// Binds a trend query's time bound and the filters it gives (profile, weight type, path, build
+/// name pattern), in that order from index 1, as both trend reads spell them; returns the next index.
+int bind_trend_filters(SQLite::Statement& statement, const TrendQuery& query) {
+  int index = 1;
+  detail::bind_value(statement, index++, query.since_ms);
+  for (const auto* filter : {&query.profile, &query.weight_type, &query.path, &query.build_name_glob}) {
+    if (*filter) detail::bind_value(statement, index++, **filter);
+  }
+  return index;
+}
+
+}  // namespace
+
+std::string rollup_recompute(std::string_view scope) {
+  return fmt::format(kRollupRecompute, fmt::arg("scope", scope), fmt::arg("group", kRollupGroup),
+                     fmt::arg("week", kWeekOfRun));
+}
+
+std::vector<TrendRow> SqliteStore::query_trend(const TrendQuery& query) {
+  return guarded("query_trend", [&] {
+    // Only the filters given go into the SQL (rather than "? IS NULL OR col = ?"), so the planner
+    // sees plain equalities and uses runs_by_profile_type / runs_by_series. Each shape of query
+    // is prepared once and cached.
+    std::string sql = fmt::format(
+        "SELECT {} FROM runs r JOIN builds b ON b.id = r.build_id LEFT JOIN jobs j ON j.id = r.job_id "
+        "WHERE r.state = 'done' AND r.tokens_per_s IS NOT NULL AND r.started_ms >= ?",
+        trend_row_projection().column_list());
+    if (query.profile) sql += " AND r.profile = ?";
+    // A weight type asked for is that type's runs, parts included; none is whole runs (docs/trends.md).
+    sql += query.weight_type ? " AND r.weight_type = ?" : " AND r.part_of IS NULL";
+    if (query.path) sql += " AND r.path = ?";
+    if (query.build_name_glob) sql += " AND b.name GLOB ?";
+    if (query.job_id) sql += " AND r.job_id = ? AND r.part_of IS NULL";  // a job's own runs are whole
+    if (!query.include_contended)
+      sql += query.include_unknown ? " AND (r.contended = 0 OR r.contended IS NULL)" : " AND r.contended = 0";
+    sql += " ORDER BY r.started_ms, r.id";
+    if (query.limit) sql += " LIMIT ?";
+
+    ScopedStatement select(prepared(sql));
+    int index = bind_trend_filters(*select, query);
+    if (query.job_id) detail::bind_value(*select, index++, *query.job_id);
+    if (query.limit) detail::bind_value(*select, index++, *query.limit);
+
+    std::vector<TrendRow> rows;
+    while (select->executeStep()) rows.push_back(read_record(trend_row_projection(), *select));
+    return rows;
+  });
+}
+
+std::vector<TrendSummary> SqliteStore::query_trend_summaries(const TrendQuery& query) {
+  return guarded("query_trend_summaries", [&] {
+    if (query.job_id) {
+      throw StoreError(StoreErrorKind::InvalidValue,
+                       "query_trend_summaries: a point is a build's; a job's runs come from query_trend");
+    }
+    // The co-tenant filter picks which of the row's three summaries is read (0006's comment).
+    // Only the filters given go into the SQL, so each shape is one cached statement whose plan is
+    // a range scan of build_rollups_by_profile_type (or _by_profile_time, _by_time).
+    const char* set = query.include_contended ? "all" : query.include_unknown ? "open" : "quiet";
+    const RecordDeclaration<TrendSummary>& projection = trend_summary_projection(set);
+    std::string sql =
+        fmt::format("SELECT {} FROM build_rollups WHERE last_ms >= ?", projection.column_list());
+    if (query.profile) sql += " AND profile = ?";
+    sql += query.weight_type ? " AND weight_type = ?" : " AND part = 0";
+    if (query.path) sql += " AND path = ?";
+    if (query.build_name_glob) sql += " AND build_name GLOB ?";
+    if (!query.include_contended) sql += fmt::format(" AND {}_runs > 0", set);
+    sql += " ORDER BY first_ms, id";
+    if (query.limit) sql += " LIMIT ?";
+
+    ScopedStatement select(prepared(sql));
+    int index = bind_trend_filters(*select, query);
+    if (query.limit) detail::bind_value(*select, index++, *query.limit);
+
+    std::vector<TrendSummary> rows;
+    while (select->executeStep()) rows.push_back(read_record(projection, *select));
+    return rows;
+  });
+}
+
+std::vector<CompareRun> SqliteStore::compare_runs(const CompareRunsQuery& query) {
+  return guarded("compare_runs", [&] {
+    // The build's runs come through runs_by_build_series (with a profile SQLite may pick
+    // runs_by_profile_time); the optional filters are added only when given, so each shape of
+    // the query is one cached statement.
+    std::string sql = detail::compare_run_select() +
+                      "WHERE r.build_id = ? AND r.state = 'done' AND r.tokens_per_s IS NOT NULL";
+    if (query.profile) sql += " AND r.profile = ?";
+    if (query.tokens) sql += " AND r.tokens = ?";
+    sql += query.weight_type ? " AND r.weight_type = ?" : " AND r.part_of IS NULL";
+    sql += " ORDER BY r.started_ms, r.id";
+    ScopedStatement select(prepared(sql));
+    int index = 1;
+    detail::bind_value(*select, index++, query.build_id);
+    if (query.profile) detail::bind_value(*select, index++, *query.profile);
+    if (query.tokens) detail::bind_value(*select, index++, *query.tokens);
+    if (query.weight_type) detail::bind_value(*select, index++, *query.weight_type);
+    std::vector<CompareRun> runs;
+    while (select->executeStep()) runs.push_back(read_record(compare_run_projection(), *select));
+    return runs;
+  });
+}
+
+std::vector<CompareRun> SqliteStore::job_compare_runs(RowId job_id) {
+  return guarded("job_compare_runs", [&] {
+    // runs_by_job: the job's own rows, never its builds' (detail/compare_runs_sql.h).
+    ScopedStatement select(prepared(detail::job_compare_runs_sql()));
+    bind_all(*select, job_id);
+    std::vector<CompareRun> runs;
+    while (select->executeStep()) runs.push_back(read_record(compare_run_projection(), *select));
+    return runs;
+  });
+}
+
+void SqliteStore::refresh_rollups(const RollupScopes& scopes) {
+  for (const auto& [build_id, series_key, tokens, week_ms] : scopes.groups) {
+    ScopedStatement clear(prepared(
+        "DELETE FROM build_rollups WHERE build_id = ? AND series_key = ? AND tokens = ? AND week_ms = ?"));
+    bind_all(*clear, build_id, series_key, tokens, week_ms);
+    clear->exec();
+    // The week as a range of started_ms, so runs_by_build_series finds exactly the group's runs.
+    ScopedStatement insert(prepared(rollup_recompute(fmt::format(
+        "r.build_id = ?1 AND r.series_key = ?2 AND r.tokens = ?3 AND r.started_ms >= ?4 AND r.started_ms < ?4 + {}",
+        kWeekMs))));
+    bind_all(*insert, build_id, series_key, tokens, week_ms);
+    insert->exec();
+  }
+}
+
+void SqliteStore::add_group_of_run(RowId run_id, RollupScopes& scopes) {
+  ScopedStatement select(prepared(
+      fmt::format("SELECT build_id, series_key, tokens, {} FROM runs WHERE id = ?", kWeekOfRun)));
+  bind_all(*select, run_id);
+  if (!select->executeStep()) return;
+  scopes.groups.emplace(select->getColumn(0).getInt64(), select->getColumn(1).getString(),
+                        select->getColumn(2).getInt64(), select->getColumn(3).getInt64());
+}
+
+void SqliteStore::refresh_rollups_of_run(RowId run_id) {
+  RollupScopes scopes;
+  add_group_of_run(run_id, scopes);
+  refresh_rollups(scopes);
+}
+
+}  // namespace qgate::db::detail

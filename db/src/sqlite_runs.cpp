@@ -1,0 +1,192 @@
+// The SQLite store's runs: a run's start and finish (with its samples and its per-weight-type parts),
+// bulk recording, imports from other tools, and the reads of single runs.
+#include <set>
+
+#include "detail/sqlite_store_impl.h"
+
+namespace qgate::db::detail {
+
+RowId SqliteStore::add_run(const Run& run) {
+  return guarded("add_run", [&] {
+    SQLite::Transaction transaction(database_, SQLite::TransactionBehavior::IMMEDIATE);
+    const RowId id = insert_run(run, run.contended);
+    refresh_rollups_of_run(id);
+    transaction.commit();
+    return id;
+  });
+}
+
+void SqliteStore::finish_run(RowId run_id, const RunResult& result, std::span<const Sample> samples) {
+  guarded("finish_run", [&] {
+    SQLite::Transaction transaction(database_, SQLite::TransactionBehavior::IMMEDIATE);
+    // The result may set the token count, which moves the run to another point: both are redone.
+    RollupScopes scopes;
+    add_group_of_run(run_id, scopes);
+    ScopedStatement update(prepared(
+        "UPDATE runs SET state = ?, finished_ms = ?, tokens = COALESCE(?, tokens), "
+        "tokens_per_s = COALESCE(?, tokens_per_s), gemm_ms = COALESCE(?, gemm_ms), "
+        "contended = COALESCE(?, contended) WHERE id = ?"));
+    bind_all(*update, to_string(result.state), or_now(result.finished_ms), result.tokens,
+             result.tokens_per_s, result.gemm_ms, result.contended, run_id);
+    if (update->exec() == 0) {
+      throw StoreError(StoreErrorKind::NotFound, fmt::format("finish_run: no run {}", run_id));
+    }
+    insert_samples(run_id, samples);
+    add_group_of_run(run_id, scopes);
+    insert_parts(run_id, result.parts, scopes);
+    refresh_rollups(scopes);
+    transaction.commit();
+  });
+}
+
+std::vector<RowId> SqliteStore::record_runs(std::span<const RunBundle> bundles) {
+  return guarded("record_runs", [&] {
+    SQLite::Transaction transaction(database_, SQLite::TransactionBehavior::IMMEDIATE);
+    std::vector<RowId> ids;
+    ids.reserve(bundles.size());
+    RollupScopes scopes;
+    for (const RunBundle& bundle : bundles) {
+      // The co-tenant summary decides the run's contended flag, as put_cotenant does.
+      const std::optional<bool> contended =
+          bundle.cotenant ? bundle.cotenant->contended : bundle.run.contended;
+      const RowId run_id = insert_run(bundle.run, contended, &scopes);
+      insert_samples(run_id, bundle.samples);
+      if (bundle.cotenant) {
+        upsert_cotenant(run_id, *bundle.cotenant);
+        insert_cotenant_samples(run_id, bundle.cotenant_samples);
+      }
+      ids.push_back(run_id);
+    }
+    refresh_rollups(scopes);
+    transaction.commit();
+    return ids;
+  });
+}
+
+ImportOutcome SqliteStore::import_external(const ExternalImport& batch) {
+  return guarded("import_external", [&] {
+    SQLite::Transaction transaction(database_, SQLite::TransactionBehavior::IMMEDIATE);
+    ImportOutcome outcome;
+    RollupScopes scopes;
+    for (const Build& build : batch.builds) {
+      if (auto existing = select_build("sha256 = ?", build.sha256)) {
+        outcome.build_ids.push_back(existing->id);
+        continue;
+      }
+      Build row = build;
+      row.created_ms = or_now(row.created_ms);
+      ScopedStatement insert(prepared(insert_sql(build_record())));
+      bind_record(*insert, build_record(), row);
+      insert->exec();
+      outcome.build_ids.push_back(database_.getLastInsertRowid());
+      ++outcome.builds_added;
+    }
+    for (const ImportedRun& imported : batch.runs) {
+      if (imported.build_index >= outcome.build_ids.size()) {
+        throw StoreError(StoreErrorKind::Constraint,
+                         fmt::format("imported run names build {} of {}", imported.build_index,
+                                     outcome.build_ids.size()));
+      }
+      Run run = imported.bundle.run;
+      run.build_id = outcome.build_ids[imported.build_index];
+      ScopedStatement same(prepared(
+          "SELECT 1 FROM runs WHERE job_id IS NULL AND build_id = ? AND started_ms = ? AND profile = ? "
+          "AND path = ? AND tokens = ? AND tokens_per_s IS ? LIMIT 1"));
+      bind_all(*same, run.build_id, run.started_ms, run.profile, run.path, run.tokens, run.tokens_per_s);
+      if (same->executeStep()) {
+        ++outcome.runs_already_stored;
+        continue;
+      }
+      const RowId run_id = insert_run(run, run.contended, &scopes);
+      insert_samples(run_id, imported.bundle.samples);
+      outcome.run_ids.push_back(run_id);
+    }
+    refresh_rollups(scopes);
+    transaction.commit();
+    return outcome;
+  });
+}
+
+std::optional<Run> SqliteStore::find_run(RowId id) {
+  return guarded("find_run", [&]() -> std::optional<Run> {
+    ScopedStatement select(prepared(fmt::format("SELECT {} FROM runs WHERE id = ?", run_record().column_list())));
+    bind_all(*select, id);
+    if (!select->executeStep()) return std::nullopt;
+    return read_record(run_record(), *select);
+  });
+}
+
+std::vector<Sample> SqliteStore::run_samples(RowId run_id) {
+  return guarded("run_samples", [&] {
+    ScopedStatement select(prepared(child_select_sql(sample_record(), "= ?")));
+    bind_all(*select, run_id);
+    std::vector<Sample> samples;
+    while (select->executeStep()) samples.push_back(read_record(sample_record(), *select, 1));
+    return samples;
+  });
+}
+
+std::int64_t SqliteStore::count_runs(std::optional<RowId> job_id) {
+  return guarded("count_runs", [&] {
+    ScopedStatement select(prepared(job_id ? "SELECT COUNT(*) FROM runs WHERE job_id = ? AND part_of IS NULL"
+                                           : "SELECT COUNT(*) FROM runs"));
+    if (job_id) bind_all(*select, *job_id);
+    select->executeStep();
+    return select->getColumn(0).getInt64();
+  });
+}
+
+void SqliteStore::insert_parts(RowId run_id, std::span<const RunPart> parts, RollupScopes& scopes) {
+  for (RowId old : part_ids(run_id)) add_group_of_run(old, scopes);
+  ScopedStatement clear(prepared("DELETE FROM runs WHERE part_of = ?"));
+  bind_all(*clear, run_id);
+  clear->exec();
+  if (parts.empty()) return;
+  ScopedStatement select(prepared(fmt::format("SELECT {} FROM runs WHERE id = ?", run_record().column_list())));
+  bind_all(*select, run_id);
+  if (!select->executeStep()) return;
+  const Run whole = read_record(run_record(), *select);
+  for (const RunPart& part : parts) {
+    Run row = whole;
+    row.id = 0;
+    row.part_of = run_id;
+    row.series_key.clear();
+    row.weight_type = part.weight_type;
+    row.gemm_ms = part.gemm_ms;
+    row.tokens_per_s = part.tokens_per_s;
+    insert_run(row, whole.contended, &scopes);
+  }
+}
+
+std::vector<RowId> SqliteStore::part_ids(RowId run_id) {
+  ScopedStatement select(prepared("SELECT id FROM runs WHERE part_of = ?"));
+  bind_all(*select, run_id);
+  std::vector<RowId> ids;
+  while (select->executeStep()) ids.push_back(select->getColumn(0).getInt64());
+  return ids;
+}
+
+RowId SqliteStore::insert_run(const Run& run, std::optional<bool> contended, RollupScopes* scopes) {
+  const std::string series_key =
+      run.series_key.empty() ? make_series_key(build_name(run.build_id), run) : run.series_key;
+  Run row = run;
+  row.started_ms = or_now(row.started_ms);
+  row.series_key = series_key;
+  row.contended = contended;
+  ScopedStatement insert(prepared(insert_sql(run_record())));
+  bind_record(*insert, run_record(), row);
+  insert->exec();
+  const RowId id = database_.getLastInsertRowid();
+  if (scopes) add_group_of_run(id, *scopes);
+  return id;
+}
+
+void SqliteStore::insert_samples(RowId run_id, std::span<const Sample> samples) {
+  for (const Sample& sample : samples) {
+    ScopedStatement insert(prepared(child_insert_sql(sample_record())));
+    bind_child(*insert, sample_record(), run_id, 0, sample);
+    insert->exec();
+  }
+}
+
+}  // namespace qgate::db::detail

@@ -1,0 +1,35 @@
+// Takes a store file back to an older schema for the migration tests: the undo of each migration
+// from 0008 on, newest first, so a test that starts at schema N undoes exactly what came after N.
+// A new migration adds its undo here, and every migration test keeps starting from a true old file.
+#pragma once
+
+#include <SQLiteCpp/SQLiteCpp.h>
+
+#include <string>
+#include <vector>
+
+namespace qgate::db::testing {
+
+/// Undoes every migration after `version` (at least 7) that this list knows, newest first, and
+/// sets user_version to `version`.
+inline void rewind_schema_to(SQLite::Database& raw, int version) {
+  struct Undo {
+    int migration;
+    std::vector<std::string> statements;
+  };
+  static const std::vector<Undo> undos = {
+      {10,
+       {"DROP INDEX runs_by_part", "ALTER TABLE runs DROP COLUMN part_of", "ALTER TABLE build_rollups DROP COLUMN part"}},
+      {9,
+       {"DROP INDEX verdicts_by_arm_a_build", "DROP INDEX verdicts_by_arm_b_build",
+        "ALTER TABLE verdicts DROP COLUMN arm_a_build_id", "ALTER TABLE verdicts DROP COLUMN arm_b_build_id"}},
+      {8, {"ALTER TABLE verdict_leaks DROP COLUMN kept_once"}},
+  };
+  for (const Undo& undo : undos) {
+    if (undo.migration <= version) continue;
+    for (const std::string& statement : undo.statements) raw.exec(statement);
+  }
+  raw.exec("PRAGMA user_version = " + std::to_string(version));
+}
+
+}  // namespace qgate::db::testing
