@@ -1065,7 +1065,15 @@ int Cli::cmd_import() {
   text << in.rdbuf();
   interop::ParsedImport parsed;
   try {
-    parsed = interop::parse_import(text.str(), import_.format, import_.file);
+    // Rows of a format without times (llama-bench's markdown) take the file's modification time.
+    std::error_code no_time;
+    const auto modified = std::filesystem::last_write_time(import_.file, no_time);
+    const std::int64_t file_time_ms =
+        no_time ? 0
+                : std::chrono::duration_cast<std::chrono::milliseconds>(
+                      std::chrono::file_clock::to_sys(modified).time_since_epoch())
+                      .count();
+    parsed = interop::parse_import(text.str(), import_.format, import_.file, file_time_ms);
   } catch (const interop::ImportError& e) {
     throw CommandError(fmt::format("{}: {} (nothing imported)", import_.file, e.what()));
   }

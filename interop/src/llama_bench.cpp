@@ -2,8 +2,13 @@
 // one "pp+tg"; the model_type is the profile; avg_ts is the run's tok/s, samples_ts its samples.
 #include "qgate/interop/llama_bench.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
+#include <map>
+#include <sstream>
+#include <utility>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -123,7 +128,137 @@ ExternalRun run_of(const TableRow& row) {
   return run;
 }
 
+// The markdown table's short column names for the fields' long ones (llama-bench's markdown printer).
+std::string field_of_header(const std::string& header) {
+  static const std::map<std::string, std::string> kLongNames = {
+      {"model", "model_type"},       {"backend", "backends"},       {"ngl", "n_gpu_layers"},
+      {"threads", "n_threads"},      {"sm", "split_mode"},          {"nkvo", "no_kv_offload"},
+      {"fa", "flash_attn"},          {"dev", "devices"},            {"ts", "tensor_split"},
+      {"ot", "tensor_buft_overrides"}, {"lm", "load_mode"},         {"mmap", "use_mmap"},
+      {"embd", "embeddings"},        {"nopo", "no_op_offload"},     {"noh", "no_host"},
+      {"fitt", "fit_target"},        {"fitc", "fit_min_ctx"},       {"size", "model_size_text"},
+      {"params", "model_n_params_text"}};
+  const auto found = kLongNames.find(header);
+  return found == kLongNames.end() ? header : found->second;
+}
+
+std::string trimmed(const std::string& text) {
+  const auto first = text.find_first_not_of(" \t\r");
+  if (first == std::string::npos) return "";
+  const auto last = text.find_last_not_of(" \t\r");
+  return text.substr(first, last - first + 1);
+}
+
+// "| a | b |" as {"a", "b"}.
+std::vector<std::string> markdown_cells(const std::string& line) {
+  std::vector<std::string> cells;
+  std::string body = trimmed(line);
+  if (body.size() < 2 || body.front() != '|' || body.back() != '|') return cells;
+  body = body.substr(1, body.size() - 2);
+  std::size_t start = 0;
+  while (true) {
+    const auto bar = body.find('|', start);
+    cells.push_back(trimmed(body.substr(start, bar == std::string::npos ? std::string::npos : bar - start)));
+    if (bar == std::string::npos) break;
+    start = bar + 1;
+  }
+  return cells;
+}
+
+// "pp512", "tg128", "pp512+tg128", each with an optional " @ d4096": n_prompt, n_gen, n_depth.
+void read_test_name(const std::string& test, std::size_t line, std::map<std::string, std::optional<std::string>>& fields) {
+  std::string name = test, depth = "0";
+  if (const auto at = test.find('@'); at != std::string::npos) {
+    name = trimmed(test.substr(0, at));
+    const std::string d = trimmed(test.substr(at + 1));
+    if (d.size() < 2 || d[0] != 'd' || d.find_first_not_of("0123456789", 1) != std::string::npos)
+      throw ImportError(line, "test", fmt::format("'{}' is not a depth like d4096", d));
+    depth = d.substr(1);
+  }
+  std::string prompt = "0", gen = "0";
+  std::size_t start = 0;
+  while (start < name.size()) {
+    const auto plus = name.find('+', start);
+    const std::string part = name.substr(start, plus == std::string::npos ? std::string::npos : plus - start);
+    const bool digits = part.size() > 2 && part.find_first_not_of("0123456789", 2) == std::string::npos;
+    if (digits && part.rfind("pp", 0) == 0) prompt = part.substr(2);
+    else if (digits && part.rfind("tg", 0) == 0) gen = part.substr(2);
+    else throw ImportError(line, "test", fmt::format("'{}' is not a test like pp512, tg128 or pp512+tg128", test));
+    if (plus == std::string::npos) break;
+    start = plus + 1;
+  }
+  fields["n_prompt"] = prompt;
+  fields["n_gen"] = gen;
+  fields["n_depth"] = depth;
+}
+
+// "123.45 ± 1.23" (or without the spread): avg_ts and stddev_ts.
+void read_rate(const std::string& cell, std::size_t line, std::map<std::string, std::optional<std::string>>& fields) {
+  static const std::string kPlusMinus = "\u00b1";
+  const auto pm = cell.find(kPlusMinus);
+  const std::string average = trimmed(cell.substr(0, pm));
+  const std::string spread = pm == std::string::npos ? "" : trimmed(cell.substr(pm + kPlusMinus.size()));
+  for (const auto& [field, text] : {std::pair{"avg_ts", average}, std::pair{"stddev_ts", spread}}) {
+    if (text.empty()) continue;
+    char* end = nullptr;
+    std::strtod(text.c_str(), &end);
+    if (end != text.c_str() + text.size())
+      throw ImportError(line, "t/s", fmt::format("'{}' is not a rate like 123.45 \u00b1 1.23", cell));
+    fields[field] = text;
+  }
+  if (average.empty()) throw ImportError(line, "t/s", "empty");
+}
+
 }  // namespace
+
+std::vector<TableRow> read_llama_bench_markdown(const std::string& text, std::int64_t test_time_ms) {
+  std::vector<TableRow> rows;
+  std::vector<std::string> headers;
+  std::string build_commit, build_number;
+  std::size_t line_number = 0;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    ++line_number;
+    const std::string content = trimmed(line);
+    if (content.rfind("build:", 0) == 0) {  // "build: 5a7c2f1 (6120)"
+      std::istringstream words(content.substr(6));
+      std::string number;
+      words >> build_commit >> number;
+      if (number.size() > 2 && number.front() == '(' && number.back() == ')') build_number = number.substr(1, number.size() - 2);
+      continue;
+    }
+    const std::vector<std::string> cells = markdown_cells(content);
+    if (cells.empty()) continue;
+    if (headers.empty()) {
+      headers = cells;
+      for (const char* needed : {"model", "test", "t/s"}) {
+        if (std::find(headers.begin(), headers.end(), needed) == headers.end())
+          throw ImportError(line_number, needed, "the table has no such column (not llama-bench's markdown?)");
+      }
+      continue;
+    }
+    if (cells.front().find_first_not_of("-: ") == std::string::npos) continue;  // the separator row
+    if (cells.size() != headers.size())
+      throw ImportError(line_number, "", fmt::format("{} cells, the header has {}", cells.size(), headers.size()));
+    TableRow row;
+    row.line = line_number;
+    for (std::size_t i = 0; i < cells.size(); ++i) {
+      if (headers[i] == "test") read_test_name(cells[i], line_number, row.fields);
+      else if (headers[i] == "t/s") read_rate(cells[i], line_number, row.fields);
+      else row.fields[field_of_header(headers[i])] = cells[i];
+    }
+    row.fields["test_time"] = format_test_time(test_time_ms);
+    rows.push_back(std::move(row));
+  }
+  if (headers.empty()) throw ImportError(1, "", "no markdown table (a line like | model | ... | t/s |)");
+  if (build_commit.empty())
+    throw ImportError(line_number, "build", "no 'build: <commit> (<number>)' line after the table");
+  for (TableRow& row : rows) {
+    row.fields["build_commit"] = build_commit;
+    if (!build_number.empty()) row.fields["build_number"] = build_number;
+  }
+  return rows;
+}
 
 std::vector<ExternalRun> llama_bench_runs(const std::vector<TableRow>& rows) {
   std::vector<ExternalRun> runs;

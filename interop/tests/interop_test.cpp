@@ -59,6 +59,65 @@ TEST(LlamaBenchImport, EveryFormatGivesTheSameRuns) {
   expect_llama_bench_rows(parse_import(data("llama_bench.csv"), "auto", "results.csv"), "llama-bench-csv");
 }
 
+TEST(LlamaBenchImport, TodaysSqlTableAndColumnsAreRead) {
+  // llama-bench writes the table `llama_bench` (llama.cpp PR #15003) with load_mode, devices,
+  // no_host and fit_* among its columns; auto detection finds it whatever the file is called.
+  const auto parsed = parse_import(data("llama_bench_current.sql"), "auto", "all-new.sql");
+  expect_llama_bench_rows(parsed, "llama-bench-sql");
+  EXPECT_NE(parsed.runs[0].options_json.find("\"load_mode\":\"mmap\""), std::string::npos) << parsed.runs[0].options_json;
+  EXPECT_NE(parsed.runs[0].options_json.find("\"devices\":\"auto\""), std::string::npos) << parsed.runs[0].options_json;
+  EXPECT_EQ(parse_import(data("llama_bench_current.sql"), "auto", "").format, "llama-bench-sql");
+}
+
+TEST(LlamaBenchImport, TheDefaultMarkdownTableIsReadWithItsBuildLine) {
+  const std::int64_t file_time = 1796004600000;  // 2026-11-30T02:10:00Z, the file's mtime
+  const auto parsed = parse_import(data("llama_bench.md"), "auto", "bench.md", file_time);
+  EXPECT_EQ(parsed.format, "llama-bench-md");
+  ASSERT_EQ(parsed.runs.size(), 3u);
+  const ExternalRun& pp = parsed.runs[0];
+  EXPECT_EQ(pp.build_commit, "5a7c2f1");
+  EXPECT_EQ(pp.backend, "CUDA");
+  EXPECT_EQ(pp.profile, "llama 8B Q4_K - Medium");
+  EXPECT_EQ(pp.path, "pp");
+  EXPECT_EQ(pp.tokens, 512);
+  EXPECT_DOUBLE_EQ(pp.tokens_per_s, 11000.5);
+  EXPECT_EQ(pp.started_ms, file_time);
+  EXPECT_EQ(pp.line, 5u);
+  // The short headers are the fields' long names, kept with the run's other settings.
+  EXPECT_NE(pp.options_json.find("\"n_gpu_layers\":\"99\""), std::string::npos) << pp.options_json;
+  EXPECT_NE(pp.options_json.find("\"flash_attn\":\"1\""), std::string::npos) << pp.options_json;
+  EXPECT_NE(pp.options_json.find("\"build_number\":\"4123\""), std::string::npos) << pp.options_json;
+  EXPECT_EQ(parsed.runs[1].path, "tg");
+  EXPECT_DOUBLE_EQ(parsed.runs[1].tokens_per_s, 169.6);
+  EXPECT_NE(parsed.runs[2].options_json.find("\"n_depth\":\"4096\""), std::string::npos) << parsed.runs[2].options_json;
+  // The same table read by its content alone, without the .md name.
+  EXPECT_EQ(parse_import(data("llama_bench.md"), "auto", "", file_time).format, "llama-bench-md");
+}
+
+TEST(LlamaBenchImport, BadMarkdownNamesTheLineAndCell) {
+  auto error_of_md = [&](const std::string& text, std::int64_t time = 1796004600000) {
+    try {
+      parse_import(text, "llama-bench-md", "", time);
+    } catch (const ImportError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  std::string md = data("llama_bench.md");
+  EXPECT_NE(error_of_md(md, 0).find("no test times"), std::string::npos) << error_of_md(md, 0);
+  std::string bad_rate = md;
+  bad_rate.replace(bad_rate.find("169.60"), 6, "fast  ");
+  EXPECT_EQ(error_of_md(bad_rate), "line 6, field t/s: 'fast   \u00b1 0.27' is not a rate like 123.45 \u00b1 1.23");
+  std::string bad_test = md;
+  bad_test.replace(bad_test.find("tg128"), 5, "gen12");
+  EXPECT_EQ(error_of_md(bad_test), "line 6, field test: 'gen12' is not a test like pp512, tg128 or pp512+tg128");
+  std::string no_build = md.substr(0, md.find("build:"));
+  EXPECT_NE(error_of_md(no_build).find("no 'build: <commit> (<number>)' line"), std::string::npos) << error_of_md(no_build);
+  std::string short_row = md;
+  short_row.erase(short_row.find("|    1 |           tg128"), 7);
+  EXPECT_EQ(error_of_md(short_row), "line 6: 8 cells, the header has 9");
+}
+
 TEST(LlamaBenchImport, JsonSamplesBecomeTheRunsSamples) {
   const auto parsed = parse_import(data("llama_bench.json"), "llama-bench-json", "");
   std::vector<double> samples;

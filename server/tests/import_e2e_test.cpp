@@ -3,7 +3,11 @@
 // leaves the store as it was; qgate's own runs exported as llama-bench SQL import back unchanged.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <map>
 
 #include "compare_history.h"
@@ -67,6 +71,30 @@ TEST_F(ImportE2eTest, TestBackendOpsMulMatShowsUpInTrend) {
   EXPECT_EQ(outcome.value("runs_added", 0), 0) << outcome.dump();
   EXPECT_EQ(outcome.value("runs_already_stored", 0), 4) << outcome.dump();
   EXPECT_EQ(trend("--profile " + kMulMat).size(), 4u);
+}
+
+TEST_F(ImportE2eTest, LlamaBenchMarkdownAndTodaysSqlImportByContent) {
+  // The default markdown table: its rows take the file's modification time.
+  const std::filesystem::path md = std::filesystem::temp_directory_path() / ("qgate-bench-" + std::to_string(::getpid()) + ".md");
+  std::filesystem::copy_file(kData + "/llama_bench.md", md, std::filesystem::copy_options::overwrite_existing);
+  const auto when = std::chrono::sys_seconds{std::chrono::seconds{1796004600}};  // 2026-11-30T02:10:00Z
+  std::filesystem::last_write_time(md, std::chrono::file_clock::from_sys(when));
+  const CliResult r = daemon_.cli("import " + md.string());
+  std::filesystem::remove(md);
+  ASSERT_EQ(r.code, 0) << r.err << daemon_.log();
+  EXPECT_TRUE(contains(r.out, "imported 3 runs as llama-bench-md")) << r.out;
+  const json points = trend("--profile 'llama 8B Q4_K - Medium'");
+  int runs = 0;
+  for (const auto& p : points) {
+    runs += p["runs"].get<int>();
+    EXPECT_EQ(p["started_unix_ms"], 1796004600000) << p.dump();
+  }
+  EXPECT_EQ(runs, 3) << points.dump();
+
+  // Today's SQL (table llama_bench) under a name that says nothing of its format.
+  const CliResult sql = daemon_.cli("import " + kData + "/llama_bench_current.sql");
+  ASSERT_EQ(sql.code, 0) << sql.err;
+  EXPECT_TRUE(contains(sql.out, "imported 2 runs as llama-bench-sql")) << sql.out;
 }
 
 TEST_F(ImportE2eTest, ABadThirdRowImportsNothing) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -18,8 +19,10 @@ struct ParsedImport {
   std::size_t skipped = 0;  // rows read but not imported (test-backend-ops: other ops, unsupported)
 };
 
-/// `file_name` only helps `auto` (its extension). Throws ImportError for a bad file (line, field)
-/// and std::invalid_argument for an unknown format.
-ParsedImport parse_import(const std::string& text, const std::string& format, const std::string& file_name);
+/// `file_name` only helps `auto` (its extension). `file_time_ms` is the time of the rows of a format
+/// that has none (llama-bench's markdown): the file's modification time; 0 refuses such a file.
+/// Throws ImportError for a bad file (line, field) and std::invalid_argument for an unknown format.
+ParsedImport parse_import(const std::string& text, const std::string& format, const std::string& file_name,
+                          std::int64_t file_time_ms = 0);
 
 }  // namespace qgate::interop

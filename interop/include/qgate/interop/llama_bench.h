@@ -1,7 +1,8 @@
-// llama-bench's results (tools/llama-bench, -o sql|json|jsonl|csv) as ExternalRuns, and the column
+// llama-bench's results (tools/llama-bench, -o md|sql|json|jsonl|csv) as ExternalRuns, and the column
 // set both the importer and `qgate export --format llama-bench-sql` use. Mapping: docs/interop.md.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,6 +29,15 @@ std::string_view sql_type_name(SqlType type);
 /// One run per row. Needs build_commit, model_type, n_prompt, n_gen, test_time and avg_ts; throws
 /// ImportError naming the row's line and the field otherwise.
 std::vector<ExternalRun> llama_bench_runs(const std::vector<TableRow>& rows);
+
+/// llama-bench's default output, a markdown table (`-o md`), as rows named like the other formats'
+/// fields: its short headers (ngl, fa, sm, lm, ...) become the long names (n_gpu_layers, flash_attn,
+/// split_mode, load_mode, ...); `test` (pp512, tg128, pp512+tg128, "pp512 @ d4096") becomes n_prompt,
+/// n_gen and n_depth; `t/s` ("123.45 ± 1.23") becomes avg_ts and stddev_ts; the closing
+/// `build: <commit> (<number>)` line gives every row its build_commit and build_number. The table
+/// has no times: every row gets `test_time_ms`. Lines before the table (a tool's preamble) are skipped.
+/// Throws ImportError naming the line and column of a cell it cannot read.
+std::vector<TableRow> read_llama_bench_markdown(const std::string& text, std::int64_t test_time_ms);
 
 /// "2026-11-30T01:22:59Z" as Unix milliseconds; throws ImportError for any other shape.
 std::int64_t parse_test_time(const std::string& text, std::size_t line, const std::string& field);
