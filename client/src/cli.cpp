@@ -1091,6 +1091,7 @@ int Cli::cmd_import() {
     r->set_profile(run.profile);
     r->set_path(run.path);
     r->set_weight_type(run.weight_type.value_or(""));
+    r->set_settings(run.settings);
     r->set_tokens(run.tokens);
     r->set_tokens_per_s(run.tokens_per_s);
     r->set_gemm_ms(run.gemm_ms.value_or(0.0));

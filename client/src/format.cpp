@@ -684,11 +684,12 @@ std::vector<TrendGroup> group_trend(const std::vector<v1::TrendPoint>& points) {
     return a->started_unix_ms() < b->started_unix_ms();
   });
   std::vector<TrendGroup> groups;
-  std::map<std::tuple<std::string, std::string, std::string, std::int64_t, int, std::string, std::string>, std::size_t>
+  std::map<std::tuple<std::string, std::string, std::string, std::int64_t, int, std::string, std::string, std::string>,
+           std::size_t>
       index;
   for (const auto* p : sorted) {
     auto key = std::make_tuple(p->build_name(), p->path(), p->weight_type(), p->tokens(), static_cast<int>(p->timing()),
-                               p->backend(), p->gpu_name());
+                               p->backend(), p->gpu_name(), p->settings());
     auto [it, added] = index.try_emplace(key, groups.size());
     if (added) {
       TrendGroup group;
@@ -699,6 +700,7 @@ std::vector<TrendGroup> group_trend(const std::vector<v1::TrendPoint>& points) {
       group.timing = p->timing();
       group.backend = p->backend();
       group.gpu_name = p->gpu_name();
+      group.settings = p->settings();
       group.low = group.high = p->tokens_per_s();
       groups.push_back(std::move(group));
     }
@@ -733,6 +735,7 @@ std::string format_trend(const std::vector<v1::TrendPoint>& points) {
               {false, false, false, true, false, false, false, true, true, true, true, false, false},
               {}};
   std::int64_t contended_total = 0;
+  bool with_settings = false;
   for (const auto& g : group_trend(points)) {
     contended_total += g.contended_runs;
     const auto [lo, hi] = std::minmax_element(g.tokens_per_s.begin(), g.tokens_per_s.end());
@@ -744,6 +747,17 @@ std::string format_trend(const std::vector<v1::TrendPoint>& points) {
                           g.gpu_name.empty() ? "-" : g.gpu_name, runs, format_tokens_per_s(median(g.tokens_per_s)),
                           format_tokens_per_s(g.low), format_tokens_per_s(g.high), format_timestamp(g.last_unix_ms),
                           sparkline(g.tokens_per_s, *lo, *hi)});
+    if (g.settings.empty()) continue;
+    table.rows.back().insert(table.rows.back().begin() + 7, g.settings);
+    with_settings = true;
+  }
+  // Imported series with settings of their own (llama-bench's n_batch, flash_attn, ...) show them.
+  if (with_settings) {
+    table.headers.insert(table.headers.begin() + 7, "SETTINGS");
+    table.right_align.insert(table.right_align.begin() + 7, false);
+    for (auto& row : table.rows) {
+      if (row.size() < table.headers.size()) row.insert(row.begin() + 7, "-");
+    }
   }
   std::string out = format_table(table);
   if (contended_total > 0)
@@ -889,7 +903,8 @@ std::string trend_csv(const std::vector<v1::TrendPoint>& points) {
   // New columns go at the end, so scripts that read the older ones by position keep working.
   std::string out = csv_row({"run_id", "job_id", "build", "sha256", "path", "profile", "backend",
                              "started_unix_ms", "started_utc", "tokens_per_s", "contended",
-                             "cotenant_known", "timing", "tokens", "weight_type", "gpu", "commit", "runs"});
+                             "cotenant_known", "timing", "tokens", "weight_type", "gpu", "commit", "runs",
+                             "settings"});
   for (const auto& p : points)
     out += csv_row({std::to_string(p.run_id()), std::to_string(p.job_id()), p.build_name(),
                     p.build_sha256(), p.path(), p.profile(), p.backend(),
@@ -897,7 +912,7 @@ std::string trend_csv(const std::vector<v1::TrendPoint>& points) {
                     fmt::format("{}", p.tokens_per_s()), p.contended() ? "true" : "false",
                     p.cotenant_known() ? "true" : "false", trend_timing_name(p.timing()),
                     std::to_string(p.tokens()), p.weight_type(), p.gpu_name(), p.commit_sha(),
-                    std::to_string(p.runs())});
+                    std::to_string(p.runs()), p.settings()});
   return out;
 }
 

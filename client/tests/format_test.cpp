@@ -57,11 +57,13 @@ TEST(Csv, TrendExportHasHeaderAndOneRowPerPoint) {
   const std::string csv = trend_csv({p});
   EXPECT_EQ(csv,
             "run_id,job_id,build,sha256,path,profile,backend,started_unix_ms,started_utc,"
-            "tokens_per_s,contended,cotenant_known,timing,tokens,weight_type,gpu,commit,runs\n"
+            "tokens_per_s,contended,cotenant_known,timing,tokens,weight_type,gpu,commit,runs,settings\n"
             "7,3,\"mmq,fix\",abc,mmq,llama-7b,cuda,1764468000000,2025-11-30 02:00:00Z,412.5,true,"
-            "false,-,512,q4_K,NVIDIA H200,0123abcd,1\n");
+            "false,-,512,q4_K,NVIDIA H200,0123abcd,1,\n");
   p.set_timing(v1::TIMING_MODE_PASS);
-  EXPECT_TRUE(trend_csv({p}).ends_with(",true,false,pass,512,q4_K,NVIDIA H200,0123abcd,1\n")) << trend_csv({p});
+  p.set_settings("n_ubatch=256 flash_attn=1");
+  EXPECT_TRUE(trend_csv({p}).ends_with(",true,false,pass,512,q4_K,NVIDIA H200,0123abcd,1,n_ubatch=256 flash_attn=1\n"))
+      << trend_csv({p});
 }
 
 TEST(Trend, GemmAndPassTimedPointsOfOneBuildAreRowsOfTheirOwn) {

@@ -105,7 +105,7 @@ const RecordDeclaration<Run>& run_record() {
        column("options_json", &Run::options_json), column("series_key", &Run::series_key),
        column("profile", &Run::profile), column("weight_type", &Run::weight_type), column("tokens", &Run::tokens),
        column("tokens_per_s", &Run::tokens_per_s), column("gemm_ms", &Run::gemm_ms),
-       column("contended", &Run::contended), column("part_of", &Run::part_of)}};
+       column("contended", &Run::contended), column("part_of", &Run::part_of), column("settings", &Run::settings)}};
   return record;
 }
 
@@ -225,6 +225,7 @@ const RecordDeclaration<TrendRow>& trend_row_projection() {
        column("r.profile", &T::profile), column("r.weight_type", &T::weight_type), column("r.path", &T::path),
        column("r.series_key", &T::series_key), column("r.job_id", &T::job_id), column("r.tokens", &T::tokens),
        column("r.backend", &T::backend), column("r.gpu_name", &T::gpu_name), column("b.commit_sha", &T::commit_sha),
+       column("r.settings", &T::settings),
        optional_word("j.timing", &T::timing, &qgate::to_string, &stored_timing_mode)}};
   return projection;
 }
@@ -252,6 +253,7 @@ RecordDeclaration<TrendSummary> make_trend_summary_projection(const TrendSetColu
            column("commit_sha", &T::commit_sha), column("profile", &T::profile),
            column("weight_type", &T::weight_type), column("path", &T::path), column("series_key", &T::series_key),
            column("tokens", &T::tokens), column("backend", &T::backend), column("gpu_name", &T::gpu_name),
+           column("settings", &T::settings),
            column("first_ms", &T::first_ms), column("last_ms", &T::last_ms), column("runs", &T::total_runs),
            column("contended_runs", &T::contended_runs), column("unknown_runs", &T::unknown_runs),
            column(set.runs, &T::runs), column(set.median, &T::median_tokens_per_s),
@@ -282,6 +284,7 @@ const RecordDeclaration<CompareRun>& compare_run_projection() {
        column("r.arm", &C::arm), column("r.pair_index", &C::pair_index), column("r.path", &C::path),
        column("r.profile", &C::profile), column("r.weight_type", &C::weight_type), column("r.tokens", &C::tokens),
        column("r.backend", &C::backend), column("r.gpu_name", &C::gpu_name), column("r.gpu_uuid", &C::gpu_uuid),
+       column("r.settings", &C::settings),
        column("r.started_ms", &C::started_ms), column("r.tokens_per_s", &C::tokens_per_s),
        column("r.contended", &C::contended),
        optional_word("j.timing", &C::job_timing, &qgate::to_string, &stored_timing_mode)}};

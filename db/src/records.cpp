@@ -43,9 +43,11 @@ std::string make_series_key(std::string_view build_name, const Run& run) {
       "v1\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}", build_name, run.path, run.profile,
       run.weight_type.value_or(""), run.gpu_name, run.gpu_uuid, run.driver_version,
       run.cuda_version, run.backend);
+  // Settings came later (migration 0011): a run without any keeps the key it always had.
+  const std::string keyed = run.settings.empty() ? canonical : canonical + "\x1f" + run.settings;
   // FNV-1a 64: fixed by its definition, so the key is the same on every platform and release, and
   // good enough to tell a few thousand series apart.
-  return fmt::format("{:016x}", common::fnv1a64(canonical));
+  return fmt::format("{:016x}", common::fnv1a64(keyed));
 }
 
 std::string build_label(std::string_view name, std::string_view sha256) {

@@ -18,9 +18,9 @@ const std::string kWeekOfRun =
 
 /// A trend point's key: one build's runs of one series in one week (week_ms: kWeekOfRun), timed one
 /// way (timing: the job's, '' for runs no job measured; migration 0007), whole runs or one weight
-/// type's parts of runs (part: 1 for parts; migration 0010).
+/// type's parts of runs (part: 1 for parts; migration 0010), and the runs' settings (migration 0011).
 constexpr const char* kRollupGroup =
-    "build_id, series_key, tokens, week_ms, timing, profile, weight_type, path, backend, gpu_name, part";
+    "build_id, series_key, tokens, week_ms, timing, profile, weight_type, path, backend, gpu_name, part, settings";
 
 /// The trend points (build_rollups, migration 0006) of the runs in a scope, recomputed from those
 /// runs: one row per build, series (series key, profile, weight type, path, tokens, backend, GPU),
@@ -29,14 +29,14 @@ constexpr const char* kRollupGroup =
 /// runner runs it over every run ("1") right after 0006 creates the table. {scope} is a condition
 /// on runs r; {group} is a point's key (kRollupGroup), spelled once; {week} is kWeekOfRun.
 constexpr const char* kRollupRecompute = R"sql(INSERT INTO build_rollups (build_id, series_key, tokens, week_ms, timing, profile, weight_type, path, backend,
-                           gpu_name, part, build_name, build_sha256, commit_sha, first_ms, last_ms, jobs,
+                           gpu_name, part, settings, build_name, build_sha256, commit_sha, first_ms, last_ms, jobs,
                            runs, contended_runs, unknown_runs, quiet_runs, quiet_median, quiet_low,
                            quiet_high, quiet_last_job, open_runs, open_median, open_low, open_high,
                            open_last_job, all_median, all_low, all_high, all_last_job)
 WITH scoped AS (
   SELECT build_id, series_key, tokens, {week} AS week_ms,
          COALESCE((SELECT j.timing FROM jobs j WHERE j.id = r.job_id), '') AS timing,
-         profile, weight_type, path, backend, gpu_name, (part_of IS NOT NULL) AS part, job_id, started_ms,
+         profile, weight_type, path, backend, gpu_name, (part_of IS NOT NULL) AS part, settings, job_id, started_ms,
          tokens_per_s AS v, contended AS c
   FROM runs r
   WHERE r.state = 'done' AND r.tokens_per_s IS NOT NULL AND {scope}
@@ -56,7 +56,7 @@ counted AS (
   FROM ranked
   WINDOW g AS (PARTITION BY {group})
 )
-SELECT x.build_id, x.series_key, x.tokens, x.week_ms, x.timing, x.profile, x.weight_type, x.path, x.backend, x.gpu_name, x.part,
+SELECT x.build_id, x.series_key, x.tokens, x.week_ms, x.timing, x.profile, x.weight_type, x.path, x.backend, x.gpu_name, x.part, x.settings,
        b.name, b.sha256, b.commit_sha, x.first_ms, x.last_ms, x.jobs, x.runs, x.contended_runs,
        x.unknown_runs, x.quiet_runs, x.quiet_median, x.quiet_low, x.quiet_high, x.quiet_last_job,
        x.open_runs, x.open_median, x.open_low, x.open_high, x.open_last_job, x.all_median, x.all_low,

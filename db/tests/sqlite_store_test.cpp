@@ -315,6 +315,37 @@ TEST_F(SqliteStoreTest, FinishRunStoresResultAndSamples) {
 // A job's run of a profile with several weight types is stored whole, and each type's GEMMs as a part:
 // a run row of its own, with the type, its figures and the whole run's placement and co-tenant mark.
 // A part is a series of its own in trends; a job's own listing and count read whole runs only.
+TEST_F(SqliteStoreTest, RunsOfOtherSettingsAreOtherSeriesAndTheirPointsNameThem) {
+  // One llama-bench test at two micro-batch sizes: two series, never one pooled point.
+  db::Run batched = make_done_run(build_id_, "llama 8B Q4_K - Medium", "", 5000, 11000.0, std::nullopt);
+  db::Run smaller = batched;
+  smaller.settings = "n_ubatch=256";
+  smaller.tokens_per_s = 10300.0;
+  const RowId batched_id = store_->add_run(batched);
+  const RowId smaller_id = store_->add_run(smaller);
+  EXPECT_NE(store_->find_run(batched_id)->series_key, store_->find_run(smaller_id)->series_key);
+  // A run without settings keeps the key runs had before settings were stored.
+  EXPECT_EQ(store_->find_run(batched_id)->series_key, make_series_key("mmq-k", batched));
+  EXPECT_EQ(store_->find_run(smaller_id)->settings, "n_ubatch=256");
+
+  TrendQuery all;
+  all.include_unknown = true;
+  const auto points = store_->query_trend_summaries(all);
+  ASSERT_EQ(points.size(), 2u);
+  std::map<std::string, double> median_by_settings;
+  for (const auto& p : points) median_by_settings[p.settings] = p.median_tokens_per_s;
+  EXPECT_EQ(median_by_settings[""], 11000.0);
+  EXPECT_EQ(median_by_settings["n_ubatch=256"], 10300.0);
+  const auto rows = store_->query_trend(all);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[1].settings, "n_ubatch=256");
+  CompareRunsQuery of_build;
+  of_build.build_id = build_id_;
+  const auto compared = store_->compare_runs(of_build);
+  ASSERT_EQ(compared.size(), 2u);
+  EXPECT_NE(compared[0].settings, compared[1].settings);
+}
+
 TEST_F(SqliteStoreTest, ARunsPartsAreRunsOfTheirTypeThatAJobsOwnListingLeavesOut) {
   const RowId job = store_->create_job(make_job(build_id_, 1000));
   db::Run run = make_done_run(build_id_, "llama-7b-q4_K_M", "", 5000, 0.0, std::nullopt);

@@ -99,6 +99,40 @@ std::vector<double> json_numbers(const TableRow& row, const std::string& field) 
   }
 }
 
+// The settings llama-bench keys a series on (compare-llama-bench.py's key properties) for which a qgate
+// run has no field of its own, in this order, each with llama-bench's default where that default has
+// not changed across its versions ("" for none). A setting at its default is left out, so that a
+// markdown table, which names only the settings that differ from the defaults, keys as the other
+// formats do. docs/interop.md lists them.
+struct KeySetting {
+  const char* field;
+  const char* default_value;
+};
+constexpr KeySetting kKeySettings[] = {
+    {"n_batch", "2048"},      {"n_ubatch", "512"},       {"n_threads", ""},
+    {"n_gpu_layers", ""},     {"n_cpu_moe", "0"},        {"type_k", "f16"},
+    {"type_v", "f16"},        {"flash_attn", ""},        {"split_mode", "layer"},
+    {"main_gpu", "0"},        {"no_kv_offload", "0"},    {"tensor_split", "0.00"},
+    {"tensor_buft_overrides", "none"}, {"devices", "auto"}, {"use_mmap", "1"},
+    {"load_mode", ""},        {"embeddings", "0"},       {"no_op_offload", "0"},
+    {"no_host", "0"},         {"cpu_mask", "0x0"},       {"cpu_strict", "0"},
+    {"poll", "50"},           {"n_depth", "0"},          {"fit_target", ""},
+    {"fit_min_ctx", ""}};
+
+/// "n_ubatch=256 flash_attn=1 n_depth=4096": the row's key settings that are not at their defaults.
+/// JSON's true and false read as 1 and 0, as the SQL and CSV forms write them.
+std::string settings_of(const TableRow& row) {
+  std::string out;
+  for (const KeySetting& setting : kKeySettings) {
+    std::string value = row.text_or(setting.field, "");
+    if (value == "true") value = "1";
+    if (value == "false") value = "0";
+    if (value.empty() || value == setting.default_value) continue;
+    out += fmt::format("{}{}={}", out.empty() ? "" : " ", setting.field, value);
+  }
+  return out;
+}
+
 ExternalRun run_of(const TableRow& row) {
   ExternalRun run;
   run.tool = "llama-bench";
@@ -107,6 +141,7 @@ ExternalRun run_of(const TableRow& row) {
   run.backend = row.text_or("backends", "");
   run.gpu_name = row.text_or("gpu_info", "");
   run.profile = row.text("model_type");
+  run.settings = settings_of(row);
   const std::int64_t n_prompt = row.integer("n_prompt");
   const std::int64_t n_gen = row.integer("n_gen");
   if (n_prompt < 0) throw ImportError(row.line, "n_prompt", "must not be negative");

@@ -30,7 +30,9 @@ std::string error_of(const std::string& text, const std::string& format) {
   return "no error";
 }
 
-void expect_llama_bench_rows(const ParsedImport& parsed, const std::string& format) {
+// The fixtures' two runs, read from any of the formats; `settings` are the pp run's series settings.
+void expect_llama_bench_rows(const ParsedImport& parsed, const std::string& format,
+                             const std::string& settings = "n_threads=16 n_gpu_layers=99 flash_attn=0") {
   SCOPED_TRACE(format);
   EXPECT_EQ(parsed.format, format);
   ASSERT_EQ(parsed.runs.size(), 2u);
@@ -45,6 +47,8 @@ void expect_llama_bench_rows(const ParsedImport& parsed, const std::string& form
   EXPECT_DOUBLE_EQ(pp.tokens_per_s, 11000.5);
   EXPECT_EQ(pp.started_ms, 1796004600000);  // 2026-11-30T02:10:00Z
   EXPECT_NE(pp.options_json.find("\"n_ubatch\":\"512\""), std::string::npos) << pp.options_json;
+  // The series settings: those llama-bench keys on that are not at its defaults.
+  EXPECT_EQ(pp.settings, settings);
   const ExternalRun& tg = parsed.runs[1];
   EXPECT_EQ(tg.path, "tg");
   EXPECT_EQ(tg.tokens, 128);
@@ -63,10 +67,28 @@ TEST(LlamaBenchImport, TodaysSqlTableAndColumnsAreRead) {
   // llama-bench writes the table `llama_bench` (llama.cpp PR #15003) with load_mode, devices,
   // no_host and fit_* among its columns; auto detection finds it whatever the file is called.
   const auto parsed = parse_import(data("llama_bench_current.sql"), "auto", "all-new.sql");
-  expect_llama_bench_rows(parsed, "llama-bench-sql");
+  expect_llama_bench_rows(parsed, "llama-bench-sql", "n_threads=16 n_gpu_layers=99 flash_attn=-1 load_mode=mmap fit_target=0 fit_min_ctx=0");
   EXPECT_NE(parsed.runs[0].options_json.find("\"load_mode\":\"mmap\""), std::string::npos) << parsed.runs[0].options_json;
   EXPECT_NE(parsed.runs[0].options_json.find("\"devices\":\"auto\""), std::string::npos) << parsed.runs[0].options_json;
   EXPECT_EQ(parse_import(data("llama_bench_current.sql"), "auto", "").format, "llama-bench-sql");
+}
+
+TEST(LlamaBenchImport, SettingsThatDifferFromTheDefaultsKeyTheSeries) {
+  // One test at two micro-batch sizes, with flash attention on: two series, each naming its settings.
+  std::string csv = data("llama_bench.csv");
+  const auto first_row = csv.find('\n') + 1;
+  std::string second = csv.substr(first_row, csv.find('\n', first_row) + 1 - first_row);
+  second.replace(second.find("\"512\",\"16\""), 10, "\"256\",\"16\"");
+  const auto runs = parse_import(csv.substr(0, first_row) + csv.substr(first_row, second.size()) + second,
+                                 "llama-bench-csv", "").runs;
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0].settings, "n_threads=16 n_gpu_layers=99 flash_attn=0");
+  EXPECT_EQ(runs[1].settings, "n_ubatch=256 n_threads=16 n_gpu_layers=99 flash_attn=0");
+  // JSON's booleans read as the SQL and CSV forms write them: use_mmap true is the default, 1.
+  std::string json = data("llama_bench.json");
+  json.replace(json.find("\"use_mmap\": 1"), 13, "\"use_mmap\": true");
+  json.replace(json.find("\"flash_attn\": 0"), 15, "\"flash_attn\": false");
+  EXPECT_EQ(parse_import(json, "llama-bench-json", "").runs[0].settings, "n_threads=16 n_gpu_layers=99 flash_attn=0");
 }
 
 TEST(LlamaBenchImport, TheDefaultMarkdownTableIsReadWithItsBuildLine) {
@@ -90,6 +112,9 @@ TEST(LlamaBenchImport, TheDefaultMarkdownTableIsReadWithItsBuildLine) {
   EXPECT_EQ(parsed.runs[1].path, "tg");
   EXPECT_DOUBLE_EQ(parsed.runs[1].tokens_per_s, 169.6);
   EXPECT_NE(parsed.runs[2].options_json.find("\"n_depth\":\"4096\""), std::string::npos) << parsed.runs[2].options_json;
+  // The table names the settings that differ from the defaults, and they key the series.
+  EXPECT_EQ(pp.settings, "n_gpu_layers=99 flash_attn=1");
+  EXPECT_EQ(parsed.runs[2].settings, "n_gpu_layers=99 flash_attn=1 n_depth=4096");
   // The same table read by its content alone, without the .md name.
   EXPECT_EQ(parse_import(data("llama_bench.md"), "auto", "", file_time).format, "llama-bench-md");
 }

@@ -53,7 +53,8 @@ SeriesMap collect(db::Store& store, const db::Build& build, const CompareOptions
   SeriesMap series;
   for (const db::CompareRun& run : store.compare_runs(query)) {
     if (!std::isfinite(run.tokens_per_s) || run.tokens_per_s <= 0) continue;  // not a measurement
-    SeriesKey key{run.profile, run.tokens, run.backend, run.gpu_name, run.gpu_uuid, run.path, run.weight_type, ""};
+    SeriesKey key{run.profile, run.tokens, run.backend, run.gpu_name, run.gpu_uuid, run.path, run.weight_type, "",
+                  run.settings};
     if (run.job_timing) key.timing = std::string(to_string(*run.job_timing));
     Collected& c = series[key];
     if (run.contended.value_or(false) && !options.include_contended) {
@@ -82,6 +83,7 @@ std::vector<std::string> differing_fields(const SeriesKey& x, const SeriesKey& y
   if (x.path != y.path) out.push_back("path");
   if (x.weight_type != y.weight_type) out.push_back("weight type");
   if (x.timing != y.timing) out.push_back("timing mode");
+  if (x.settings != y.settings) out.push_back("settings");
   return out;
 }
 
@@ -241,6 +243,7 @@ std::string SeriesKey::describe() const {
   out += " at " + std::to_string(tokens) + " tokens, profile " + (profile.empty() ? "-" : profile) + ", path " + path;
   if (weight_type) out += ", type " + *weight_type;
   out += timing.empty() ? ", imported" : ", " + timing + " timing";
+  if (!settings.empty()) out += ", " + settings;
   return out;
 }
 

@@ -70,6 +70,7 @@ db::ImportedRun run_of(const v1::ExternalResult& r, std::size_t build_index) {
   run.options_json = r.options_json().empty() ? "{}" : r.options_json();
   run.profile = r.profile();
   if (!r.weight_type().empty()) run.weight_type = r.weight_type();
+  run.settings = r.settings();
   run.tokens = r.tokens();
   run.tokens_per_s = r.tokens_per_s();
   if (r.gemm_ms() > 0) run.gemm_ms = r.gemm_ms();

@@ -500,6 +500,7 @@ grpc::ServerUnaryReactor* HarnessService::QueryTrend(grpc::CallbackServerContext
         p->set_tokens(row.tokens);
         p->set_gpu_name(row.gpu_name);
         p->set_commit_sha(row.commit_sha);
+        p->set_settings(row.settings);
         if (row.timing) p->set_timing(to_proto(*row.timing));
       }
       return grpc::Status::OK;
@@ -531,6 +532,7 @@ grpc::ServerUnaryReactor* HarnessService::QueryTrend(grpc::CallbackServerContext
       p->set_tokens(row.tokens);
       p->set_gpu_name(row.gpu_name);
       p->set_commit_sha(row.commit_sha);
+      p->set_settings(row.settings);
       if (row.timing) p->set_timing(to_proto(*row.timing));
     }
     return grpc::Status::OK;

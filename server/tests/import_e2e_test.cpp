@@ -90,6 +90,11 @@ TEST_F(ImportE2eTest, LlamaBenchMarkdownAndTodaysSqlImportByContent) {
     EXPECT_EQ(p["started_unix_ms"], 1796004600000) << p.dump();
   }
   EXPECT_EQ(runs, 3) << points.dump();
+  // pp512 at depth 0 and at depth 4096 share path and tokens but not their settings: two series.
+  EXPECT_EQ(points.size(), 3u) << points.dump();
+  const CliResult table = daemon_.cli("trend --since 5000d --profile 'llama 8B Q4_K - Medium'");
+  EXPECT_TRUE(contains(table.out, "SETTINGS")) << table.out;
+  EXPECT_TRUE(contains(table.out, "n_gpu_layers=99 flash_attn=1 n_depth=4096")) << table.out;
 
   // Today's SQL (table llama_bench) under a name that says nothing of its format.
   const CliResult sql = daemon_.cli("import " + kData + "/llama_bench_current.sql");

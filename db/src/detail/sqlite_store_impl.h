@@ -38,9 +38,9 @@ inline std::int64_t now_ms() {
 inline std::int64_t or_now(std::int64_t ms) { return ms != 0 ? ms : now_ms(); }
 
 /// The schema version after which the runner fills build_rollups anew: the last migration that changed
-/// a point's key (0006 created the table, 0007 added the timing, 0010 the part). A file migrated from
+/// a point's key (0006 created the table, 0007 added the timing, 0010 the part, 0011 the settings). A file migrated from
 /// before 0006 has its table empty until then.
-inline constexpr int kBuildRollupsVersion = 10;
+inline constexpr int kBuildRollupsVersion = 11;
 
 /// The statement that recomputes the trend points (build_rollups) of the runs that `scope`, a
 /// condition on runs r, selects (sqlite_history.cpp).

@@ -137,13 +137,14 @@ struct TrendGroup {
   std::vector<bool> contended;       // each point's
   std::int64_t last_unix_ms = 0;
   std::string gpu_name;
+  std::string settings;             // an imported series' own settings (n_batch=..., ...): others are another group
   std::int64_t runs = 0;            // the runs behind the points (a point without a count is one run)
   std::int64_t contended_runs = 0;
   double low = 0, high = 0;         // the lowest and highest run behind the points
 };
 /// A trend point's timing as `qgate trend` and its CSV write it: gemm, pass, or - (imported results).
 std::string trend_timing_name(v1::TimingMode timing);
-/// Groups (build, path, tokens, timing, backend, GPU) in order of each group's first point.
+/// Groups (build, path, weight type, tokens, timing, backend, GPU, settings) in order of each group's first point.
 std::vector<TrendGroup> group_trend(const std::vector<v1::TrendPoint>& points);
 /// `qgate trend`: build, path, tokens, timing (gemm, pass, or - for imported results), backend, GPU, runs, median, min, max, last, sparkline; contended runs
 /// counted with a '*' and a legend under the table. Points are jobs' summaries (their median, the

@@ -134,6 +134,10 @@ struct Run {
   // Set on a part: the whole run this row is one weight type of (weight_type, gemm_ms and
   // tokens_per_s are then the type's GEMMs alone; migration 0010). None on a whole run.
   std::optional<RowId> part_of;
+  // What the run was measured with beyond the fields above, "name=value; ..." in a fixed order: an
+  // imported llama-bench result's own series settings (n_batch, flash_attn, ...; migration 0011).
+  // '' for qgate's runs. Part of the series key when not empty.
+  std::string settings;
 };
 
 /// One weight type of a run: its GEMMs' time in one pass and the tokens per second they alone give.
@@ -355,6 +359,7 @@ struct TrendRow {
   std::string gpu_name;
   std::string commit_sha;  // the build's
   std::optional<TimingMode> timing;  // its job's; none for imported results
+  std::string settings;    // Run::settings
 };
 
 /// A trend point: one build's finished runs of one series (profile, path, weight type, tokens,
@@ -387,6 +392,7 @@ struct TrendSummary {
   std::int64_t contended_runs = 0;  // of total_runs, measured while the GPU was contended
   std::int64_t unknown_runs = 0;    // of total_runs, co-tenant load unknown
   std::optional<TimingMode> timing;  // how its jobs timed the runs; none for imported results
+  std::string settings;              // its series' Run::settings
 };
 
 /// Which of one build's runs `qgate compare` reads: finished runs with a tokens_per_s, optionally
@@ -420,10 +426,11 @@ struct CompareRun {
   std::optional<bool> contended;  // none = co-tenant load unknown
   /// What the job's tok/s was timed over; none for imported runs (no job).
   std::optional<TimingMode> job_timing;
+  std::string settings;  // Run::settings
 };
 
 /// The stable fingerprint of a run's series: build name, kernel path, profile, weight type, GPU model
-/// and UUID, driver, CUDA and backend. Never a clock or any other drifting reading. The build *name*
+/// and UUID, driver, CUDA and backend, and the run's settings when it has any. Never a clock or any other drifting reading. The build *name*
 /// (not its sha256) is in the key so successive builds of one kernel form one series, as change-point
 /// detection needs. Returned as 16 hex digits (FNV-1a 64) to keep the index small.
 std::string make_series_key(std::string_view build_name, const Run& run);

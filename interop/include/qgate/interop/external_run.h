@@ -37,6 +37,7 @@ struct ExternalRun {
   std::string profile;       // the series' profile (see docs/interop.md)
   std::string path;          // "pp" | "tg" | "pp+tg" (llama-bench), the weight type (MUL_MAT)
   std::optional<std::string> weight_type;
+  std::string settings;      // the tool's own series settings, "name=value; ..." (llama_bench.h)
   std::int64_t tokens = 0;
   double tokens_per_s = 0.0;
   std::optional<double> gemm_ms;

@@ -28,6 +28,7 @@ struct SeriesKey {
   std::string path;
   std::optional<std::string> weight_type;
   std::string timing;  // "gemm" | "pass"; "" for imported runs (no job)
+  std::string settings;  // an imported run's own series settings (db::Run::settings); "" for qgate's
 
   auto operator<=>(const SeriesKey&) const = default;
   /// "profile llama-7b-q4_K_M, 512 tokens, cuda on NVIDIA H200 (GPU-...), path mmq, timing gemm".
