@@ -865,7 +865,7 @@ std::string format_compare(const v1::CompareResponse& response) {
       unpaired += fmt::format("  95% {}  Welch df {:.1f}  Mann-Whitney p {:.3g}{}", format_interval(r.ci_low(), r.ci_high()),
                               r.welch_df(), r.mann_whitney_p(), r.mann_whitney_exact() ? " (exact)" : "");
     unpaired += "  " + comparison_name(r.comparison());
-    out += "  across jobs, unpaired (Welch interval of mean log tok/s, rank test):\n";
+    out += "  across jobs, unpaired (each job's mean log tok/s one unit; Welch interval):\n";
     std::string fields = format_fields({{"A", compare_side_line(r.a())}, {"B", compare_side_line(r.b())},
                                         {"A/B", unpaired}});
     // Indent the block under its heading.
@@ -891,9 +891,10 @@ std::string format_compare(const v1::CompareResponse& response) {
   if (response.notes_size() > 0) out += "\n";
   for (const auto& n : response.notes()) out += "note: " + n + "\n";
   out += fmt::format(
-      "\nSAME: the 95% interval lies within 1 +- {:.3g}%; DIFFERENT: it excludes 1 and the rank test agrees "
-      "(p < 0.05); else UNKNOWN.\nRuns pair only inside one job; across jobs they are compared as independent "
-      "samples of the same series.\n",
+      "\nSAME: the 95% interval lies within 1 +- {:.3g}%; DIFFERENT: it excludes 1 and Welch's p, Holm-corrected "
+      "across the series judged, is under 0.05; else UNKNOWN. A verdict needs at least 3 jobs a side: runs of "
+      "one job share its conditions, so a job (or an imported run) is the unit.\nRuns pair only inside one job "
+      "(the paired table).\n",
       100 * (response.same_margin() > 0 ? response.same_margin() : 0.02));
   out += series_tokens_per_s_note() + "\n";
   return out;

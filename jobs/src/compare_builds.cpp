@@ -9,8 +9,11 @@
 #include <set>
 #include <utility>
 
+#include <fmt/format.h>
+
 #include "qgate/jobs/job_messages.h"
 #include "qgate/stats/ab_statistics.h"
+#include "qgate/stats/multiplicity.h"
 
 namespace qgate::jobs {
 namespace {
@@ -175,6 +178,12 @@ SeriesSide summarize(const Collected& c) {
     s.unknown_load_runs += p.contended.has_value() ? 0 : 1;
   }
   s.job_ids.assign(jobs.begin(), jobs.end());
+  std::map<std::int64_t, std::vector<double>> by_job;
+  for (const RunPoint& p : c.included) {
+    if (p.job_id) by_job[*p.job_id].push_back(p.tokens_per_s);
+    else s.unit_tokens_per_s.push_back(p.tokens_per_s);  // an imported run is its own unit
+  }
+  for (const auto& [job, runs] : by_job) s.unit_tokens_per_s.push_back(stats::geometric_mean(runs));
   s.contended_left_out = c.contended_left_out;
   s.geomean = s.tokens_per_s.empty() ? 0 : stats::geometric_mean(s.tokens_per_s);
   return s;
@@ -247,10 +256,10 @@ std::string SeriesKey::describe() const {
   return out;
 }
 
-Answer judge_unpaired(const stats::UnpairedRatio& r, double same_margin, double confidence) {
+Answer judge_unpaired(const stats::UnpairedRatio& r, double same_margin, bool significant) {
   if (r.lower >= 1 - same_margin && r.upper <= 1 + same_margin) return Answer::same;
   const bool excludes_one = r.lower > 1 || r.upper < 1;
-  if (excludes_one && r.mann_whitney_p < 1 - confidence) return Answer::different;
+  if (excludes_one && significant) return Answer::different;
   return Answer::unknown;
 }
 
@@ -282,19 +291,23 @@ BuildComparison CompareBuilds::compare(const db::Build& a, const db::Build& b, c
     s.key = key;
     s.a = summarize(ca);
     s.b = summarize(cb);
-    if (s.a.tokens_per_s.size() >= 2 && s.b.tokens_per_s.size() >= 2) {
+    const std::size_t units_a = s.a.unit_tokens_per_s.size(), units_b = s.b.unit_tokens_per_s.size();
+    if (units_a >= kMinUnitsPerSide && units_b >= kMinUnitsPerSide) {
+      s.unpaired = stats::estimate_unpaired_ratio(s.a.unit_tokens_per_s, s.b.unit_tokens_per_s, options.confidence);
+      s.on_units = true;
+    } else if (s.a.tokens_per_s.size() >= 2 && s.b.tokens_per_s.size() >= 2) {
       s.unpaired = stats::estimate_unpaired_ratio(s.a.tokens_per_s, s.b.tokens_per_s, options.confidence);
-      s.answer = judge_unpaired(*s.unpaired, options.same_margin, options.confidence);
+      s.notes.push_back(fmt::format(
+          "no verdict: it needs at least {} jobs a side (A has {}, B {}). Runs of one job share its "
+          "conditions, so the interval over runs shows run-to-run noise, not how far a build moves between "
+          "jobs; more A/Bs of each build (qgate ab) give the jobs",
+          kMinUnitsPerSide, units_a, units_b));
     } else {
       s.notes.push_back("an interval needs at least 2 runs on each side (A has " +
                         std::to_string(s.a.tokens_per_s.size()) + ", B " + std::to_string(s.b.tokens_per_s.size()) +
                         ")");
     }
     for (auto [side, name] : {std::pair{&s.a, "A"}, std::pair{&s.b, "B"}}) {
-      if (side->job_ids.size() == 1 && s.unpaired)
-        s.notes.push_back(std::string("all of ") + name + "'s runs come from one job (" +
-                          std::to_string(side->job_ids.front()) +
-                          "): the interval holds run-to-run noise, not what changes between jobs");
       if (side->unknown_load_runs > 0)
         s.notes.push_back(std::to_string(side->unknown_load_runs) + " of " + name +
                           "'s runs have unknown co-tenant load (no sampler) and are included");
@@ -309,6 +322,23 @@ BuildComparison CompareBuilds::compare(const db::Build& a, const db::Build& b, c
     if (!cb.included.empty() && !has_included(ma, key)) only_b.push_back(key);
 
   if (result.series.empty()) throw NothingComparable(refusal(a, b, ma, mb, options));
+
+  // Several series at once: DIFFERENT holds the chance of any false one at 1 - confidence (Holm).
+  std::vector<double> p_values;
+  std::vector<SeriesComparison*> judged;
+  for (SeriesComparison& s : result.series) {
+    if (!s.on_units) continue;
+    p_values.push_back(s.unpaired->welch_p);
+    judged.push_back(&s);
+  }
+  const std::vector<bool> rejected = stats::holm_rejections(p_values, 1 - options.confidence);
+  for (std::size_t i = 0; i < judged.size(); ++i) {
+    judged[i]->significant = rejected[i];
+    judged[i]->answer = judge_unpaired(*judged[i]->unpaired, options.same_margin, rejected[i]);
+  }
+  if (judged.size() > 1)
+    result.notes.push_back(fmt::format("DIFFERENT is held at {:g}% family-wise across the {} series judged (Holm)",
+                                       100 * (1 - options.confidence), judged.size()));
 
   if (!only_a.empty())
     result.notes.push_back("A also has runs on " + std::to_string(only_a.size()) + " series B has none of: " +

@@ -226,6 +226,8 @@ UnpairedRatio estimate_unpaired_ratio(std::span<const double> a, std::span<const
   r.sd_log_b = w.sd_b;
   r.mann_whitney_p = m.p;
   r.mann_whitney_exact = m.exact;
+  if (w.standard_error > 0) r.welch_p = 2 * (1 - student_t_cdf(std::fabs(w.difference) / w.standard_error, w.df));
+  else r.welch_p = w.difference == 0 ? 1 : 0;
   return r;
 }
 

@@ -48,7 +48,11 @@ enum class Answer { same, different, unknown };
 
 /// One build's side of one series.
 struct SeriesSide {
-  std::vector<double> tokens_per_s;  // the runs in the statistics, oldest first
+  std::vector<double> tokens_per_s;  // the runs, oldest first
+  // The units a verdict is judged on: each job's runs summarised by their geometric mean (an imported
+  // run, which no job measured, is a unit of its own). Runs of one job share its conditions, so only
+  // the spread between jobs says how far a build's figure moves (docs/ab-statistics.md).
+  std::vector<double> unit_tokens_per_s;
   std::vector<std::int64_t> job_ids; // the distinct jobs they come from
   int contended_runs = 0;            // included (include_contended)
   int contended_left_out = 0;
@@ -71,7 +75,11 @@ struct PairedJob {
 struct SeriesComparison {
   SeriesKey key;
   SeriesSide a, b;
-  std::optional<stats::UnpairedRatio> unpaired;  // none with fewer than 2 runs on a side
+  // On the units when each side has kMinUnitsPerSide; else on the runs, shown but never a verdict;
+  // none with fewer than 2 runs on a side.
+  std::optional<stats::UnpairedRatio> unpaired;
+  bool on_units = false;   // unpaired is on the units, and answer may be SAME or DIFFERENT
+  bool significant = false;  // its Welch p survives Holm's correction across the series judged
   Answer answer = Answer::unknown;
   std::vector<PairedJob> paired_jobs;
   std::vector<std::string> notes;
@@ -90,9 +98,12 @@ class NothingComparable : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-/// SAME when the interval lies within the margin, else DIFFERENT when it excludes 1 and the rank test
-/// agrees at 1 - confidence, else UNKNOWN.
-Answer judge_unpaired(const stats::UnpairedRatio& r, double same_margin, double confidence);
+/// The fewest units (jobs) a side that a series needs for a verdict.
+inline constexpr std::size_t kMinUnitsPerSide = 3;
+
+/// SAME when the interval lies within the margin, else DIFFERENT when it excludes 1 and `significant`
+/// (the series' Welch p survives Holm's correction across every series judged), else UNKNOWN.
+Answer judge_unpaired(const stats::UnpairedRatio& r, double same_margin, bool significant);
 
 class CompareBuilds {
  public:

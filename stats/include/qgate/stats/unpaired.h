@@ -71,6 +71,7 @@ struct UnpairedRatio {
   double sd_log_b = 0;
   double mann_whitney_p = 1;
   bool mann_whitney_exact = false;
+  double welch_p = 1;  // two-sided p of Welch's t for "the ratio is 1" (0 when neither side has spread)
 };
 
 /// Throws std::invalid_argument with fewer than 2 figures on a side or a non-finite or non-positive one.
