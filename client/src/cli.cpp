@@ -6,6 +6,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -222,6 +223,8 @@ class Cli {
   int cmd_trend();
   /// Under --json, the error that ends the command as a document on stdout.
   void print_json_error(const std::string& message) const;
+  /// " (did you mean --state?)" after a parse error over a flag a known one is a typo away from.
+  std::string typo_hint() const;
   int cmd_regressions();
   int cmd_compare();
   int cmd_export();
@@ -1006,7 +1009,10 @@ int Cli::cmd_trend() {
   // Changes count quiet runs only, whatever --include-contended shows in the table.
   const auto changes = client.query_changes(changes_request(default_since, false));
   if (global_.json) {
-    print_report(client, "trend", {{"points", to_json(response)["points"]}, {"changes", to_json(changes)}});
+    // One shape with or without --changes: the points at the top, the changes beside them.
+    nlohmann::json doc = json_report(daemon_context(client), "points", to_json(response)["points"]);
+    doc["changes"] = to_json(changes);
+    print_json(doc);
   } else {
     std::cout << format_trend({response.points().begin(), response.points().end()}) << format_changes(changes);
   }
@@ -1161,7 +1167,9 @@ int Cli::run(int argc, char** argv) {
       std::cerr << "qgate: unknown command '" << app_.remaining().front() << "' (see qgate --help)\n";
       return kExitError;
     }
-    std::cerr << "qgate: " << e.what() << " (see qgate --help)\n";
+    const std::string message = e.what() + typo_hint();
+    std::cerr << "qgate: " << message << " (see qgate --help)\n";
+    print_json_error(message);
     return kExitError;
   }
   try {
@@ -1178,6 +1186,24 @@ int Cli::run(int argc, char** argv) {
     print_json_error(e.what());
   }
   return kExitError;
+}
+
+std::string Cli::typo_hint() const {
+  // The first word the parser did not take, as typed before any "=value".
+  const CLI::App* command = app_.get_subcommands().empty() ? &app_ : app_.get_subcommands().front();
+  std::vector<std::string> left = command->remaining();
+  if (left.empty()) left = app_.remaining();
+  const auto flag = std::find_if(left.begin(), left.end(), [](const std::string& w) { return w.rfind("--", 0) == 0; });
+  if (flag == left.end()) return "";
+  const std::string typed = flag->substr(0, flag->find('='));
+  std::vector<std::string> known;
+  for (const CLI::App* scope : {command, static_cast<const CLI::App*>(&app_)}) {
+    for (const CLI::Option* option : scope->get_options()) {
+      for (const std::string& name : option->get_lnames()) known.push_back("--" + name);
+    }
+  }
+  const std::optional<std::string> meant = nearest_word(typed, known);
+  return meant ? fmt::format(" (did you mean {}?)", *meant) : "";
 }
 
 void Cli::print_json_error(const std::string& message) const {

@@ -1,6 +1,7 @@
 // Argument rules of the qgate CLI (see options.h).
 #include "qgate/client/options.h"
 
+#include <algorithm>
 #include <cctype>
 #include <limits>
 #include <stdexcept>
@@ -85,6 +86,33 @@ void check_build_name(const std::string& name) {
       throw UsageError("--name: '" + name + "' may hold only letters, digits, '.', '_' and '-'");
   }
   if (name == "." || name == "..") throw UsageError("--name: '" + name + "' is not a build name");
+}
+
+std::optional<std::string> nearest_word(const std::string& word, const std::vector<std::string>& candidates) {
+  // Optimal string alignment distance: Levenshtein plus the swap of two neighbouring characters.
+  auto distance = [](const std::string& a, const std::string& b) {
+    std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
+    for (std::size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+    for (std::size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+    for (std::size_t i = 1; i <= a.size(); ++i) {
+      for (std::size_t j = 1; j <= b.size(); ++j) {
+        const std::size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+        d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+        if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+      }
+    }
+    return d[a.size()][b.size()];
+  };
+  std::optional<std::string> best;
+  std::size_t best_distance = 3;
+  for (const std::string& candidate : candidates) {
+    const std::size_t edits = distance(word, candidate);
+    if (edits < best_distance && 2 * edits < word.size()) {
+      best = candidate;
+      best_distance = edits;
+    }
+  }
+  return best;
 }
 
 std::vector<std::string> split_command_line(const std::string& text) {

@@ -151,6 +151,22 @@ TEST_F(CliTest, BadWordsAreNamedInTheMessage) {
             "qgate: --timeout: '0' is not a number of seconds above 0 (see qgate --help)\n");
 }
 
+TEST_F(CliTest, AFlagTypoNamesTheFlagItWasMostLikelyMeantToBe) {
+  const Result r = run("--server unix:///nonexistent/sock jobs --stat done");
+  EXPECT_EQ(r.code, 3);
+  EXPECT_TRUE(one_line(r.err)) << r.err;
+  EXPECT_NE(r.err.find("(did you mean --state?)"), std::string::npos) << r.err;
+  EXPECT_NE(run("--server unix:///nonexistent/sock trend --profle x").err.find("(did you mean --profile?)"),
+            std::string::npos);
+  // Nothing near: no guess.
+  EXPECT_EQ(run("--server unix:///nonexistent/sock jobs --frobnicate").err.find("did you mean"), std::string::npos);
+  // Under --json the parse error is a JSON document on stdout too, with the same message.
+  const Result j = run("--json --server unix:///nonexistent/sock jobs --stat done");
+  EXPECT_EQ(j.code, 3);
+  EXPECT_NE(j.out.find("\"error\""), std::string::npos) << j.out;
+  EXPECT_NE(j.out.find("did you mean --state?"), std::string::npos) << j.out;
+}
+
 TEST_F(CliTest, ANonFiniteThresholdIsRefusedNotDefaulted) {
   const fs::path so = write_file("k.so", "ELF");
   for (const char* bad : {"nan", "inf", "-0.1", "1.5"}) {

@@ -95,6 +95,17 @@ TEST(ParseState, EveryWordNamesTheStateThatPrintsAsIt) {
   }
 }
 
+TEST(NearestWord, OneOrTwoEditsAwayIsAGuessFurtherIsNot) {
+  const std::vector<std::string> flags{"--state", "--since", "--profile", "--limit"};
+  EXPECT_EQ(nearest_word("--stat", flags), "--state");
+  EXPECT_EQ(nearest_word("--profle", flags), "--profile");
+  EXPECT_EQ(nearest_word("--sicne", flags), "--since") << "two neighbours swapped are one edit";
+  EXPECT_EQ(nearest_word("--limt", flags), "--limit");
+  EXPECT_EQ(nearest_word("--frobnicate", flags), std::nullopt);
+  EXPECT_EQ(nearest_word("-x", {"-y"}), std::nullopt) << "one edit of two characters is not a typo";
+  EXPECT_EQ(nearest_word("--state", {}), std::nullopt);
+}
+
 TEST(BuildName, OnlySafeCharacters) {
   EXPECT_NO_THROW(check_build_name("mmq-tile64_v2.1"));
   EXPECT_THROW(check_build_name(""), UsageError);

@@ -52,8 +52,10 @@ TEST_F(ChangesE2eTest, TrendShowsEachSeriesChangesUnderTheTable) {
 
   const CliResult j = daemon_.cli(std::string("--json trend --profile ") + kChangeProfile + " --changes");
   ASSERT_EQ(j.code, 0) << j.err;
-  const json doc = json_data(j, "trend");
-  EXPECT_FALSE(doc["points"].empty());
+  // The same shape as without --changes: points at the top, changes beside them.
+  const json doc = json::parse(j.out);
+  EXPECT_FALSE(json_data(j, "points").empty());
+  EXPECT_FALSE(doc.contains("trend")) << j.out;
   const json& series = doc["changes"]["series"];
   ASSERT_EQ(series.size(), 2u) << j.out;
   int with_changes = 0;

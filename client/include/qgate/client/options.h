@@ -44,6 +44,11 @@ v1::JobState parse_state(const std::string& text);
 /// Checked here too so the mistake is reported before a large upload. Throws UsageError.
 void check_build_name(const std::string& name);
 
+/// The candidate nearest to `word` by edit distance (insertions, deletions, substitutions, and swaps of
+/// two neighbours), when it is at most 2 edits away and fewer than half the word's length: what a typo
+/// (`--stat`, `--profle`) most likely meant. None when nothing is that close.
+std::optional<std::string> nearest_word(const std::string& word, const std::vector<std::string>& candidates);
+
 /// A command line split into words as a POSIX shell would split it, without running a shell:
 /// blanks separate words; '...' quotes literally; "..." quotes with \" \\ \$ \` escapes; a backslash
 /// outside quotes escapes the next character. No expansion of any kind. Throws UsageError on an
