@@ -46,9 +46,17 @@ async function kubernetesModel(apiVersion, kind) {
 const runsQgateHealth = (command) =>
   Array.isArray(command) && command.some((word) => /(^|\/)qgate$/.test(word)) && command.includes("health");
 
-// What a qgated pod needs: a GPU from the device plugin, a non-root user, probes by `qgate health`.
+// An image named by a version or a digest, never by `latest` or by no tag: what runs is what was tested,
+// and an upgrade is a change to this file (docs/operations.md).
+const pinned = (image) => typeof image === "string" && (/@sha256:[0-9a-f]{64}$/.test(image) || /:[^/:@]+$/.test(image)) &&
+  !/:latest$/.test(image);
+
+// What a qgated pod needs: a GPU from the device plugin, a non-root user, probes by `qgate health`,
+// pinned images.
 function checkQgatedPod(file, where, spec) {
   const containers = spec?.containers ?? [];
+  for (const c of [...(spec?.initContainers ?? []), ...containers])
+    if (!pinned(c.image)) report(file, `${where}: container ${c.name}'s image ${c.image} is not pinned to a version`);
   const qgated = containers.find((c) => c.name === "qgated");
   if (!qgated) {
     report(file, `${where}: no container named qgated`);
@@ -130,6 +138,7 @@ function checkCompose(file) {
     if (!(qgated.ports ?? []).some((p) => String(typeof p === "object" ? p.target : p).split(":").pop() === "8080"))
       report(file, "service qgated does not publish the dashboard's port 8080");
     if (!runsQgateHealth(qgated.healthcheck?.test)) report(file, "service qgated's healthcheck does not run qgate health");
+    if (!pinned(qgated.image)) report(file, `service qgated's image ${qgated.image} is not pinned to a version`);
   }
 }
 

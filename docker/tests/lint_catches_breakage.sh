@@ -44,6 +44,10 @@ expect_failure "unknown Dockerfile instruction" Dockerfile 's/^RUN groupadd/RUNN
 expect_failure "HEALTHCHECK without a command" Dockerfile '/^HEALTHCHECK/,/CMD \[/c HEALTHCHECK CMD' "Missing command after HEALTHCHECK CMD"
 expect_failure "a port that is not a number" k8s/qgated-daemonset.yaml 's/containerPort: 8080/containerPort: eighty/' \
   "containerPort must be integer"
+expect_failure "an image that is not pinned" k8s/qgated-daemonset.yaml '0,/image: qgated:[0-9.]*$/s//image: qgated:latest/' \
+  "is not pinned to a version"
+expect_failure "a compose image that is not pinned" compose.yaml 's/image: qgated:[0-9.]*$/image: qgated/' \
+  "is not pinned to a version"
 expect_failure "a DaemonSet without a selector" k8s/qgated-daemonset.yaml 's/^  selector:/  selectr:/' \
   "must have required property selector"
 expect_failure "a DaemonSet without containers" k8s/qgated-daemonset.yaml 's/^      containers:/      contianers:/' \

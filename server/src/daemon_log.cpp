@@ -5,7 +5,11 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <chrono>
+#include <cstdio>
+#include <ctime>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace qgate::server {
@@ -21,7 +25,68 @@ spdlog::level::level_enum parse_log_level(std::string_view text) {
   throw std::invalid_argument("log level '" + std::string(text) + "' is not one of " + std::string(kLogLevelNames));
 }
 
-void install_daemon_log(spdlog::level::level_enum level, const std::string& file) {
+LogFormat parse_log_format(std::string_view text) {
+  if (text == "text") return LogFormat::Text;
+  if (text == "json") return LogFormat::Json;
+  throw std::invalid_argument("log format '" + std::string(text) + "' is not one of text, json");
+}
+
+namespace {
+
+/// One JSON object a line: the time (UTC, milliseconds), the level, the logger and the message, each
+/// string escaped, so a message holding quotes, backslashes or control characters stays one valid line.
+class JsonLineFormatter final : public spdlog::formatter {
+ public:
+  void format(const spdlog::details::log_msg& msg, spdlog::memory_buf_t& dest) override {
+    const auto since_epoch = msg.time.time_since_epoch();
+    const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(since_epoch);
+    const auto millis = std::chrono::duration_cast<std::chrono::milliseconds>(since_epoch - seconds).count();
+    const std::time_t t = static_cast<std::time_t>(seconds.count());
+    std::tm tm{};
+    gmtime_r(&t, &tm);
+    char stamp[32];
+    std::snprintf(stamp, sizeof stamp, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
+                  tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(millis));
+    std::string line = "{\"time\":\"";
+    line += stamp;
+    line += "\",\"level\":";
+    append_string(line, spdlog::level::to_string_view(msg.level));
+    line += ",\"logger\":";
+    append_string(line, msg.logger_name);
+    line += ",\"msg\":";
+    append_string(line, msg.payload);
+    line += "}\n";
+    dest.append(line.data(), line.data() + line.size());
+  }
+  std::unique_ptr<spdlog::formatter> clone() const override { return std::make_unique<JsonLineFormatter>(); }
+
+ private:
+  static void append_string(std::string& out, spdlog::string_view_t text) {
+    out += '"';
+    for (const char c : std::string_view(text.data(), text.size())) {
+      switch (c) {
+        case '"': out += "\\\""; break;
+        case '\\': out += "\\\\"; break;
+        case '\n': out += "\\n"; break;
+        case '\r': out += "\\r"; break;
+        case '\t': out += "\\t"; break;
+        default:
+          if (static_cast<unsigned char>(c) < 0x20) {
+            char escaped[8];
+            std::snprintf(escaped, sizeof escaped, "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
+            out += escaped;
+          } else {
+            out += c;
+          }
+      }
+    }
+    out += '"';
+  }
+};
+
+}  // namespace
+
+void install_daemon_log(spdlog::level::level_enum level, const std::string& file, LogFormat format) {
   std::vector<spdlog::sink_ptr> sinks{std::make_shared<spdlog::sinks::stderr_color_sink_mt>()};
   if (!file.empty()) {
     try {
@@ -31,7 +96,8 @@ void install_daemon_log(spdlog::level::level_enum level, const std::string& file
     }
   }
   auto logger = std::make_shared<spdlog::logger>("qgated", sinks.begin(), sinks.end());
-  logger->set_pattern(kLogPattern, spdlog::pattern_time_type::utc);
+  if (format == LogFormat::Json) logger->set_formatter(std::make_unique<JsonLineFormatter>());
+  else logger->set_pattern(kLogPattern, spdlog::pattern_time_type::utc);
   logger->set_level(level);
   // Every line reaches the file at once: a test or an operator reads it while qgated runs, and a
   // crash loses nothing.

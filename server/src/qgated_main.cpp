@@ -106,6 +106,13 @@ int main(int argc, char** argv) {
           "LEVEL"))
       ->capture_default_str();
   app.add_option("--log-file", o.log_file, "also append the log to this file");
+  app.add_option("--log-format", o.log_format, "text, or json: one object a line (time, level, logger, msg)")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
+  // Every flag may come from a TOML file under its own name (`backend = "cpu"`, `max-queued-jobs = 64`);
+  // a flag on the command line wins; a key that names no flag is an error (docs/operations.md).
+  app.set_config("--config", "", "read flags from this TOML file, each under its flag's name without --");
+  app.allow_config_extras(false);
   CLI11_PARSE(app, argc, argv);
   if (!gpus.empty()) {
     try {
@@ -124,7 +131,8 @@ int main(int argc, char** argv) {
   sigaddset(&set, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   try {
-    qgate::server::install_daemon_log(qgate::server::parse_log_level(o.log_level), o.log_file);
+    qgate::server::install_daemon_log(qgate::server::parse_log_level(o.log_level), o.log_file,
+                                      qgate::server::parse_log_format(o.log_format));
   } catch (const std::exception& e) {
     std::cerr << "qgated: " << e.what() << "\n";
     return 1;

@@ -9,6 +9,9 @@
 #include <regex>
 #include <sstream>
 #include <stdexcept>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "qgate/server/daemon_log.h"
 #include "qgate/server/event_hub.h"
@@ -116,6 +119,31 @@ TEST(DaemonLog, FileGetsTheSameLines) {
   text << in.rdbuf();
   EXPECT_NE(text.str().find("[debug] qgated: a debug line\n"), std::string::npos) << text.str();
   EXPECT_EQ(text.str().find("a trace line"), std::string::npos) << text.str();
+  std::filesystem::remove_all(dir);
+}
+
+TEST(DaemonLog, JsonLinesStayValidWhateverTheMessageHolds) {
+  char dir_template[] = "/tmp/qgated-log-XXXXXX";
+  const std::string dir = mkdtemp(dir_template);
+  const std::string file = dir + "/qgated.log";
+  const auto before = spdlog::default_logger();
+  install_daemon_log(spdlog::level::info, file, LogFormat::Json);
+  const std::string hostile = "a \"quoted\" C:\\path,\ta tab,\na newline and a bell \x07";
+  spdlog::info("{}", hostile);
+  log_always("ready");
+  spdlog::set_default_logger(before);
+  std::ifstream in(file);
+  std::vector<nlohmann::json> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(lines.size(), 2u) << "one line per message, the newline inside escaped";
+  EXPECT_EQ(lines[0]["msg"], hostile);
+  EXPECT_EQ(lines[0]["level"], "info");
+  EXPECT_EQ(lines[0]["logger"], "qgated");
+  EXPECT_TRUE(std::regex_match(lines[0]["time"].get<std::string>(),
+                               std::regex(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z)")));
+  EXPECT_EQ(lines[1]["msg"], "ready");
+  EXPECT_EQ(parse_log_format("text"), LogFormat::Text);
+  EXPECT_THROW(parse_log_format("xml"), std::invalid_argument);
   std::filesystem::remove_all(dir);
 }
 

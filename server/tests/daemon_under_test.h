@@ -77,7 +77,9 @@ class DaemonUnderTest {
     const auto deadline = std::chrono::steady_clock::now() + 60s;
     while (std::chrono::steady_clock::now() < deadline) {
       const std::string text = slurp(log);
-      if (text.find("qgated: ready", log_offset_) != std::string::npos) {
+      // The ready line as text ("qgated: ready") or as JSON (--log-format json).
+      if (text.find("qgated: ready", log_offset_) != std::string::npos ||
+          text.find("\"msg\":\"ready\"", log_offset_) != std::string::npos) {
         auto at = text.find("listening on ", log_offset_);
         address_ = text.substr(at + 13, text.find(' ', at + 13) - at - 13);
         return true;

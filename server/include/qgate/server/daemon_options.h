@@ -67,6 +67,7 @@ struct DaemonOptions : jobs::JobPolicy {
   // The log (daemon_log.h): stderr, and this file too unless empty.
   std::string log_level = "info";     // trace, debug, info, warn, error or off
   std::string log_file;
+  std::string log_format = "text";    // text (kLogPattern) or json (one object a line; daemon_log.h)
 };
 
 }  // namespace qgate::server
