@@ -80,7 +80,7 @@ try {
     quietSeen += quiet;
     hollowSeen += drawn - filled;
     const changes = qgate("trend", "--profile", profile, "--changes", "--since", "3650d");
-    const expectedChanges = (changes.trend.changes.series || [])
+    const expectedChanges = (changes.changes.series || [])
       .filter((s) => s.profile === profile).reduce((n, s) => n + (s.changes || []).length, 0);
     equal(await page.$$eval("#trend-chart g.mark-rule.role-mark.layer_2_marks line", (l) => l.length), expectedChanges,
       `change-point rules of ${profile}`);
