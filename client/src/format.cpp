@@ -735,8 +735,15 @@ std::string format_trend(const std::vector<v1::TrendPoint>& points) {
               {false, false, false, true, false, false, false, true, true, true, true, false, false},
               {}};
   std::int64_t contended_total = 0;
-  bool with_settings = false;
-  for (const auto& g : group_trend(points)) {
+  const std::vector<TrendGroup> groups = group_trend(points);
+  // Imported series with settings of their own (llama-bench's n_batch, flash_attn, ...) show them.
+  const bool with_settings =
+      std::any_of(groups.begin(), groups.end(), [](const TrendGroup& g) { return !g.settings.empty(); });
+  if (with_settings) {
+    table.headers.insert(table.headers.begin() + 7, "SETTINGS");
+    table.right_align.insert(table.right_align.begin() + 7, false);
+  }
+  for (const auto& g : groups) {
     contended_total += g.contended_runs;
     const auto [lo, hi] = std::minmax_element(g.tokens_per_s.begin(), g.tokens_per_s.end());
     std::string runs = std::to_string(g.runs);
@@ -747,17 +754,7 @@ std::string format_trend(const std::vector<v1::TrendPoint>& points) {
                           g.gpu_name.empty() ? "-" : g.gpu_name, runs, format_tokens_per_s(median(g.tokens_per_s)),
                           format_tokens_per_s(g.low), format_tokens_per_s(g.high), format_timestamp(g.last_unix_ms),
                           sparkline(g.tokens_per_s, *lo, *hi)});
-    if (g.settings.empty()) continue;
-    table.rows.back().insert(table.rows.back().begin() + 7, g.settings);
-    with_settings = true;
-  }
-  // Imported series with settings of their own (llama-bench's n_batch, flash_attn, ...) show them.
-  if (with_settings) {
-    table.headers.insert(table.headers.begin() + 7, "SETTINGS");
-    table.right_align.insert(table.right_align.begin() + 7, false);
-    for (auto& row : table.rows) {
-      if (row.size() < table.headers.size()) row.insert(row.begin() + 7, "-");
-    }
+    if (with_settings) table.rows.back().insert(table.rows.back().begin() + 7, g.settings.empty() ? "-" : g.settings);
   }
   std::string out = format_table(table);
   if (contended_total > 0)

@@ -56,9 +56,7 @@ SeriesMap collect(db::Store& store, const db::Build& build, const CompareOptions
   SeriesMap series;
   for (const db::CompareRun& run : store.compare_runs(query)) {
     if (!std::isfinite(run.tokens_per_s) || run.tokens_per_s <= 0) continue;  // not a measurement
-    SeriesKey key{run.profile, run.tokens, run.backend, run.gpu_name, run.gpu_uuid, run.path, run.weight_type, "",
-                  run.settings};
-    if (run.job_timing) key.timing = std::string(to_string(*run.job_timing));
+    const SeriesKey key = SeriesKey::of(run);
     Collected& c = series[key];
     if (run.contended.value_or(false) && !options.include_contended) {
       ++c.contended_left_out;
@@ -170,20 +168,18 @@ std::string refusal(const db::Build& a, const db::Build& b, const SeriesMap& ma,
 
 SeriesSide summarize(const Collected& c) {
   SeriesSide s;
-  std::set<std::int64_t> jobs;
+  std::map<std::int64_t, std::vector<double>> by_job;
   for (const RunPoint& p : c.included) {
     s.tokens_per_s.push_back(p.tokens_per_s);
-    if (p.job_id) jobs.insert(*p.job_id);
+    if (p.job_id) by_job[*p.job_id].push_back(p.tokens_per_s);
+    else s.unit_tokens_per_s.push_back(p.tokens_per_s);  // an imported run is its own unit
     s.contended_runs += p.contended.value_or(false) ? 1 : 0;
     s.unknown_load_runs += p.contended.has_value() ? 0 : 1;
   }
-  s.job_ids.assign(jobs.begin(), jobs.end());
-  std::map<std::int64_t, std::vector<double>> by_job;
-  for (const RunPoint& p : c.included) {
-    if (p.job_id) by_job[*p.job_id].push_back(p.tokens_per_s);
-    else s.unit_tokens_per_s.push_back(p.tokens_per_s);  // an imported run is its own unit
+  for (const auto& [job, runs] : by_job) {
+    s.job_ids.push_back(job);
+    s.unit_tokens_per_s.push_back(stats::geometric_mean(runs));
   }
-  for (const auto& [job, runs] : by_job) s.unit_tokens_per_s.push_back(stats::geometric_mean(runs));
   s.contended_left_out = c.contended_left_out;
   s.geomean = s.tokens_per_s.empty() ? 0 : stats::geometric_mean(s.tokens_per_s);
   return s;
@@ -244,6 +240,13 @@ void fill_side(const SeriesSide& s, v1::CompareSide* out) {
 }
 
 }  // namespace
+
+SeriesKey SeriesKey::of(const db::CompareRun& run) {
+  SeriesKey key{run.profile, run.tokens, run.backend, run.gpu_name, run.gpu_uuid, run.path, run.weight_type, "",
+                run.settings};
+  if (run.job_timing) key.timing = std::string(to_string(*run.job_timing));
+  return key;
+}
 
 std::string SeriesKey::describe() const {
   std::string out = backend.empty() ? "unknown backend" : backend;

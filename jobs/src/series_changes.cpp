@@ -62,10 +62,7 @@ v1::QueryChangesResponse SeriesChanges::find(const ChangesQuery& query) const {
     runs.weight_type = query.weight_type;
     for (const db::CompareRun& run : store_.compare_runs(runs)) {
       if (!in_range.count(run.run_id) || !(run.tokens_per_s > 0) || !std::isfinite(run.tokens_per_s)) continue;
-      SeriesKey key{run.profile, run.tokens, run.backend, run.gpu_name, run.gpu_uuid, run.path, run.weight_type, "",
-                    run.settings};
-      if (run.job_timing) key.timing = std::string(to_string(*run.job_timing));
-      BuildPoint& point = series[key][build_id];
+      BuildPoint& point = series[SeriesKey::of(run)][build_id];
       if (point.log_tokens_per_s.empty() || run.started_ms < point.first_ms) point.first_ms = run.started_ms;
       point.build_id = build_id;
       point.name = name;

@@ -5,6 +5,8 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <nlohmann/json.hpp>
+
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -33,8 +35,8 @@ LogFormat parse_log_format(std::string_view text) {
 
 namespace {
 
-/// One JSON object a line: the time (UTC, milliseconds), the level, the logger and the message, each
-/// string escaped, so a message holding quotes, backslashes or control characters stays one valid line.
+/// One JSON object a line: the time (UTC, milliseconds), the level, the logger and the message, written
+/// by nlohmann::json, so a message holding quotes, backslashes or control characters stays one valid line.
 class JsonLineFormatter final : public spdlog::formatter {
  public:
   void format(const spdlog::details::log_msg& msg, spdlog::memory_buf_t& dest) override {
@@ -47,41 +49,16 @@ class JsonLineFormatter final : public spdlog::formatter {
     char stamp[32];
     std::snprintf(stamp, sizeof stamp, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
                   tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(millis));
-    std::string line = "{\"time\":\"";
-    line += stamp;
-    line += "\",\"level\":";
-    append_string(line, spdlog::level::to_string_view(msg.level));
-    line += ",\"logger\":";
-    append_string(line, msg.logger_name);
-    line += ",\"msg\":";
-    append_string(line, msg.payload);
-    line += "}\n";
-    dest.append(line.data(), line.data() + line.size());
+    // Invalid UTF-8 in a message is replaced, not thrown: a log line never fails.
+    const nlohmann::ordered_json line = {{"time", stamp},
+                                         {"level", std::string_view(spdlog::level::to_string_view(msg.level).data(),
+                                                                    spdlog::level::to_string_view(msg.level).size())},
+                                         {"logger", std::string_view(msg.logger_name.data(), msg.logger_name.size())},
+                                         {"msg", std::string_view(msg.payload.data(), msg.payload.size())}};
+    const std::string text = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+    dest.append(text.data(), text.data() + text.size());
   }
   std::unique_ptr<spdlog::formatter> clone() const override { return std::make_unique<JsonLineFormatter>(); }
-
- private:
-  static void append_string(std::string& out, spdlog::string_view_t text) {
-    out += '"';
-    for (const char c : std::string_view(text.data(), text.size())) {
-      switch (c) {
-        case '"': out += "\\\""; break;
-        case '\\': out += "\\\\"; break;
-        case '\n': out += "\\n"; break;
-        case '\r': out += "\\r"; break;
-        case '\t': out += "\\t"; break;
-        default:
-          if (static_cast<unsigned char>(c) < 0x20) {
-            char escaped[8];
-            std::snprintf(escaped, sizeof escaped, "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
-            out += escaped;
-          } else {
-            out += c;
-          }
-      }
-    }
-    out += '"';
-  }
 };
 
 }  // namespace

@@ -31,6 +31,8 @@ struct SeriesKey {
   std::string settings;  // an imported run's own series settings (db::Run::settings); "" for qgate's
 
   auto operator<=>(const SeriesKey&) const = default;
+  /// The series a stored run belongs to: its fields, its job's timing and its settings.
+  static SeriesKey of(const db::CompareRun& run);
   /// "profile llama-7b-q4_K_M, 512 tokens, cuda on NVIDIA H200 (GPU-...), path mmq, timing gemm".
   std::string describe() const;
 };
