@@ -1047,15 +1047,20 @@ int Cli::cmd_compare() {
   return kExitOk;
 }
 
-// A qgate run as a llama-bench row: the build's name stands in build_commit, the profile in model_type.
-static std::vector<interop::ExternalRun> llama_bench_rows(const std::vector<v1::TrendPoint>& points) {
-  std::vector<interop::ExternalRun> rows;
+// A qgate run as a llama-bench row: its build (name, content hash, commit) and its series; the
+// writer picks each build's build_commit and the model_type (docs/interop.md).
+static std::vector<interop::LlamaBenchExportRun> llama_bench_rows(const std::vector<v1::TrendPoint>& points) {
+  std::vector<interop::LlamaBenchExportRun> rows;
   for (const auto& p : points) {
-    interop::ExternalRun row;
-    row.build_commit = p.build_name();
+    interop::LlamaBenchExportRun row;
+    row.build_name = p.build_name();
+    row.build_sha256 = p.build_sha256();
+    row.commit = p.commit_sha();
     row.backend = p.backend();
     row.gpu_name = p.gpu_name();
     row.profile = p.profile();
+    row.path = p.path();
+    row.weight_type = p.weight_type();
     row.tokens = p.tokens();
     row.tokens_per_s = p.tokens_per_s();
     row.started_ms = p.started_unix_ms();

@@ -1,6 +1,9 @@
 // The interop library on small files in each format: what each row becomes, the errors a bad file
 // gets (line and field), and the llama-bench SQL export read back by the importer.
+#include <algorithm>
+#include <cstdint>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -218,55 +221,144 @@ TEST(Import, UnknownFormatIsRefused) {
   EXPECT_THROW(parse_import("", "llama-bench-xml", ""), std::invalid_argument);
 }
 
-TEST(LlamaBenchExport, ColumnsAndTypesAreTheImportersSchema) {
-  ExternalRun run;
-  run.build_commit = "tile64";
-  run.backend = "cuda";
+LlamaBenchExportRun export_run(const std::string& build, const std::string& sha256, const std::string& commit,
+                               const std::string& path, const std::string& weight_type, double tokens_per_s) {
+  LlamaBenchExportRun run;
+  run.build_name = build;
+  run.build_sha256 = sha256;
+  run.commit = commit;
+  run.backend = "CUDA";
   run.gpu_name = "NVIDIA H200";
   run.profile = "llama-7b-q4_K_M";
+  run.path = path;
+  run.weight_type = weight_type;
   run.tokens = 512;
-  run.tokens_per_s = 412.5;
+  run.tokens_per_s = tokens_per_s;
   run.started_ms = 1796004600000;
-  const std::string sql = write_llama_bench_sql({run});
-  // The CREATE TABLE lists llama_bench_columns() in order with their types.
-  std::string expected = "CREATE TABLE IF NOT EXISTS test (\n";
+  return run;
+}
+
+const std::string kSha64 = "64aa000000000000000000000000000000000000000000000000000000000001";
+const std::string kSha128 = "128b000000000000000000000000000000000000000000000000000000000002";
+
+TEST(LlamaBenchExport, TodaysTableWithEveryColumnTheScriptKeysOn) {
+  const std::string sql = write_llama_bench_sql({export_run("mmq-tile64", kSha64, "", "mmq", "q4_K", 412.5)});
+  // The CREATE TABLE names today's table and lists llama_bench_columns() in order with their types.
+  std::string expected = "CREATE TABLE IF NOT EXISTS llama_bench (\n";
   const auto& columns = llama_bench_columns();
   for (std::size_t i = 0; i < columns.size(); ++i)
     expected += std::string("  ") + std::string(columns[i].name) + " " + std::string(sql_type_name(columns[i].type)) +
                 (i + 1 < columns.size() ? ",\n" : "\n");
   expected += ");\n";
   EXPECT_EQ(sql.substr(0, expected.size()), expected);
-  // Each value has its column's type: quoted text, bare numbers.
+  // Today's printer's columns, and use_mmap beside load_mode for the script's key.
+  const std::vector<std::string_view> printer = {
+      "build_commit", "build_number", "cpu_info", "gpu_info", "backends", "model_filename", "model_type",
+      "model_size", "model_n_params", "n_batch", "n_ubatch", "n_threads", "cpu_mask", "cpu_strict", "poll",
+      "type_k", "type_v", "n_gpu_layers", "n_cpu_moe", "split_mode", "main_gpu", "no_kv_offload", "flash_attn",
+      "devices", "tensor_split", "tensor_buft_overrides", "load_mode", "use_mmap", "embeddings", "no_op_offload",
+      "no_host", "fit_target", "fit_min_ctx", "n_prompt", "n_gen", "n_depth", "test_time", "avg_ns",
+      "stddev_ns", "avg_ts", "stddev_ts"};
+  ASSERT_EQ(columns.size(), printer.size());
+  for (std::size_t i = 0; i < columns.size(); ++i) EXPECT_EQ(columns[i].name, printer[i]);
+
   const auto rows = read_sql_inserts(sql);
   ASSERT_EQ(rows.size(), 1u);
-  EXPECT_EQ(rows[0].table, "test");
+  EXPECT_EQ(rows[0].table, "llama_bench");
   EXPECT_EQ(rows[0].fields.size(), columns.size());
+  // Every property the script joins on, and every field it requires, is a column of the row.
+  for (const auto& key : compare_llama_bench_key_properties())
+    EXPECT_TRUE(rows[0].fields.count(std::string(key))) << key;
+  for (const auto& field : compare_llama_bench_required_fields())
+    EXPECT_TRUE(rows[0].fields.count(std::string(field))) << field;
+  // Each value has its column's type: quoted text, bare numbers.
   for (const auto& column : columns) {
     SCOPED_TRACE(std::string(column.name));
     if (column.type == SqlType::Integer) EXPECT_NO_THROW(rows[0].integer(std::string(column.name)));
     if (column.type == SqlType::Real) EXPECT_NO_THROW(rows[0].real(std::string(column.name)));
   }
   EXPECT_EQ(rows[0].integer("avg_ns"), 1241212121);  // 512 tokens at 412.5 tok/s
+  EXPECT_EQ(rows[0].text("model_type"), "llama-7b-q4_K_M q4_K mmq");
+  EXPECT_EQ(rows[0].text("build_commit"), "64aa0000");  // no commit: the content hash's prefix
+}
+
+// The script's view of a table: one averaged row per build_commit (cut to the shortest) and key.
+std::map<std::string, std::vector<double>> script_groups(const std::string& sql) {
+  const auto rows = read_sql_inserts(sql);
+  std::size_t shortest = SIZE_MAX;
+  for (const auto& row : rows) shortest = std::min(shortest, row.text("build_commit").size());
+  std::map<std::string, std::vector<double>> groups;
+  for (const auto& row : rows) {
+    std::string key = row.text("build_commit").substr(0, shortest);
+    for (const auto& property : compare_llama_bench_key_properties())
+      key += "|" + row.text(std::string(property));
+    groups[key].push_back(row.real("avg_ts"));
+  }
+  return groups;
+}
+
+TEST(LlamaBenchExport, TwoBuildsAndTwoPathsStayFourKeys) {
+  // Two builds of one commit (other tile flags) and each with an MMQ and an f16 run: four series
+  // the script must keep apart, where the build names once were cut to "mmq-tile" and paths pooled.
+  const std::string commit = "9f797bab0c5934eca3d8d4c374979fc3416fb86e";
+  const std::vector<LlamaBenchExportRun> runs = {
+      export_run("mmq-tile64", kSha64, commit, "mmq", "q4_K", 410.0),
+      export_run("mmq-tile64", kSha64, commit, "f16", "q4_K", 300.0),
+      export_run("mmq-tile128", kSha128, commit, "mmq", "q4_K", 420.0),
+      export_run("mmq-tile128", kSha128, commit, "f16", "q4_K", 301.0)};
+  const auto groups = script_groups(write_llama_bench_sql(runs));
+  EXPECT_EQ(groups.size(), 4u);
+  for (const auto& [key, values] : groups) EXPECT_EQ(values.size(), 1u) << key;
+
+  const auto commits = llama_bench_build_commits(runs);
+  ASSERT_EQ(commits.size(), 2u);
+  EXPECT_NE(commits.at(kSha64), commits.at(kSha128));
+  EXPECT_EQ(commits.at(kSha64).size(), commits.at(kSha128).size());
+  // One commit for two builds would be one build to the script: each takes its content hash.
+  EXPECT_EQ(commits.at(kSha64), "64aa0000");
+  EXPECT_EQ(commits.at(kSha128), "128b0000");
+}
+
+TEST(LlamaBenchExport, WeightTypesAreKeysAndARealCommitIsWritten) {
+  const std::vector<LlamaBenchExportRun> runs = {
+      export_run("base", kSha64, "5A7C2F1E99", "mmq", "q4_K", 410.0),
+      export_run("base", kSha64, "5A7C2F1E99", "mmq", "q6_K", 390.0),
+      export_run("next", kSha128, "0b3d966f1855a273784983bae178fd22e4ead562", "mmq", "q4_K", 415.0),
+      export_run("next", kSha128, "0b3d966f1855a273784983bae178fd22e4ead562", "mmq", "q6_K", 380.0)};
+  EXPECT_EQ(script_groups(write_llama_bench_sql(runs)).size(), 4u);
+  const auto commits = llama_bench_build_commits(runs);
+  EXPECT_EQ(commits.at(kSha64), "5a7c2f1e");   // each build's own commit, lower case, cut to 8
+  EXPECT_EQ(commits.at(kSha128), "0b3d966f");
+}
+
+TEST(LlamaBenchExport, CommitsSharingTheirFirstDigitsAreCutLonger) {
+  const std::vector<LlamaBenchExportRun> runs = {
+      export_run("a", kSha64, "abcdef1234", "mmq", "q4_K", 410.0),
+      export_run("b", kSha128, "abcdef1299", "mmq", "q4_K", 411.0),
+      export_run("c", "", "not-a-commit", "mmq", "q4_K", 412.0)};
+  const auto commits = llama_bench_build_commits(runs);
+  ASSERT_EQ(commits.size(), 3u);
+  EXPECT_EQ(commits.at(kSha64), "abcdef123");
+  EXPECT_EQ(commits.at(kSha128), "abcdef129");
+  // No commit and no content hash: a stable hash of its name, at the same length.
+  const std::string c = commits.at("name:c");
+  EXPECT_EQ(c.size(), 9u);
+  EXPECT_EQ(c, llama_bench_build_commits(runs).at("name:c"));
+  EXPECT_EQ(c.find_first_not_of("0123456789abcdef"), std::string::npos) << c;
 }
 
 TEST(LlamaBenchExport, RoundTripKeepsTheValues) {
-  ExternalRun run;
-  run.build_commit = "it's-a-build";
-  run.backend = "cuda";
-  run.gpu_name = "NVIDIA H200";
-  run.profile = "llama-7b-q4_K_M";
+  LlamaBenchExportRun run = export_run("it's-a-build", kSha64, "", "mmq", "q4_K", 1234.5);
   run.tokens = 256;
-  run.tokens_per_s = 1234.5;
-  run.started_ms = 1796004600000;
-  run.samples = {{"tokens_per_s", "tok/s", 1230.0}, {"tokens_per_s", "tok/s", 1239.0}};
+  run.tokens_per_s_samples = {1230.0, 1239.0};
   const auto back = parse_import(write_llama_bench_sql({run, run}), "auto", "export.sql");
   EXPECT_EQ(back.format, "llama-bench-sql");
   ASSERT_EQ(back.runs.size(), 2u);
   const ExternalRun& r = back.runs[0];
-  EXPECT_EQ(r.build_commit, run.build_commit);
+  EXPECT_EQ(r.build_commit, "64aa0000");
   EXPECT_EQ(r.backend, run.backend);
   EXPECT_EQ(r.gpu_name, run.gpu_name);
-  EXPECT_EQ(r.profile, run.profile);
+  EXPECT_EQ(r.profile, "llama-7b-q4_K_M q4_K mmq");
   EXPECT_EQ(r.path, "pp");
   EXPECT_EQ(r.tokens, run.tokens);
   EXPECT_DOUBLE_EQ(r.tokens_per_s, run.tokens_per_s);

@@ -19,10 +19,10 @@ struct LlamaBenchColumn {
   SqlType type;
 };
 
-/// llama-bench's columns, in the order and with the SQL types of the schema llama.cpp's
-/// compare-llama-bench.py reads (its LLAMA_BENCH_DB_FIELDS/TYPES, with n_cpu_moe and fit_*): what
-/// the export writes. The importer reads columns by name, so older files with fewer columns load too
-/// (the JSON forms add samples_ns and samples_ts arrays).
+/// The columns `qgate export --format llama-bench-sql` writes, in order, with their SQL types:
+/// today's llama-bench sql printer's (load_mode, devices, no_host, fit_*, ...) plus use_mmap, which
+/// compare-llama-bench.py still keys on (docs/interop.md). The importer reads columns by name, so
+/// files with other column sets load too (the JSON forms add samples_ns and samples_ts arrays).
 const std::vector<LlamaBenchColumn>& llama_bench_columns();
 std::string_view sql_type_name(SqlType type);
 
