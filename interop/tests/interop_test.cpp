@@ -12,6 +12,7 @@
 #include "qgate/interop/llama_bench.h"
 #include "qgate/interop/llama_bench_export.h"
 #include "qgate/interop/table_rows.h"
+#include "qgate/interop/test_backend_ops.h"
 
 namespace qgate::interop {
 namespace {
@@ -365,6 +366,113 @@ TEST(LlamaBenchExport, RoundTripKeepsTheValues) {
   EXPECT_EQ(r.started_ms, run.started_ms);
   ASSERT_EQ(r.samples.size(), 2u);
   EXPECT_NEAR(r.samples[1].value, 6.363961, 1e-6);  // the samples' sd as stddev_ts
+}
+
+using Outcome = BackendOpsCheck::Outcome;
+
+std::string checks_error(const std::string& text, const std::string& file) {
+  try {
+    read_test_backend_ops_checks(text, file);
+  } catch (const BackendOpsFileError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(BackendOpsChecks, ConsoleCasesWithTheirErrorAndBackend) {
+  const auto read = read_test_backend_ops_checks(data("test_backend_ops_test_console.txt"), "test.txt");
+  EXPECT_EQ(read.format, "console");
+  ASSERT_EQ(read.checks.size(), 6u);
+  const BackendOpsCheck& ok = read.checks[0];
+  EXPECT_EQ(ok.op, "MUL_MAT");
+  EXPECT_EQ(ok.params, "type_a=q4_0,type_b=f32,m=16,n=1,k=256,bs=[1,1],nr=[1,1],per=[0,1,2,3],k_v=0,o=1");
+  EXPECT_EQ(ok.types, (std::map<std::string, std::string>{{"type_a", "q4_0"}, {"type_b", "f32"}}));
+  EXPECT_EQ(ok.backend, "CUDA0");
+  EXPECT_EQ(ok.outcome, Outcome::Passed);
+  EXPECT_FALSE(ok.nmse.has_value());
+  EXPECT_EQ(ok.line, 9u);
+  // A failure whose error the tool printed before the case's name.
+  const BackendOpsCheck& bad = read.checks[2];
+  EXPECT_EQ(bad.types.at("type_a"), "q6_K");
+  EXPECT_EQ(bad.outcome, Outcome::Failed);
+  ASSERT_TRUE(bad.nmse.has_value());
+  EXPECT_DOUBLE_EQ(*bad.nmse, 0.001953125);
+  EXPECT_DOUBLE_EQ(bad.error_bound.value_or(0), 0.0005);
+  EXPECT_EQ(bad.line, 11u);
+  EXPECT_EQ(read.checks[3].outcome, Outcome::NotSupported);
+  EXPECT_EQ(read.checks[3].failure, "not supported [CUDA0]");
+  const BackendOpsCheck& nan = read.checks[4];
+  EXPECT_EQ(nan.outcome, Outcome::Failed);
+  EXPECT_FALSE(nan.nmse.has_value());
+  EXPECT_EQ(nan.failure, "[MUL_MAT] NaN at index 7 (CUDA0=nan CPU=0.312500)");
+  EXPECT_EQ(read.checks[5].op, "ADD");
+  EXPECT_EQ(read.checks[5].types.at("type"), "f16");
+  EXPECT_EQ(read.skipped, 0u);
+}
+
+TEST(BackendOpsChecks, OlderConsoleNamesTheCaseFirstAndSaysNmse) {
+  const auto read = read_test_backend_ops_checks(data("test_backend_ops_test_console_nmse.txt"), "old.txt");
+  ASSERT_EQ(read.checks.size(), 2u);
+  EXPECT_EQ(read.checks[0].backend, "Vulkan0");
+  EXPECT_EQ(read.checks[0].outcome, Outcome::Failed);
+  EXPECT_DOUBLE_EQ(read.checks[0].nmse.value_or(0), 0.000612345);
+  EXPECT_DOUBLE_EQ(read.checks[0].error_bound.value_or(0), 0.0005);
+  EXPECT_EQ(read.checks[1].outcome, Outcome::Passed);
+  EXPECT_EQ(read.checks[1].types.at("type_b"), "f16");
+  EXPECT_EQ(read.skipped, 1u);  // the perf line
+}
+
+TEST(BackendOpsChecks, SqlRowsOfTestModeOnly) {
+  const auto read = read_test_backend_ops_checks(data("test_backend_ops_test.sql"), "test.sql");
+  EXPECT_EQ(read.format, "sql");
+  ASSERT_EQ(read.checks.size(), 4u);
+  EXPECT_EQ(read.skipped, 1u);  // the perf row
+  EXPECT_EQ(read.checks[0].outcome, Outcome::Passed);
+  EXPECT_EQ(read.checks[0].build_commit, "b7e1a3c");
+  EXPECT_EQ(read.checks[0].test_time_ms, std::optional<std::int64_t>(1796007601000));
+  EXPECT_EQ(read.checks[0].line, 22u);
+  EXPECT_EQ(read.checks[1].outcome, Outcome::Failed);
+  EXPECT_EQ(read.checks[1].failure, "test failed");
+  EXPECT_FALSE(read.checks[1].nmse.has_value());  // the sql printer has no NMSE column
+  EXPECT_EQ(read.checks[2].outcome, Outcome::NotSupported);
+  EXPECT_EQ(read.checks[3].types.at("type_a"), "q8_0");
+  EXPECT_EQ(read.checks[3].failure, "compare failed");
+}
+
+TEST(BackendOpsChecks, CsvRowsPassWithoutAnError) {
+  const auto read = read_test_backend_ops_checks(data("test_backend_ops_test.csv"), "test.csv");
+  EXPECT_EQ(read.format, "csv");
+  ASSERT_EQ(read.checks.size(), 3u);
+  EXPECT_EQ(read.skipped, 1u);  // the support row
+  EXPECT_EQ(read.checks[0].outcome, Outcome::Passed);
+  EXPECT_EQ(read.checks[0].line, 2u);
+  EXPECT_EQ(read.checks[1].outcome, Outcome::Failed);
+  EXPECT_EQ(read.checks[1].failure, "test failed");
+  EXPECT_EQ(read.checks[2].outcome, Outcome::NotSupported);
+}
+
+TEST(BackendOpsChecks, BadInputNamesFileLineAndField) {
+  std::string console = data("test_backend_ops_test_console.txt");
+  console.replace(console.find("0.001953125"), 11, "0.00x953125");
+  EXPECT_EQ(checks_error(console, "run.txt"), "run.txt: line 11, field nmse: '0.00x953125' is not a number");
+
+  std::string cut = data("test_backend_ops_test_console.txt");
+  const auto second = cut.find("  MUL_MAT(type_a=q4_K");
+  cut.replace(cut.find("\x1b[1;32mOK", second), 13, "");
+  EXPECT_EQ(checks_error(cut, "cut.txt").rfind("cut.txt: line 10, field status: ", 0), 0u) << checks_error(cut, "cut.txt");
+
+  std::string orphan = data("test_backend_ops_test_console.txt");
+  orphan.erase(orphan.find("Backend 1/2: CUDA0"), 19);
+  EXPECT_EQ(checks_error(orphan, "o.txt"), "o.txt: line 8, field backend: a case before any 'Backend i/n: NAME' line");
+
+  std::string sql = data("test_backend_ops_test.sql");
+  sql.replace(sql.find("'test', '1', '0', 'test failed'"), 31, "'test', '1', 'maybe', 'test failed'");
+  EXPECT_EQ(checks_error(sql, "t.sql"), "t.sql: line 23, field passed: 'maybe' is not 0 or 1");
+
+  std::string csv = data("test_backend_ops_test.csv");
+  csv = "Testing 1 devices\n" + csv;
+  csv.replace(csv.find("\"CUDA0\",\"MUL_MAT\""), 17, "\"CUDA0\",\"\"");
+  EXPECT_EQ(checks_error(csv, "t.csv"), "t.csv: line 3, field op_name: is empty");
 }
 
 }  // namespace
