@@ -1,6 +1,7 @@
 // The group-sequential A/B gate: planned looks, O'Brien-Fleming-type alpha spending (boundaries by
-// recursive numerical integration), the trimmed-t repeated confidence interval at each look, and the
-// verdict, comparison and stopping decision read from it.
+// recursive numerical integration), the trimmed-t repeated confidence interval at each look (its SE
+// robust to serial correlation, its df calibrated by simulation), and the verdict, comparison and
+// stopping decision read from it.
 #include "qgate/stats/sequential.h"
 
 #include <algorithm>
@@ -214,14 +215,26 @@ SequentialDesign SequentialDesign::from_policy(const GatePolicy& policy, double 
   }
   d.z_bound = spending_boundaries(t, d.spent);
   for (size_t k = 0; k < d.looks.size(); ++k) {
-    const int n = d.looks[k];
-    const int g = static_cast<int>(std::floor(trim * n));
-    d.trimmed.push_back(g);
-    d.df.push_back(static_cast<double>(n - 2 * g - 1));
+    d.trimmed.push_back(static_cast<int>(std::floor(trim * d.looks[k])));
     d.nominal_p.push_back(upper_normal_tail(d.z_bound[k]));
-    d.t_bound.push_back(d.df.back() >= 1 ? upper_t_quantile(d.nominal_p.back(), d.df.back()) : kInf);
   }
+  d.set_statistic(kAutocovarianceLags, kEffectiveDfScale);
   return d;
+}
+
+void SequentialDesign::set_statistic(int lags, double scale) {
+  if (lags < 0) throw std::invalid_argument("sequential design: autocovariance lags must be >= 0");
+  if (!(scale > 0)) throw std::invalid_argument("sequential design: the df scale must be positive");
+  autocovariance_lags = lags;
+  df_scale = scale;
+  df.clear();
+  t_bound.clear();
+  for (size_t k = 0; k < looks.size(); ++k) {
+    const int kept = looks[k] - 2 * trimmed[k];
+    // With fewer than two kept pairs there is no spread to read, and the look cannot decide.
+    df.push_back(kept >= 2 ? scale * (kept - 1) : 0.0);
+    t_bound.push_back(kept >= 2 ? upper_t_quantile(nominal_p[k], df.back()) : kInf);
+  }
 }
 
 std::vector<double> obf_boundaries(std::span<const double> fractions, double alpha) {
@@ -253,6 +266,7 @@ LookInterval look_interval(std::span<const AbPair> pairs, const SequentialDesign
     }
     d.push_back(std::log(p.a) - std::log(p.b));
   }
+  const std::vector<double> in_run_order = d;
   std::sort(d.begin(), d.end());
   LookInterval r;
   r.pairs = n;
@@ -269,16 +283,28 @@ LookInterval look_interval(std::span<const AbPair> pairs, const SequentialDesign
     r.upper = kInf;
     return r;
   }
-  // Winsorised values: the trimmed ends are replaced by the nearest kept value.
-  double wsum = 0;
-  for (size_t i = 0; i < n; ++i) wsum += d[std::clamp(i, g, n - g - 1)];
-  const double wmean = wsum / static_cast<double>(n);
-  double ss = 0;
+  // Winsorised values, kept in run order: each log-ratio clamped to the lowest and highest kept one.
+  const double low = d[g], high = d[n - g - 1];
+  std::vector<double> w(n);
+  double wmean = 0;
   for (size_t i = 0; i < n; ++i) {
-    const double e = d[std::clamp(i, g, n - g - 1)] - wmean;
-    ss += e * e;
+    w[i] = std::clamp(in_run_order[i], low, high);
+    wmean += w[i] / static_cast<double>(n);
   }
-  // Yuen: se^2 = (n - 1) s_w^2 / (h (h - 1)) with s_w^2 = ss / (n - 1).
+  for (double& v : w) v -= wmean;
+  // n times the long-run variance of the winsorised values: the lag-0 sum of squares plus the
+  // Bartlett-weighted lag sums (Newey-West). Bartlett weights keep it non-negative.
+  double ss = 0;
+  for (size_t i = 0; i < n; ++i) ss += w[i] * w[i];
+  const size_t lags = std::min(static_cast<size_t>(design.autocovariance_lags), n - 1);
+  for (size_t k = 1; k <= lags; ++k) {
+    double lag_sum = 0;
+    for (size_t i = 0; i + k < n; ++i) lag_sum += w[i] * w[i + k];
+    ss += 2 * (1 - static_cast<double>(k) / static_cast<double>(lags + 1)) * lag_sum;
+  }
+  ss = std::max(ss, 0.0);
+  // Yuen: se^2 = (n - 1) s_w^2 / (h (h - 1)) with s_w^2 = ss / (n - 1); with lags, ss carries the
+  // autocovariances of the winsorised values, which is what the trimmed mean's variance follows.
   r.standard_error = std::sqrt(ss / (static_cast<double>(h) * static_cast<double>(h - 1)));
   if (r.standard_error == 0) {
     // The kept pairs agree exactly (timer resolution can do that): fall back on the spread of all of
@@ -367,7 +393,7 @@ void explain_look(LookResult& r, const SequentialDesign& design) {
   }
   r.reasons.push_back(printf_string(
       "look %zu of %zu at %zu pairs: %.0f%% repeated confidence interval of the %.0f%%-trimmed mean log-ratio "
-      "(%d %s trimmed from each end), |t| >= %.3g on %.0f df, O'Brien-Fleming-type spending",
+      "(%d %s trimmed from each end), |t| >= %.3g on %.1f effective df, O'Brien-Fleming-type spending",
       r.look_index + 1, design.looks.size(), r.pairs, 100 * (1 - 2 * design.alpha), 100 * design.trim,
       r.interval.trimmed, r.interval.trimmed == 1 ? "pair" : "pairs", r.interval.t_bound, r.interval.df));
   if (r.decision == LookDecision::continue_adding) {

@@ -74,7 +74,8 @@ TEST(SequentialDesign, LooksHalveTheBudgetDownToTheMinimum) {
     EXPECT_GT(d.t_bound[k], d.z_bound[k]);  // the t boundary carries the unknown variance
   }
   EXPECT_EQ(d.trimmed.back(), 8);  // 20% of 40 from each end
-  EXPECT_EQ(d.df.back(), 23);      // 40 - 16 kept, less one
+  EXPECT_DOUBLE_EQ(d.df.back(), kEffectiveDfScale * 23);  // 40 - 16 kept, less one, calibrated
+  EXPECT_EQ(d.autocovariance_lags, kAutocovarianceLags);
   EXPECT_EQ(d.equivalence_band, 0.01);
 }
 
@@ -173,10 +174,10 @@ TEST(SequentialLook, StopsAtTheBudgetAndAtThePrecisionTarget) {
   EXPECT_TRUE(contains(noisy_end.reasons[0], "straddles 0.980")) << noisy_end.reasons[0];
   EXPECT_TRUE(contains(noisy_end.reasons[3], "budget of 40 pairs")) << noisy_end.reasons[3];
 
-  // On the threshold, within +-0.1%: more pairs would not move the answer; stop at look 2.
+  // On the threshold, within +-0.1%: more pairs would not move the answer; stop at look 3.
   std::vector<double> offsets;
-  for (int i = 0; i < 10; ++i) offsets.push_back(i % 2 ? 0.0005 : -0.0005);
-  const LookResult on_threshold = evaluate_look(pairs_with(0.98, offsets), d, 1);
+  for (int i = 0; i < 20; ++i) offsets.push_back(i % 3 ? 0.0005 : -0.0005);
+  const LookResult on_threshold = evaluate_look(pairs_with(0.98, offsets), d, 2);
   EXPECT_EQ(on_threshold.verdict, Verdict::Inconclusive);
   EXPECT_LT(on_threshold.halfwidth(), 0.01);
   EXPECT_EQ(on_threshold.decision, LookDecision::stop);

@@ -21,6 +21,18 @@ namespace qgate::stats {
 /// end keeps those pairs from swamping both the estimate and its standard error.
 inline constexpr double kDefaultTrim = 0.2;
 
+/// Autocovariance lags in the standard error (Newey-West, Bartlett weights 1 - k / (lags + 1)). In
+/// ABBA order pair i's second run sits next to pair i + 1's first, so noise that persists from one run
+/// to the next (clocks, temperature, a co-tenant's phase) correlates consecutive log-ratios; an SE
+/// that assumed independent pairs would be too small. 0 is Yuen's SE for independent pairs.
+inline constexpr int kAutocovarianceLags = 1;
+
+/// Each look's boundary is read from t on df_scale * (h - 1) degrees of freedom (h kept pairs), not
+/// h - 1: the trimmed mean over its autocorrelation-robust SE has heavier tails than t on h - 1, and
+/// this constant, fitted by simulation, holds the rates at the nominal level under white, heavy-tailed,
+/// serially correlated, outlying, bursty and drifting run noise (docs/ab-statistics.md).
+inline constexpr double kEffectiveDfScale = 0.45;
+
 /// The one-sided error rate per side: false PASS at a true ratio of exactly 1 - threshold, and
 /// false FAIL there, are each at most this. The interval is the two-sided 1 - 2 * alpha one.
 inline constexpr double kDefaultSideAlpha = 0.025;
@@ -36,10 +48,12 @@ struct SequentialDesign {
   std::vector<double> z_bound;       // boundary on the standard normal scale (+inf: cannot stop there)
   std::vector<double> nominal_p;     // one-sided nominal level of each look, 1 - Phi(z_bound)
   std::vector<int> trimmed;          // pairs trimmed from each end at each look
-  std::vector<double> df;            // degrees of freedom of the trimmed t at each look
+  std::vector<double> df;            // effective degrees of freedom of the trimmed t at each look
   std::vector<double> t_bound;       // the boundary mapped to that t distribution (same nominal level)
   double alpha = kDefaultSideAlpha;  // per side
   double trim = kDefaultTrim;
+  int autocovariance_lags = kAutocovarianceLags;  // lags in the SE (0: independent pairs)
+  double df_scale = kEffectiveDfScale;            // df = df_scale * (kept pairs - 1)
   double slowdown_threshold = 0.02;  // FAIL below 1 - threshold, PASS shown above it
   double equivalence_band = 0.01;    // SAME inside (1 - band, 1 + band); min(noise band, threshold)
   double target_halfwidth = 0.01;    // stop once the interval is this precise
@@ -49,6 +63,10 @@ struct SequentialDesign {
   /// Throws std::invalid_argument on a policy that makes no sense.
   static SequentialDesign from_policy(const GatePolicy& policy, double alpha = kDefaultSideAlpha,
                                       double trim = kDefaultTrim);
+  /// Recompute df and t_bound for another standard error: `lags` autocovariance lags and effective df
+  /// df_scale * (h - 1). from_policy uses the defaults; other settings are for comparing statistics.
+  /// Throws std::invalid_argument on lags < 0 or df_scale <= 0.
+  void set_statistic(int lags, double df_scale);
   /// The planned looks for a budget, as above.
   static std::vector<int> plan_looks(int min_pairs, int max_pairs);
   size_t last_look() const { return looks.size() - 1; }
@@ -59,7 +77,7 @@ struct LookInterval {
   size_t pairs = 0;
   int trimmed = 0;            // pairs dropped from each end
   double estimate = 0;        // trimmed mean of log(a / b)
-  double standard_error = 0;  // Yuen's: winsorised variance over the kept pairs
+  double standard_error = 0;  // Yuen's winsorised variance with the lag autocovariances, over the kept pairs
   double df = 0;
   double t_bound = 0;         // the look's boundary on the t scale
   double lower = 0;           // log scale; -inf / +inf when the look cannot decide
