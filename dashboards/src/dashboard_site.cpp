@@ -1,4 +1,4 @@
-// DashboardSite: method and Host checks, the API, and the dashboard's files.
+// DashboardSite: method and Host checks, the API, /metrics, /healthz and the dashboard's files.
 #include "qgate/dashboards/dashboard_site.h"
 
 #include <filesystem>
@@ -94,7 +94,40 @@ HttpResponse DashboardSite::handle(const HttpRequest& request) const {
     r.headers.emplace_back("Cache-Control", "no-store");
     return with_security_headers(std::move(r));
   }
+  if (request.path == "/metrics" && options_.metrics) return with_security_headers(metrics());
+  if (request.path == "/healthz" && options_.health) return with_security_headers(health());
   return with_security_headers(file(request.path == "/" ? "/index.html" : request.path));
+}
+
+HttpResponse DashboardSite::metrics() const {
+  HttpResponse r;
+  r.headers.emplace_back("Cache-Control", "no-store");
+  try {
+    r.body = options_.metrics();
+    r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+  } catch (const std::exception& e) {
+    r = error(500, "INTERNAL", std::string("cannot collect the metrics: ") + e.what());
+  }
+  return r;
+}
+
+HttpResponse DashboardSite::health() const {
+  ServiceHealth h;
+  try {
+    h = options_.health();
+  } catch (const std::exception& e) {
+    h.healthy = false;
+    h.reason = std::string("the health check failed: ") + e.what();
+  }
+  nlohmann::json checks = nlohmann::json::object();
+  for (const auto& [name, state] : h.checks) checks[name] = state;
+  nlohmann::json body = {{"status", h.healthy ? "ok" : "unavailable"}, {"checks", checks}};
+  if (!h.healthy) body["reason"] = h.reason;
+  HttpResponse r;
+  r.status = h.healthy ? 200 : 503;
+  r.body = body.dump();
+  r.headers.emplace_back("Cache-Control", "no-store");
+  return r;
 }
 
 HttpResponse DashboardSite::file(const std::string& path) const {

@@ -108,6 +108,17 @@ QueueCounts JobQueries::queue_counts() const {
   return counts;
 }
 
+std::map<db::JobState, std::int64_t> JobQueries::counts_by_state() const {
+  std::map<db::JobState, std::int64_t> counts;
+  for (const db::JobState state : {db::JobState::Queued, db::JobState::Running, db::JobState::Done,
+                                   db::JobState::Failed, db::JobState::Cancelled, db::JobState::Expired}) {
+    db::JobFilter filter;
+    filter.state = state;
+    counts[state] = store_.count_jobs(filter);
+  }
+  return counts;
+}
+
 // --- JobCancellation ---
 
 v1::Job JobCancellation::cancel(db::RowId id) {

@@ -35,9 +35,11 @@
 #include "qgate/server/dashboard_service.h"
 #include "qgate/server/event_hub.h"
 #include "qgate/server/harness_service.h"
+#include "qgate/server/health_probe.h"
 #include "qgate/server/job_event_log.h"
 #include "qgate/server/job_runner.h"
 #include "qgate/server/listener_security.h"
+#include "qgate/server/metrics_exposition.h"
 #include "qgate/server/scheduler.h"
 #include "qgate/server/served_gpus.h"
 #include "qgate/server/worker_process.h"
@@ -146,6 +148,7 @@ std::shared_ptr<WorkerLauncher> make_worker_launcher(const DaemonOptions& option
 struct Daemon::Parts {
   std::unique_ptr<ServedGpus> gpus;  // each GPU's sampler and watch: outlives the runner and schedulers
   std::unique_ptr<db::Store> store;
+  DaemonMetrics metrics;  // the scheduler counts into it: declared before the scheduler, so it outlives it
   EventHub events;
   std::unique_ptr<JobEventLog> event_log;  // declared after events and before the runner: outlives both publishers
   std::unique_ptr<JobRunner> runner;
@@ -156,7 +159,10 @@ struct Daemon::Parts {
   // The plain listener's own accept loop (connection_acceptor.h); TLS listens through gRPC.
   std::unique_ptr<ConnectionAcceptor> acceptor;
   std::string address;
-  // The HTTP dashboard (--http): its API calls the RPCs above through an in-process channel.
+  // The HTTP dashboard (--http): its API calls the RPCs above through an in-process channel; /metrics
+  // and /healthz read the daemon's parts (docs/operations.md).
+  std::unique_ptr<MetricsExposition> metrics_page;
+  std::unique_ptr<HealthProbe> health;
   std::unique_ptr<dashboards::DashboardApi> http_api;
   std::unique_ptr<dashboards::DashboardSite> http_site;
   std::unique_ptr<dashboards::HttpServer> http;
@@ -278,6 +284,7 @@ void Daemon::start() {
                                                make_worker_launcher(options_));
   parts_->scheduler = std::make_unique<Scheduler>(*parts_->store, *parts_->runner, parts_->gpus->pool());
   parts_->scheduler->set_quiet_source(first.watch, &parts_->events);
+  parts_->scheduler->set_metrics(&parts_->metrics);
   parts_->service = std::make_unique<HarnessService>(*parts_->store, parts_->events, *parts_->scheduler, options_,
                                                      parts_->gpus->description(first.ordinal));
   parts_->service->set_device_watch(first.watch);
@@ -343,6 +350,11 @@ void Daemon::start() {
     dashboards::SiteOptions site;
     site.static_dir = !options_.http_root.empty() ? options_.http_root : exe_dir() + "/../share/qgate/dashboard";
     site.loopback = http_security->loopback;
+    parts_->metrics_page = std::make_unique<MetricsExposition>(*parts_->store, options_, *parts_->gpus,
+                                                               *parts_->scheduler, parts_->metrics);
+    parts_->health = std::make_unique<HealthProbe>(*parts_->store, *parts_->scheduler, read_only);
+    site.metrics = [page = parts_->metrics_page.get()] { return page->text(); };
+    site.health = [probe = parts_->health.get()] { return probe->check(); };
     parts_->http_site = std::make_unique<dashboards::DashboardSite>(*parts_->http_api, site);
     dashboards::HttpServerOptions http;
     http.address = options_.http;

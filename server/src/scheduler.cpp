@@ -16,6 +16,16 @@ using jobs::spec_of;
 
 namespace {
 
+int64_t steady_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+int64_t unix_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 std::unique_ptr<GpuPool> one_gpu_pool(int device) {
   ServedGpu gpu;
   gpu.ordinal = device;
@@ -88,10 +98,33 @@ int64_t Scheduler::running_job_on(int ordinal) const {
   return 0;
 }
 
+std::string Scheduler::not_alive(std::chrono::milliseconds max_silence) const {
+  const int64_t now = steady_ms();
+  for (const auto& lane : lanes_) {
+    const std::string gpu = "the scheduler's loop for GPU " + std::to_string(lane->gpu->ordinal);
+    if (!lane->looping.load()) return gpu + " is not running";
+    if (lane->running.load() != 0) continue;
+    const int64_t silent = now - lane->last_pass_ms.load();
+    if (silent > max_silence.count())
+      return gpu + " has not looked at the queue for " + std::to_string(silent / 1000) + " s";
+  }
+  return "";
+}
+
 void Scheduler::loop(Lane& lane) {
   const int device = lane.gpu->ordinal;
   const cotenant::DeviceWatch* watch = lane.gpu->watch ? lane.gpu->watch : watch_;
+  // Alive from here until the loop returns, however it returns (/healthz reads it).
+  struct Looping {
+    Lane& lane;
+    explicit Looping(Lane& l) : lane(l) {
+      lane.last_pass_ms = steady_ms();
+      lane.looping = true;
+    }
+    ~Looping() { lane.looping = false; }
+  } looping(lane);
   while (true) {
+    lane.last_pass_ms = steady_ms();
     uint64_t seen = 0;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -121,7 +154,7 @@ void Scheduler::loop(Lane& lane) {
         lane.stop_flag = JobRunner::kKeepRunning;
         lane.running = job->id;
       }
-      run_claimed(lane, *job);
+      run_counted(lane, *job);
       {
         std::lock_guard<std::mutex> lock(mu_);
         lane.running = 0;
@@ -131,6 +164,23 @@ void Scheduler::loop(Lane& lane) {
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait_for(lock, std::chrono::seconds(1), [&] { return stopping_ || wakeups_ != seen; });
   }
+}
+
+void Scheduler::run_counted(Lane& lane, const db::Job& job) {
+  if (!metrics_) return run_claimed(lane, job);
+  // Claim latency: from submit (the job's row) to now, on the wall clock both were read from.
+  metrics_->job_claimed(double(unix_ms() - job.created_ms) / 1000.0);
+  const auto started = std::chrono::steady_clock::now();
+  run_claimed(lane, job);
+  const double ran_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  std::string end_state = "unknown";
+  try {
+    if (const auto ended = store_.find_job(job.id))
+      end_state = qgate::is_terminal(ended->state) ? std::string(qgate::to_string(ended->state)) : "interrupted";
+  } catch (const std::exception& e) {
+    spdlog::warn("job {}: cannot read its end state for the metrics: {}", job.id, e.what());
+  }
+  metrics_->job_finished(end_state, ran_s);
 }
 
 void Scheduler::run_claimed(Lane& lane, const db::Job& job) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -87,6 +88,8 @@ class JobQueries {
   /// Newest first; state UNSPECIFIED = every state; limit 0 = 50, at most 10000.
   std::vector<v1::Job> list(v1::JobState state, int limit) const;
   QueueCounts queue_counts() const;
+  /// How many jobs are in each state now, every state present (0 when none).
+  std::map<db::JobState, std::int64_t> counts_by_state() const;
 
  private:
   db::Store& store_;

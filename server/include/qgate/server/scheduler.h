@@ -4,14 +4,17 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "qgate/cotenant/device_watch.h"
+#include "qgate/server/daemon_metrics.h"
 #include "qgate/server/event_hub.h"
 #include "qgate/jobs/gpu_choice.h"
 #include "qgate/server/gpu_pool.h"
@@ -44,6 +47,11 @@ class Scheduler {
     watch_ = watch;
     events_ = events;
   }
+  /// Where the lanes count their claims and finished jobs (/metrics). Call before start().
+  void set_metrics(DaemonMetrics* metrics) { metrics_ = metrics; }
+  /// Empty when every GPU's loop is alive: running a job, or back at its queue within `max_silence`
+  /// (an idle loop looks at the queue at least once a second). Otherwise which loop is not, and why.
+  std::string not_alive(std::chrono::milliseconds max_silence) const;
 
  private:
   /// One GPU's loop and what it is doing.
@@ -52,10 +60,14 @@ class Scheduler {
     std::thread thread;
     std::atomic<int64_t> running{0};
     std::atomic<int> stop_flag{JobRunner::kKeepRunning};
+    std::atomic<bool> looping{false};         // the loop's thread has started and not returned
+    std::atomic<int64_t> last_pass_ms{0};     // when it last looked at the queue (steady clock)
   };
   void loop(Lane& lane);
   /// Runs a claimed job on the lane's GPU, and on a second one when it is a split job.
   void run_claimed(Lane& lane, const db::Job& job);
+  /// Runs it, and counts the claim and the end in metrics_ when there is one.
+  void run_counted(Lane& lane, const db::Job& job);
   /// Expires (or releases to run contended) the quiet-window jobs whose deadline has passed.
   void settle_quiet_deadlines();
   bool stopping() {
@@ -75,6 +87,7 @@ class Scheduler {
   uint64_t wakeups_ = 0;
   const cotenant::DeviceWatch* watch_ = nullptr;
   EventHub* events_ = nullptr;
+  DaemonMetrics* metrics_ = nullptr;
 };
 
 }  // namespace qgate::server

@@ -1,0 +1,172 @@
+// What /metrics and /healthz read inside qgated, in-process: DaemonMetrics' buckets and counts, the
+// scheduler counting a claimed job and its end into it, and HealthProbe with a scheduler that has not
+// started, runs, and has stopped, and with a daemon that started read-only. The pages themselves are
+// scraped from a real qgated in dashboards/tests/daemon_http_test.cpp.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <thread>
+
+#include "qgate/cotenant/sampler.h"
+#include "qgate/db/sqlite_store.h"
+#include "qgate/server/daemon_metrics.h"
+#include "qgate/server/daemon_options.h"
+#include "qgate/server/event_hub.h"
+#include "qgate/server/health_probe.h"
+#include "qgate/server/job_runner.h"
+#include "qgate/server/scheduler.h"
+
+namespace qgate::server {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+struct NoSampler final : cotenant::Sampler {
+  std::optional<cotenant::Sample> read(const std::set<int>&) override { return std::nullopt; }
+  bool available() const override { return false; }
+  std::string unavailable_reason() const override { return "in-process test"; }
+};
+
+/// A store, a runner and a one-GPU scheduler, as qgated wires them, not started.
+struct SchedulerParts {
+  fs::path root;
+  DaemonOptions options;
+  std::unique_ptr<db::Store> store;
+  EventHub events;
+  NoSampler sampler;
+  std::unique_ptr<JobRunner> runner;
+  std::unique_ptr<Scheduler> scheduler;
+
+  SchedulerParts() {
+    std::string tmpl = (fs::temp_directory_path() / "qgate-observability-test-XXXXXX").string();
+    if (!mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
+    root = tmpl;
+    options.backend = "cpu";
+    options.data_dir = root.string();
+    options.db_path = (root / "qgate.db").string();
+    db::SqliteOptions so;
+    so.path = options.db_path;
+    store = db::open_sqlite_store(so);
+    runner = std::make_unique<JobRunner>(*store, events, options, sampler);
+    scheduler = std::make_unique<Scheduler>(*store, *runner, 0);
+  }
+  ~SchedulerParts() {
+    scheduler.reset();
+    runner.reset();
+    store.reset();
+    std::error_code ec;
+    fs::remove_all(root, ec);
+  }
+
+  /// A queued parity job whose build file is missing: the runner ends it FAILED before any worker.
+  int64_t queue_job_without_its_build() {
+    db::Build build;
+    build.sha256 = std::string(64, 'b');
+    build.name = "gone";
+    build.size_bytes = 1;
+    build.artifact_path = (root / "gone.so").string();
+    db::Job job;
+    job.kind = "parity";
+    job.build_id = store->insert_build(build).id;
+    job.backend = "cpu";
+    return store->create_job(job);
+  }
+};
+
+template <typename Pred>
+bool eventually(Pred pred, std::chrono::milliseconds within = 20s) {
+  const auto deadline = std::chrono::steady_clock::now() + within;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(20ms);
+  }
+  return pred();
+}
+
+TEST(DaemonMetrics, ObservationsLandInEveryBucketAtOrAboveThem) {
+  DaemonMetrics metrics;
+  metrics.job_claimed(0.05);  // the first bucket (0.1) and every one above
+  metrics.job_claimed(3);     // 5 and above
+  metrics.job_claimed(-2);    // a clock set back: counted as 0
+  metrics.job_claimed(1e9);   // beyond the last bound: only in +Inf (the count)
+  const DaemonMetrics::Snapshot s = metrics.snapshot();
+  EXPECT_EQ(s.claimed, 4u);
+  ASSERT_EQ(s.claim.bounds, DaemonMetrics::claim_bounds());
+  ASSERT_EQ(s.claim.cumulative.size(), s.claim.bounds.size());
+  for (size_t i = 0; i < s.claim.bounds.size(); ++i) {
+    const double b = s.claim.bounds[i];
+    const std::uint64_t expected = 2 + (b >= 3 ? 1 : 0);
+    EXPECT_EQ(s.claim.cumulative[i], expected) << "le " << b;
+  }
+  EXPECT_EQ(s.claim.count, 4u);
+  EXPECT_DOUBLE_EQ(s.claim.sum_s, 0.05 + 3 + 0 + 1e9);
+  EXPECT_EQ(s.run.count, 0u);
+  EXPECT_TRUE(s.finished.empty());
+
+  metrics.job_finished("done", 12);
+  metrics.job_finished("failed", 0.5);
+  metrics.job_finished("done", 40);
+  const DaemonMetrics::Snapshot after = metrics.snapshot();
+  EXPECT_EQ(after.finished.at("done"), 2u);
+  EXPECT_EQ(after.finished.at("failed"), 1u);
+  EXPECT_EQ(after.run.count, 3u);
+  EXPECT_DOUBLE_EQ(after.run.sum_s, 52.5);
+  EXPECT_EQ(after.run.cumulative.front(), 1u) << "only the 0.5 s run is within the first bound (1 s)";
+  EXPECT_GE(after.uptime_s, 0);
+}
+
+TEST(SchedulerMetrics, AClaimedJobAndItsEndAreCounted) {
+  SchedulerParts parts;
+  DaemonMetrics metrics;
+  parts.scheduler->set_metrics(&metrics);
+  const int64_t job = parts.queue_job_without_its_build();
+  parts.scheduler->start();
+  ASSERT_TRUE(eventually([&] { return metrics.snapshot().run.count == 1; })) << "the job never came back";
+  parts.scheduler->stop();
+  const DaemonMetrics::Snapshot s = metrics.snapshot();
+  EXPECT_EQ(s.claimed, 1u);
+  EXPECT_EQ(s.claim.count, 1u);
+  EXPECT_GE(s.claim.sum_s, 0);
+  EXPECT_LT(s.claim.sum_s, 60) << "claimed within the test's time";
+  ASSERT_EQ(s.finished.size(), 1u);
+  EXPECT_EQ(s.finished.count("failed"), 1u) << "a job whose build is missing ends FAILED";
+  EXPECT_EQ(parts.store->find_job(job)->state, qgate::JobState::Failed);
+}
+
+TEST(HealthProbe, HealthyOnlyWhileTheSchedulerLoops) {
+  SchedulerParts parts;
+  const HealthProbe probe(*parts.store, *parts.scheduler, "");
+  dashboards::ServiceHealth h = probe.check();
+  EXPECT_FALSE(h.healthy) << "not started yet";
+  EXPECT_NE(h.reason.find("the scheduler's loop for GPU 0 is not running"), std::string::npos) << h.reason;
+
+  parts.scheduler->start();
+  ASSERT_TRUE(eventually([&] { return probe.check().healthy; })) << probe.check().reason;
+  h = probe.check();
+  EXPECT_TRUE(h.reason.empty());
+  ASSERT_EQ(h.checks.size(), 2u);
+  EXPECT_EQ(h.checks[0], (std::pair<std::string, std::string>{"store", "ok"}));
+  EXPECT_EQ(h.checks[1], (std::pair<std::string, std::string>{"scheduler", "ok"}));
+
+  parts.scheduler->stop();
+  h = probe.check();
+  EXPECT_FALSE(h.healthy) << "stopped";
+  EXPECT_NE(h.reason.find("is not running"), std::string::npos) << h.reason;
+  EXPECT_EQ(h.checks[0].second, "ok") << "the store still answers";
+}
+
+TEST(HealthProbe, AReadOnlyDaemonIsNotHealthyAndSaysWhy) {
+  SchedulerParts parts;
+  const HealthProbe probe(*parts.store, *parts.scheduler, "the database /x/qgate.db is read-only for uid 1000");
+  const dashboards::ServiceHealth h = probe.check();
+  EXPECT_FALSE(h.healthy);
+  EXPECT_EQ(h.reason, "no job runs: qgated started read-only (the database /x/qgate.db is read-only for uid 1000)");
+  EXPECT_EQ(h.checks[0].second, "ok");
+}
+
+}  // namespace
+}  // namespace qgate::server
