@@ -1,6 +1,7 @@
-// DashboardApi: routes, parameter parsing, the RPC call and the JSON answer.
+// DashboardApi: routes, parameter parsing, the RPC call and the JSON answer in its envelope.
 #include "qgate/dashboards/dashboard_api.h"
 
+#include <google/protobuf/descriptor.h>
 #include <google/protobuf/util/json_util.h>
 
 #include <charconv>
@@ -9,7 +10,7 @@
 #include <set>
 #include <stdexcept>
 
-#include <nlohmann/json.hpp>
+#include "qgate/client/json_report.h"
 
 namespace qgate::dashboards {
 namespace {
@@ -19,9 +20,60 @@ struct BadRequest : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-ApiResponse error_response(int status, const std::string& code, const std::string& message) {
-  nlohmann::json body = {{"error", {{"code", code}, {"message", message}}}};
-  return {status, body.dump()};
+using google::protobuf::Descriptor;
+using google::protobuf::FieldDescriptor;
+
+/// The largest integer a JSON reader's double holds exactly, and every one below it: 2^53.
+constexpr std::int64_t kExactInJson = std::int64_t(1) << 53;
+
+/// One 64-bit integer as proto's mapping wrote it (a string), as a number when it fits in 2^53.
+void integer_as_number(nlohmann::json& value, bool is_unsigned) {
+  if (!value.is_string()) return;
+  const std::string& text = value.get_ref<const std::string&>();
+  if (is_unsigned) {
+    std::uint64_t v = 0;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (ec == std::errc() && end == text.data() + text.size() && v <= std::uint64_t(kExactInJson)) value = v;
+  } else {
+    std::int64_t v = 0;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (ec == std::errc() && end == text.data() + text.size() && v >= -kExactInJson && v <= kExactInJson) value = v;
+  }
+}
+
+void integers_as_numbers(const Descriptor& type, nlohmann::json& object);
+
+/// One field's value (an element of a repeated field, or a map's value) with its 64-bit integers as numbers.
+void value_as_api(const FieldDescriptor& field, nlohmann::json& value) {
+  switch (field.cpp_type()) {
+    case FieldDescriptor::CPPTYPE_INT64:
+      return integer_as_number(value, false);
+    case FieldDescriptor::CPPTYPE_UINT64:
+      return integer_as_number(value, true);
+    case FieldDescriptor::CPPTYPE_MESSAGE:
+      if (value.is_object()) integers_as_numbers(*field.message_type(), value);
+      return;
+    default:
+      return;
+  }
+}
+
+/// Walks a message's JSON by its descriptor: proto's mapping writes every int64 and uint64 as a
+/// string; the API writes those that fit in 2^53 (ids, millisecond times, byte counts) as numbers.
+void integers_as_numbers(const Descriptor& type, nlohmann::json& object) {
+  for (int i = 0; i < type.field_count(); ++i) {
+    const FieldDescriptor& field = *type.field(i);
+    auto it = object.find(field.name());
+    if (it == object.end()) continue;
+    if (field.is_map()) {
+      const FieldDescriptor& value_field = *field.message_type()->map_value();
+      for (auto& [key, value] : it->items()) value_as_api(value_field, value);
+    } else if (field.is_repeated()) {
+      for (auto& element : *it) value_as_api(field, element);
+    } else {
+      value_as_api(field, *it);
+    }
+  }
 }
 
 int http_status(grpc::StatusCode code) {
@@ -146,27 +198,51 @@ bool DashboardApi::is_route(const std::string& path) {
   return fixed.count(path) > 0 || std::regex_match(path, job_route());
 }
 
-std::string DashboardApi::to_json(const google::protobuf::Message& message) {
+nlohmann::json DashboardApi::to_json(const google::protobuf::Message& message) {
   google::protobuf::util::JsonPrintOptions options;
   options.preserve_proto_field_names = true;
   options.always_print_primitive_fields = true;
   std::string out;
   const auto status = google::protobuf::util::MessageToJsonString(message, &out, options);
   if (!status.ok()) throw std::runtime_error("cannot write " + message.GetTypeName() + " as JSON");
-  return out;
+  nlohmann::json json = nlohmann::json::parse(out);
+  integers_as_numbers(*message.GetDescriptor(), json);
+  return json;
+}
+
+std::string DashboardApi::envelope(const std::string& key, nlohmann::json data,
+                                   const std::string& authorization) const {
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  if (!authorization.empty()) context.AddMetadata("authorization", authorization);
+  v1::DeviceStatus device;
+  const grpc::Status status = harness_->GetDevice(&context, v1::GetDeviceRequest(), &device);
+  const client::ReportContext facts =
+      status.ok() ? client::report_context(device, QGATE_VERSION)
+                  : client::report_context_without_daemon(QGATE_VERSION, "GetDevice: " + status.error_message());
+  return client::json_report(facts, key, std::move(data)).dump();
+}
+
+ApiResponse DashboardApi::refused(int status, const std::string& code, const std::string& message,
+                                  const std::string& authorization) const {
+  return {status, envelope("error", {{"code", code}, {"message", message}}, authorization)};
 }
 
 ApiResponse DashboardApi::get(const std::string& path, const QueryParams& query,
                               const std::string& authorization) const {
-  // One call: its request built from the parameters, its answer written as JSON.
-  auto call = [&](auto&& invoke, google::protobuf::Message& response) -> ApiResponse {
+  // One call: its request built from the parameters, its answer written as JSON under `key`: the
+  // whole response, or only its `list` field where the response holds nothing else (as the CLI does).
+  auto call = [&](auto&& invoke, google::protobuf::Message& response, const std::string& key,
+                  const std::string& list = "") -> ApiResponse {
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
     if (!authorization.empty()) context.AddMetadata("authorization", authorization);
     const grpc::Status status = invoke(&context);
     if (!status.ok())
-      return error_response(http_status(status.error_code()), code_name(status.error_code()), status.error_message());
-    return {200, to_json(response)};
+      return refused(http_status(status.error_code()), code_name(status.error_code()), status.error_message(),
+                     authorization);
+    nlohmann::json data = to_json(response);
+    return {200, envelope(key, list.empty() ? std::move(data) : std::move(data[list]), authorization)};
   };
   try {
     Params p(query);
@@ -174,7 +250,8 @@ ApiResponse DashboardApi::get(const std::string& path, const QueryParams& query,
       p.done();
       v1::GetDeviceRequest request;
       v1::DeviceStatus response;
-      return call([&](grpc::ClientContext* c) { return harness_->GetDevice(c, request, &response); }, response);
+      return call([&](grpc::ClientContext* c) { return harness_->GetDevice(c, request, &response); }, response,
+                  "device");
     }
     if (path == "/api/jobs") {
       v1::ListJobsRequest request;
@@ -187,7 +264,8 @@ ApiResponse DashboardApi::get(const std::string& path, const QueryParams& query,
       }
       p.done();
       v1::ListJobsResponse response;
-      return call([&](grpc::ClientContext* c) { return harness_->ListJobs(c, request, &response); }, response);
+      return call([&](grpc::ClientContext* c) { return harness_->ListJobs(c, request, &response); }, response, "jobs",
+                  "jobs");
     }
     if (path == "/api/trend") {
       v1::QueryTrendRequest request;
@@ -202,7 +280,8 @@ ApiResponse DashboardApi::get(const std::string& path, const QueryParams& query,
       request.set_raw_runs(p.flag("raw_runs"));
       p.done();
       v1::QueryTrendResponse response;
-      return call([&](grpc::ClientContext* c) { return harness_->QueryTrend(c, request, &response); }, response);
+      return call([&](grpc::ClientContext* c) { return harness_->QueryTrend(c, request, &response); }, response,
+                  "points", "points");
     }
     if (path == "/api/changes") {
       v1::QueryChangesRequest request;
@@ -216,7 +295,8 @@ ApiResponse DashboardApi::get(const std::string& path, const QueryParams& query,
       request.set_min_segment(p.small_integer("min_segment"));
       p.done();
       v1::QueryChangesResponse response;
-      return call([&](grpc::ClientContext* c) { return harness_->QueryChanges(c, request, &response); }, response);
+      return call([&](grpc::ClientContext* c) { return harness_->QueryChanges(c, request, &response); },
+                  response, "changes");
     }
     if (path == "/api/builds") {
       v1::ListBuildsRequest request;
@@ -224,7 +304,8 @@ ApiResponse DashboardApi::get(const std::string& path, const QueryParams& query,
       request.set_limit(p.small_integer("limit"));
       p.done();
       v1::ListBuildsResponse response;
-      return call([&](grpc::ClientContext* c) { return harness_->ListBuilds(c, request, &response); }, response);
+      return call([&](grpc::ClientContext* c) { return harness_->ListBuilds(c, request, &response); }, response,
+                  "builds", "builds");
     }
     std::smatch m;
     if (std::regex_match(path, m, job_route())) {
@@ -235,28 +316,30 @@ ApiResponse DashboardApi::get(const std::string& path, const QueryParams& query,
         v1::GetJobRequest request;
         request.set_job_id(id);
         v1::Job response;
-        return call([&](grpc::ClientContext* c) { return harness_->GetJob(c, request, &response); }, response);
+        return call([&](grpc::ClientContext* c) { return harness_->GetJob(c, request, &response); }, response,
+                    "job");
       }
       v1::JobDetailRequest request;
       request.set_job_id(id);
       if (part == "/ab") {
         v1::AbDetail response;
-        return call([&](grpc::ClientContext* c) { return dashboard_->GetAbDetail(c, request, &response); }, response);
+        return call([&](grpc::ClientContext* c) { return dashboard_->GetAbDetail(c, request, &response); },
+                    response, "ab");
       }
       if (part == "/parity") {
         v1::ParityResults response;
         return call([&](grpc::ClientContext* c) { return dashboard_->GetParityResults(c, request, &response); },
-                    response);
+                    response, "parity");
       }
       v1::CotenantTimeline response;
       return call([&](grpc::ClientContext* c) { return dashboard_->GetCotenantTimeline(c, request, &response); },
-                  response);
+                  response, "cotenant");
     }
-    return error_response(404, "NOT_FOUND", "no API route " + path);
+    return refused(404, "NOT_FOUND", "no API route " + path, authorization);
   } catch (const BadRequest& e) {
-    return error_response(400, "INVALID_ARGUMENT", e.what());
+    return refused(400, "INVALID_ARGUMENT", e.what(), authorization);
   } catch (const std::exception& e) {
-    return error_response(500, "INTERNAL", e.what());
+    return refused(500, "INTERNAL", e.what(), authorization);
   }
 }
 

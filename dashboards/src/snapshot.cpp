@@ -62,8 +62,8 @@ SnapshotResult DashboardSnapshot::write(const SnapshotOptions& options) const {
   const auto& jobs = answers["/api/jobs?limit=" + std::to_string(options.jobs)];
   if (jobs.contains("jobs")) {
     for (const auto& job : jobs["jobs"]) {
-      // int64 fields are strings in proto's JSON mapping.
-      const long long id = std::stoll(job.at("id").get<std::string>());
+      // The answer's envelope holds the list under "jobs"; ids are JSON numbers (docs/dashboard.md).
+      const long long id = job.at("id").get<long long>();
       for (const std::string& request : job_requests(id)) fetch(request);
       ++result.jobs;
     }

@@ -112,17 +112,18 @@ try {
   equal(await page.$$eval("#looks-table tbody tr", (r) => r.length), looks.length, "planned looks in the table");
   equal(await page.$$eval("#pairs-chart g.mark-rect.role-mark path", (r) => r.length), 1, "the verdict's interval band");
 
-  const parityAnswer = snapshot
+  // Every API answer is an envelope with the data under its key (docs/dashboard.md).
+  const parityAnswer = (snapshot
     ? await page.evaluate((id) => window.QGATE_SNAPSHOT[`/api/jobs/${id}/parity`], gate.id)
-    : await page.evaluate(async (id) => (await fetch(`/api/jobs/${id}/parity`)).json(), gate.id);
+    : await page.evaluate(async (id) => (await fetch(`/api/jobs/${id}/parity`)).json(), gate.id)).parity;
   equal(parityAnswer.cases.length, v.parity_passed + v.parity_failed, "parity cases behind the matrix (the verdict's count)");
   const cells = new Set(parityAnswer.cases.map((c) => `${c.weight_type}|${c.nt}x${c.od}x${c.k}`)).size;
   equal(await page.$$eval("#parity-chart g.mark-rect.role-mark path", (r) => r.length), cells, "parity matrix cells (type x shape)");
   equal(await page.$$eval("#parity-chart g.mark-text.role-mark text", (r) => r.length), cells, "parity cell labels");
 
-  const timeline = snapshot
+  const timeline = (snapshot
     ? await page.evaluate((id) => window.QGATE_SNAPSHOT[`/api/jobs/${id}/cotenant`], gate.id)
-    : await page.evaluate(async (id) => (await fetch(`/api/jobs/${id}/cotenant`)).json(), gate.id);
+    : await page.evaluate(async (id) => (await fetch(`/api/jobs/${id}/cotenant`)).json(), gate.id)).cotenant;
   const withSm = timeline.readings.filter((r) => r.foreign_sm_percent !== undefined).length;
   const withClock = timeline.readings.filter((r) => r.sm_clock_mhz !== undefined).length;
   const reasons = timeline.readings.reduce((n, r) => n + r.throttle_reasons.length, 0);

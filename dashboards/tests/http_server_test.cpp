@@ -1,7 +1,8 @@
 // The dashboard's HTTP layer on a real socket: HttpServer and DashboardSite in front of DashboardApi, which
 // calls a real DashboardService over a seeded SQLite store and a recording Harness service (so each
 // route's request fields can be checked) through an in-process gRPC channel. Bad paths, methods,
-// sizes and hosts; the token rule of the RPC behind a route; the JSON of every endpoint.
+// sizes and hosts; the token rule of the RPC behind a route; the JSON of every endpoint, in its
+// envelope and with 64-bit integers as numbers; /metrics and /healthz as the site serves them.
 #include "qgate/dashboards/http_server.h"
 
 #include <arpa/inet.h>
@@ -11,6 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -18,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "qgate/dashboards/dashboard_site.h"
+#include "qgate/dashboards/prometheus_text.h"
 #include "qgate/db/sqlite_store.h"
 #include "qgate/server/dashboard_service.h"
 #include "seeded_ab_job.h"
@@ -170,6 +173,20 @@ class DashboardHttpTest : public ::testing::Test {
     std::ofstream(dir_.file("secret.txt")) << "outside the web root";
     SiteOptions site;
     site.static_dir = dir_.file("web").string();
+    site.metrics = [this] {
+      if (metrics_fail_) throw std::runtime_error("the store is gone");
+      PrometheusText text;
+      text.family("qgate_test_scrapes_total", MetricType::Counter, "Scrapes of this test's site.");
+      text.sample({}, double(++scrapes_));
+      return text.text();
+    };
+    site.health = [this] {
+      ServiceHealth h;
+      h.healthy = healthy_;
+      h.checks = {{"store", healthy_ ? "ok" : "the store does not answer"}};
+      if (!healthy_) h.reason = "the store does not answer";
+      return h;
+    };
     site_ = std::make_unique<DashboardSite>(*api_, site);
     HttpServerOptions options;
     options.address = "127.0.0.1:0";
@@ -199,7 +216,19 @@ class DashboardHttpTest : public ::testing::Test {
   std::unique_ptr<DashboardSite> site_;
   std::unique_ptr<HttpServer> http_;
   int port_ = 0;
+  std::atomic<int> scrapes_{0};
+  std::atomic<bool> metrics_fail_{false};
+  std::atomic<bool> healthy_{true};
 };
+
+/// The envelope of every API answer: the CLI's schema_version and context keys, and `key`.
+void expect_envelope(const json& body, const std::string& key) {
+  EXPECT_EQ(body["schema_version"], 1) << body.dump();
+  ASSERT_TRUE(body.contains("context")) << body.dump();
+  for (const char* k : {"host", "backend", "device", "gpu_name", "driver_version", "qgate_version", "cli_version"})
+    EXPECT_TRUE(body["context"].contains(k)) << k << " in " << body.dump();
+  EXPECT_TRUE(body.contains(key)) << key << " in " << body.dump();
+}
 
 TEST_F(DashboardHttpTest, ServesThePageAndItsFiles) {
   const RawAnswer page = raw_get(port_, "/");
@@ -218,7 +247,7 @@ TEST_F(DashboardHttpTest, BadPathsAre404) {
                            "/%2e%2e/secret.txt", "/web/../secret.txt", "/vendor/"}) {
     auto [status, body] = get(path);
     EXPECT_EQ(status, 404) << path;
-    if (std::string(path).rfind("/api", 0) == 0) EXPECT_TRUE(body.contains("error")) << path;
+    if (std::string(path).rfind("/api", 0) == 0) expect_envelope(body, "error");
   }
 }
 
@@ -278,19 +307,28 @@ TEST_F(DashboardHttpTest, ARouteWhoseRpcNeedsTheTokenAsksForIt) {
   // The Authorization header travels to the RPC, which applies its own rule.
   auto [missing, error] = get("/api/device");
   EXPECT_EQ(missing, 401);
+  expect_envelope(error, "error");
   EXPECT_EQ(error["error"]["code"], "UNAUTHENTICATED");
+  EXPECT_NE(error["context"]["error"].get<std::string>().find("a token is needed"), std::string::npos)
+      << "without the token the context says why the daemon's facts are missing: " << error.dump();
   EXPECT_EQ(get("/api/device", "Host: 127.0.0.1\r\nAuthorization: Bearer wrong-token-of-16-chars\r\n").first, 401);
   auto [ok, device] = get("/api/device", std::string("Host: 127.0.0.1\r\nAuthorization: ") + kToken + "\r\n");
   EXPECT_EQ(ok, 200);
-  EXPECT_EQ(device["backend"], "cpu");
-  EXPECT_EQ(device["queued_jobs"], 2);
+  expect_envelope(device, "device");
+  EXPECT_EQ(device["device"]["backend"], "cpu");
+  EXPECT_EQ(device["device"]["queued_jobs"], 2);
+  EXPECT_EQ(device["context"]["backend"], "cpu") << "the context is the daemon's GetDevice answer";
+  EXPECT_FALSE(device["context"].contains("error"));
 }
 
 TEST_F(DashboardHttpTest, JobsListMapsItsParameters) {
   auto [status, body] = get("/api/jobs?limit=20&state=JOB_STATE_DONE");
   ASSERT_EQ(status, 200);
+  expect_envelope(body, "jobs");
+  ASSERT_TRUE(body["jobs"].is_array()) << "the list itself, as the CLI's --json jobs";
   ASSERT_EQ(body["jobs"].size(), 3u);
-  EXPECT_EQ(body["jobs"][0]["id"], "1") << "int64 is a string in proto's JSON mapping";
+  EXPECT_TRUE(body["jobs"][0]["id"].is_number_integer()) << "int64 is a JSON number: " << body.dump();
+  EXPECT_EQ(body["jobs"][0]["id"], 1);
   EXPECT_EQ(body["jobs"][0]["verdict"]["verdict"], "VERDICT_PASS");
   EXPECT_EQ(body["jobs"][0]["disposition"], "DISPOSITION_OK");
   std::lock_guard lock(harness_.mu);
@@ -311,6 +349,7 @@ TEST_F(DashboardHttpTest, BadParametersAre400) {
 TEST_F(DashboardHttpTest, TrendAndChangesMapTheirParameters) {
   auto [status, body] = get("/api/trend?profile=cpu-tiny&weight_type=q4_K&since_unix_ms=5&include_contended=true");
   ASSERT_EQ(status, 200);
+  expect_envelope(body, "points");
   ASSERT_EQ(body["points"].size(), 4u);
   EXPECT_EQ(body["points"][2]["contended"], true);
   EXPECT_EQ(body["points"][0]["contended"], false) << "fields at their defaults are shown";
@@ -323,7 +362,8 @@ TEST_F(DashboardHttpTest, TrendAndChangesMapTheirParameters) {
   }
   auto [changes_status, changes] = get("/api/changes?profile=cpu-tiny&slowdowns_only=1&alpha=0.05");
   ASSERT_EQ(changes_status, 200);
-  EXPECT_EQ(changes["series"][0]["profile"], "cpu-tiny");
+  expect_envelope(changes, "changes");
+  EXPECT_EQ(changes["changes"]["series"][0]["profile"], "cpu-tiny");
   std::lock_guard lock(harness_.mu);
   EXPECT_TRUE(harness_.changes.slowdowns_only());
   EXPECT_DOUBLE_EQ(harness_.changes.alpha(), 0.05);
@@ -332,16 +372,24 @@ TEST_F(DashboardHttpTest, TrendAndChangesMapTheirParameters) {
 TEST_F(DashboardHttpTest, AJobAndARefusedJob) {
   auto [status, job] = get("/api/jobs/7");
   ASSERT_EQ(status, 200);
-  EXPECT_EQ(job["state"], "JOB_STATE_RUNNING");
+  expect_envelope(job, "job");
+  EXPECT_EQ(job["job"]["state"], "JOB_STATE_RUNNING");
+  EXPECT_EQ(job["job"]["id"], 7);
   auto [missing, error] = get("/api/jobs/8");
   EXPECT_EQ(missing, 404);
+  expect_envelope(error, "error");
   EXPECT_EQ(error["error"]["code"], "NOT_FOUND");
-  EXPECT_EQ(get("/api/builds").second["builds"].size(), 1u);
+  const json builds = get("/api/builds").second;
+  expect_envelope(builds, "builds");
+  ASSERT_EQ(builds["builds"].size(), 1u);
+  EXPECT_EQ(builds["builds"][0]["id"], 1);
 }
 
 TEST_F(DashboardHttpTest, AbDetailJson) {
-  auto [status, ab] = get("/api/jobs/" + std::to_string(seeded_.job_id) + "/ab");
-  ASSERT_EQ(status, 200) << ab.dump();
+  auto [status, answer] = get("/api/jobs/" + std::to_string(seeded_.job_id) + "/ab");
+  ASSERT_EQ(status, 200) << answer.dump();
+  expect_envelope(answer, "ab");
+  const json& ab = answer["ab"];
   ASSERT_EQ(ab["pairs"].size(), static_cast<size_t>(seeded_.pairs));
   ASSERT_EQ(ab["runs"].size(), static_cast<size_t>(2 * seeded_.pairs));
   ASSERT_EQ(ab["looks"].size(), 2u);
@@ -353,8 +401,10 @@ TEST_F(DashboardHttpTest, AbDetailJson) {
 }
 
 TEST_F(DashboardHttpTest, ParityJson) {
-  auto [status, parity] = get("/api/jobs/" + std::to_string(seeded_.job_id) + "/parity");
+  auto [status, answer] = get("/api/jobs/" + std::to_string(seeded_.job_id) + "/parity");
   ASSERT_EQ(status, 200);
+  expect_envelope(answer, "parity");
+  const json& parity = answer["parity"];
   ASSERT_EQ(parity["cases"].size(), static_cast<size_t>(seeded_.parity_cases));
   for (const auto& c : parity["cases"]) {
     EXPECT_TRUE(c.contains("max_abs_diff"));
@@ -365,8 +415,10 @@ TEST_F(DashboardHttpTest, ParityJson) {
 }
 
 TEST_F(DashboardHttpTest, CotenantJson) {
-  auto [status, t] = get("/api/jobs/" + std::to_string(seeded_.job_id) + "/cotenant");
+  auto [status, answer] = get("/api/jobs/" + std::to_string(seeded_.job_id) + "/cotenant");
   ASSERT_EQ(status, 200);
+  expect_envelope(answer, "cotenant");
+  const json& t = answer["cotenant"];
   ASSERT_EQ(t["readings"].size(), static_cast<size_t>(seeded_.readings));
   ASSERT_EQ(t["runs"].size(), static_cast<size_t>(2 * seeded_.pairs));
   int throttled = 0;
@@ -376,6 +428,54 @@ TEST_F(DashboardHttpTest, CotenantJson) {
     throttled += static_cast<int>(r["throttle_reasons"].size());
   }
   EXPECT_EQ(throttled, 4);
+}
+
+TEST(ApiJson, SixtyFourBitIntegersAreNumbersUpTo2To53) {
+  v1::Job job;
+  job.set_id(int64_t(1) << 53);
+  job.set_created_unix_ms(1767225600123);
+  job.mutable_build()->set_id(5);
+  json out = DashboardApi::to_json(job);
+  EXPECT_EQ(out["id"], int64_t(1) << 53);
+  EXPECT_EQ(out["created_unix_ms"], 1767225600123);
+  EXPECT_EQ(out["build"]["id"], 5) << "nested messages too";
+  job.set_id((int64_t(1) << 53) + 1);
+  job.set_created_unix_ms(-(int64_t(1) << 53) - 1);
+  out = DashboardApi::to_json(job);
+  EXPECT_EQ(out["id"], "9007199254740993") << "beyond 2^53 a double would round it: a string, as proto's mapping";
+  EXPECT_EQ(out["created_unix_ms"], "-9007199254740993");
+}
+
+TEST_F(DashboardHttpTest, MetricsAreTextOnTheSameListenerAndChecks) {
+  const RawAnswer first = raw_get(port_, "/metrics");
+  ASSERT_EQ(first.status, 200);
+  EXPECT_EQ(first.header("Content-Type"), "text/plain; version=0.0.4; charset=utf-8");
+  EXPECT_EQ(first.header("Cache-Control"), "no-store");
+  EXPECT_EQ(first.body,
+            "# HELP qgate_test_scrapes_total Scrapes of this test's site.\n"
+            "# TYPE qgate_test_scrapes_total counter\nqgate_test_scrapes_total 1\n");
+  EXPECT_NE(raw_get(port_, "/metrics").body.find("qgate_test_scrapes_total 2\n"), std::string::npos)
+      << "each scrape is collected anew";
+  EXPECT_EQ(raw_get(port_, "/metrics", "Host: attacker.example\r\n").status, 403) << "the Host rule holds here too";
+  EXPECT_EQ(raw(port_, "POST /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").status, 405);
+  metrics_fail_ = true;
+  const RawAnswer failed = raw_get(port_, "/metrics");
+  EXPECT_EQ(failed.status, 500);
+  EXPECT_NE(failed.body.find("the store is gone"), std::string::npos) << failed.body;
+}
+
+TEST_F(DashboardHttpTest, HealthzIs200WhenHealthyAnd503WithTheReasonOtherwise) {
+  auto [ok, body] = get("/healthz");
+  EXPECT_EQ(ok, 200);
+  EXPECT_EQ(body["status"], "ok");
+  EXPECT_EQ(body["checks"]["store"], "ok");
+  EXPECT_FALSE(body.contains("reason"));
+  healthy_ = false;
+  auto [down, why] = get("/healthz");
+  EXPECT_EQ(down, 503);
+  EXPECT_EQ(why["status"], "unavailable");
+  EXPECT_EQ(why["reason"], "the store does not answer");
+  EXPECT_EQ(get("/healthz", "Host: attacker.example\r\n").first, 403);
 }
 
 TEST(HostPort, SplitsAndRefuses) {

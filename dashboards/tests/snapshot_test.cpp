@@ -112,8 +112,11 @@ TEST_F(SnapshotTest, WritesThePageAndAnAnswerForEveryRequest) {
   std::vector<std::string> expected = page_requests(7);
   for (const std::string& r : job_requests(seeded_.job_id)) expected.push_back(r);
   EXPECT_EQ(result.requests, expected);
-  for (const std::string& request : expected) EXPECT_TRUE(answers.contains(request)) << request;
-  EXPECT_EQ(answers["/api/jobs/" + std::to_string(seeded_.job_id) + "/ab"]["pairs"].size(),
+  for (const std::string& request : expected) {
+    ASSERT_TRUE(answers.contains(request)) << request;
+    EXPECT_EQ(answers[request]["schema_version"], 1) << request << ": each answer as the API writes it, enveloped";
+  }
+  EXPECT_EQ(answers["/api/jobs/" + std::to_string(seeded_.job_id) + "/ab"]["ab"]["pairs"].size(),
             static_cast<size_t>(seeded_.pairs));
   EXPECT_EQ(answers["/api/trend?include_contended=true"]["points"].size(), 1u);
 }

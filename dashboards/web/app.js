@@ -12,16 +12,21 @@
   let trendPoints = [];
   let changeSeries = [];
 
-  /// One API answer: from the snapshot when the page was opened from disk, else fetched.
-  async function api(request) {
+  /// One API answer's data: from the snapshot when the page was opened from disk, else fetched. Every
+  /// answer is an envelope, {schema_version, context, <key>: data} (docs/dashboard.md); `key` names
+  /// the data the route answers with ("jobs", "points", "ab", ...).
+  async function api(request, key) {
+    let body;
     if (snapshot) {
       if (!(request in snapshot)) throw new Error(`the snapshot has no answer for ${request}`);
-      return snapshot[request];
+      body = snapshot[request];
+    } else {
+      const res = await fetch(request, { headers: { Accept: "application/json" } });
+      body = await res.json().catch(() => ({}));
+      if (!res.ok) throw new Error(`${request}: ${res.status} ${body.error ? body.error.message : ""}`);
     }
-    const res = await fetch(request, { headers: { Accept: "application/json" } });
-    const body = await res.json().catch(() => ({}));
-    if (!res.ok) throw new Error(`${request}: ${res.status} ${body.error ? body.error.message : ""}`);
-    return body;
+    if (!body || !(key in body)) throw new Error(`${request}: the answer has no "${key}"`);
+    return body[key];
   }
 
   function showError(e) {
@@ -58,7 +63,7 @@
     const own = new Set();
     for (const p of trendPoints) {
       counts.set(p.profile, (counts.get(p.profile) || 0) + 1);
-      if (Number(p.job_id) > 0) own.add(p.profile);
+      if (p.job_id > 0) own.add(p.profile);
     }
     return [...counts.entries()]
       .sort((a, b) => own.has(b[0]) - own.has(a[0]) || b[1] - a[1] || a[0].localeCompare(b[0]))
@@ -82,8 +87,8 @@
   }
 
   async function loadTrend() {
-    const [trend, changes] = await Promise.all([api("/api/trend?include_contended=true"), api("/api/changes")]);
-    trendPoints = trend.points || [];
+    const [points, changes] = await Promise.all([api("/api/trend?include_contended=true", "points"), api("/api/changes", "changes")]);
+    trendPoints = points;
     changeSeries = changes.series || [];
     const select = $("trend-profile");
     select.replaceChildren(...profiles().map((p) => new Option(p, p)));
@@ -101,7 +106,7 @@
   function jobRow(job) {
     const v = job.verdict || {};
     const tr = document.createElement("tr");
-    tr.dataset.jobId = job.id;
+    tr.dataset.jobId = String(job.id);
     const verdict = short(v.verdict);
     const cells = [
       job.id,
@@ -130,8 +135,7 @@
   }
 
   async function loadJobs() {
-    const answer = await api(`/api/jobs?limit=${JOBS_LIMIT}`);
-    const jobs = answer.jobs || [];
+    const jobs = await api(`/api/jobs?limit=${JOBS_LIMIT}`, "jobs");
     $("jobs").querySelector("tbody").replaceChildren(...jobs.map(jobRow));
     $("jobs").dataset.rows = String(jobs.length);
     return jobs;
@@ -142,10 +146,10 @@
   async function openJob(job) {
     const section = $("job-section");
     section.dataset.jobId = "";
-    for (const tr of $("jobs").querySelectorAll("tbody tr")) tr.classList.toggle("selected", tr.dataset.jobId === job.id);
+    for (const tr of $("jobs").querySelectorAll("tbody tr")) tr.classList.toggle("selected", tr.dataset.jobId === String(job.id));
     section.hidden = false;
     const base = `/api/jobs/${job.id}`;
-    const [ab, parity, cotenant] = await Promise.all([api(`${base}/ab`), api(`${base}/parity`), api(`${base}/cotenant`)]);
+    const [ab, parity, cotenant] = await Promise.all([api(`${base}/ab`, "ab"), api(`${base}/parity`, "parity"), api(`${base}/cotenant`, "cotenant")]);
     const v = job.verdict || {};
     $("job-title").textContent = `Job ${job.id}: ${short(job.spec && job.spec.kind)} of ${job.build ? job.build.metadata.name : "?"}`;
     const reason = (v.reasons || [])[0] || "";
@@ -195,7 +199,7 @@
       draw("cotenant-chart", QgateCharts.cotenant(cotenant, Math.max(320, $("cotenant-chart").clientWidth - 240)), t.length),
     ]);
     $("cotenant-chart").dataset.reasons = String(reasons);
-    section.dataset.jobId = job.id;
+    section.dataset.jobId = String(job.id);
     section.scrollIntoView({ block: "start" });
   }
 
@@ -204,7 +208,7 @@
     $("trend-profile").addEventListener("change", () => drawTrend().catch(showError));
     $("trend-x").addEventListener("change", () => drawTrend().catch(showError));
     try {
-      const device = await api("/api/device");
+      const device = await api("/api/device", "device");
       $("device").textContent =
         `host ${device.host || "?"} · backend ${device.backend} · device ${device.name} · qgate ${device.qgate_version}`;
     } catch (e) {

@@ -5,6 +5,8 @@
 
 const QgateCharts = (() => {
   const width = "container";
+  // The API writes ids, times and counts as JSON numbers (docs/dashboard.md); a double outside
+  // them may still be a string ("NaN", "Infinity"), and a field may be missing.
   const num = (v) => (v === undefined || v === null || v === "" ? null : Number(v));
   const loadOf = (p) => (!p.cotenant_known ? "unknown" : p.contended ? "contended" : "quiet");
   // A pass-timed point is a series of its own: whole passes give other tok/s than GEMMs timed alone.

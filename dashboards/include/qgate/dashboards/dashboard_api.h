@@ -1,6 +1,8 @@
 // The dashboard's JSON API: a GET under /api/ mapped onto one read RPC (Harness or Dashboard) over a
-// gRPC channel, answered with the response message in proto's JSON mapping. qgated serves it over an
-// in-process channel; `qgate dashboard --out` calls it over its connection to write a snapshot.
+// gRPC channel, answered with the response message in the envelope of the CLI's --json documents
+// (schema_version, context, and the data under a key named for it; docs/dashboard.md). qgated serves
+// it over an in-process channel; `qgate dashboard --out` calls it over its connection to write a
+// snapshot.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -9,6 +11,8 @@
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "qgate/v1/dashboard.grpc.pb.h"
 #include "qgate/v1/harness.grpc.pb.h"
@@ -20,21 +24,22 @@ using QueryParams = std::multimap<std::string, std::string>;
 
 struct ApiResponse {
   int status = 200;  // HTTP status
-  std::string body;  // JSON: the RPC's response, or {"error": {"code": ..., "message": ...}}
+  std::string body;  // JSON: {"schema_version", "context", KEY: the RPC's response} or, refused,
+                     // {"schema_version", "context", "error": {"code": ..., "message": ...}}
 };
 
-/// The routes, for docs and for the HTTP server's method check:
-///   /api/device                      GetDevice
-///   /api/jobs?limit=&state=          ListJobs
-///   /api/jobs/ID                     GetJob
-///   /api/jobs/ID/ab                  GetAbDetail        (runs, pairs, looks)
-///   /api/jobs/ID/parity              GetParityResults
-///   /api/jobs/ID/cotenant            GetCotenantTimeline
+/// The routes, with the RPC and the key their data is under:
+///   /api/device                      GetDevice            device
+///   /api/jobs?limit=&state=          ListJobs             jobs (the list)
+///   /api/jobs/ID                     GetJob               job
+///   /api/jobs/ID/ab                  GetAbDetail          ab (runs, pairs, looks)
+///   /api/jobs/ID/parity              GetParityResults     parity
+///   /api/jobs/ID/cotenant            GetCotenantTimeline  cotenant
 ///   /api/trend?profile=&weight_type=&path=&build_glob=&since_unix_ms=&include_contended=&limit=&job_id=&raw_runs=
-///                                    QueryTrend
+///                                    QueryTrend           points (the list)
 ///   /api/changes?profile=&weight_type=&path=&build_glob=&since_unix_ms=&slowdowns_only=&alpha=&min_segment=
-///                                    QueryChanges
-///   /api/builds?name=&limit=         ListBuilds
+///                                    QueryChanges         changes
+///   /api/builds?name=&limit=         ListBuilds           builds (the list)
 class DashboardApi {
  public:
   explicit DashboardApi(std::shared_ptr<grpc::ChannelInterface> channel);
@@ -49,10 +54,17 @@ class DashboardApi {
   /// True when `path` is one of the routes (whatever its parameters).
   static bool is_route(const std::string& path);
 
-  /// A message in the API's JSON: proto field names, enums by name, fields at their defaults shown.
-  static std::string to_json(const google::protobuf::Message& message);
+  /// A message in the API's JSON: proto field names, enums by name, fields at their defaults shown,
+  /// and 64-bit integers as numbers where they fit in 2^53 (strings beyond, as proto's mapping has it).
+  static nlohmann::json to_json(const google::protobuf::Message& message);
 
  private:
+  /// The envelope around `data`: {"schema_version", "context", key: data}. The context is the
+  /// daemon's GetDevice answer, read with `authorization`; when it cannot be had, the context says why.
+  std::string envelope(const std::string& key, nlohmann::json data, const std::string& authorization) const;
+  ApiResponse refused(int status, const std::string& code, const std::string& message,
+                      const std::string& authorization) const;
+
   std::unique_ptr<v1::Harness::Stub> harness_;
   std::unique_ptr<v1::Dashboard::Stub> dashboard_;
 };
