@@ -2,6 +2,8 @@
 #include "record_declarations.h"
 
 #include <memory>
+#include <mutex>
+#include <set>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -58,6 +60,80 @@ std::vector<const ColumnDeclaration<Row>*> RecordDeclaration<Row>::inserted() co
 using stored::column;
 using stored::word;
 
+const std::vector<SeriesDimension>& series_dimensions() {
+  using S = SeriesFields;
+  using enum SeriesKeyPart;
+  static const std::vector<SeriesDimension> dimensions{
+      {column("profile", &S::profile), fixed},
+      {column("weight_type", &S::weight_type), fixed},
+      {column("path", &S::path), fixed},
+      {column("tokens", &S::tokens), apart},
+      {column("backend", &S::backend), fixed},
+      {column("gpu_name", &S::gpu_name), fixed},
+      {column("settings", &S::settings), appended_when_set}};
+  return dimensions;
+}
+
+std::vector<SeriesFieldValue> series_field_values(const SeriesFields& fields) {
+  std::vector<SeriesFieldValue> values;
+  for (const auto& dimension : series_dimensions()) values.push_back({dimension.column.name, dimension.column.store(fields)});
+  return values;
+}
+
+void set_series_field(SeriesFields& fields, std::string_view name, const StoredValue& value) {
+  for (const auto& dimension : series_dimensions()) {
+    if (dimension.column.name != name) continue;
+    const auto* text = std::get_if<std::string>(&value);
+    if (dimension.column.nullable && text && text->empty()) dimension.column.load(fields, std::monostate{});
+    else dimension.column.load(fields, value);
+    return;
+  }
+  throw StoreError(StoreErrorKind::InvalidValue, fmt::format("no series field '{}'", name));
+}
+
+namespace {
+/// "alias.name", kept for the life of the process: a declaration holds its names as views.
+std::string_view qualified(std::string_view alias, std::string_view name) {
+  if (alias.empty()) return name;
+  static std::mutex mutex;
+  static std::set<std::string, std::less<>> names;
+  const std::string full = fmt::format("{}.{}", alias, name);
+  std::lock_guard lock(mutex);
+  return *names.insert(full).first;
+}
+}  // namespace
+
+std::string series_column_list(std::string_view alias) {
+  std::string list;
+  for (const auto& dimension : series_dimensions()) {
+    if (!list.empty()) list += ", ";
+    list += qualified(alias, dimension.column.name);
+  }
+  return list;
+}
+
+template <class Row>
+std::vector<ColumnDeclaration<Row>> series_columns(std::string_view alias) {
+  static_assert(std::is_base_of_v<SeriesFields, Row>);
+  std::vector<ColumnDeclaration<Row>> columns;
+  for (const auto& dimension : series_dimensions()) {
+    const ColumnDeclaration<SeriesFields>& field = dimension.column;
+    columns.push_back({qualified(alias, field.name),
+                       [store = field.store](const Row& row) { return store(row); },
+                       [load = field.load](Row& row, const StoredValue& value) { load(row, value); }});
+  }
+  return columns;
+}
+
+namespace {
+/// A declaration's own columns followed by the series fields.
+template <class Row>
+std::vector<ColumnDeclaration<Row>> with_series(std::vector<ColumnDeclaration<Row>> own, std::string_view alias = {}) {
+  for (auto& column : series_columns<Row>(alias)) own.push_back(std::move(column));
+  return own;
+}
+}  // namespace
+
 const RecordDeclaration<Build>& build_record() {
   static const RecordDeclaration<Build> record{
       "builds", "build", "id", true,
@@ -95,17 +171,16 @@ const RecordDeclaration<Job>& job_record() {
 const RecordDeclaration<Run>& run_record() {
   static const RecordDeclaration<Run> record{
       "runs", "run", "id", true,
-      {column("id", &Run::id), column("job_id", &Run::job_id), column("build_id", &Run::build_id),
-       column("arm", &Run::arm), column("path", &Run::path), column("pair_index", &Run::pair_index),
-       column("seq", &Run::seq), column("started_ms", &Run::started_ms), column("finished_ms", &Run::finished_ms),
-       word("state", &Run::state, &qgate::to_string, &stored_run_state), column("host", &Run::host),
-       column("gpu_name", &Run::gpu_name), column("gpu_uuid", &Run::gpu_uuid),
-       column("driver_version", &Run::driver_version), column("cuda_version", &Run::cuda_version),
-       column("backend", &Run::backend), column("qgate_version", &Run::qgate_version),
-       column("options_json", &Run::options_json), column("series_key", &Run::series_key),
-       column("profile", &Run::profile), column("weight_type", &Run::weight_type), column("tokens", &Run::tokens),
-       column("tokens_per_s", &Run::tokens_per_s), column("gemm_ms", &Run::gemm_ms),
-       column("contended", &Run::contended), column("part_of", &Run::part_of), column("settings", &Run::settings)}};
+      with_series<Run>(
+          {column("id", &Run::id), column("job_id", &Run::job_id), column("build_id", &Run::build_id),
+           column("arm", &Run::arm), column("pair_index", &Run::pair_index), column("seq", &Run::seq),
+           column("started_ms", &Run::started_ms), column("finished_ms", &Run::finished_ms),
+           word("state", &Run::state, &qgate::to_string, &stored_run_state), column("host", &Run::host),
+           column("gpu_uuid", &Run::gpu_uuid), column("driver_version", &Run::driver_version),
+           column("cuda_version", &Run::cuda_version), column("qgate_version", &Run::qgate_version),
+           column("options_json", &Run::options_json), column("series_key", &Run::series_key),
+           column("tokens_per_s", &Run::tokens_per_s), column("gemm_ms", &Run::gemm_ms),
+           column("contended", &Run::contended), column("part_of", &Run::part_of)})};
   return record;
 }
 
@@ -219,14 +294,13 @@ const RecordDeclaration<TrendRow>& trend_row_projection() {
   using T = TrendRow;
   static const RecordDeclaration<T> projection{
       "runs", "trend row of run", "r.id", false,
-      {column("r.id", &T::run_id), column("r.build_id", &T::build_id), column("b.name", &T::build_name),
-       column("b.sha256", &T::build_sha256), column("r.started_ms", &T::started_ms),
-       column("r.tokens_per_s", &T::tokens_per_s), column("r.contended", &T::contended),
-       column("r.profile", &T::profile), column("r.weight_type", &T::weight_type), column("r.path", &T::path),
-       column("r.series_key", &T::series_key), column("r.job_id", &T::job_id), column("r.tokens", &T::tokens),
-       column("r.backend", &T::backend), column("r.gpu_name", &T::gpu_name), column("b.commit_sha", &T::commit_sha),
-       column("r.settings", &T::settings),
-       optional_word("j.timing", &T::timing, &qgate::to_string, &stored_timing_mode)}};
+      with_series<T>({column("r.id", &T::run_id), column("r.build_id", &T::build_id), column("b.name", &T::build_name),
+                      column("b.sha256", &T::build_sha256), column("r.started_ms", &T::started_ms),
+                      column("r.tokens_per_s", &T::tokens_per_s), column("r.contended", &T::contended),
+                      column("r.series_key", &T::series_key), column("r.job_id", &T::job_id),
+                      column("b.commit_sha", &T::commit_sha),
+                      optional_word("j.timing", &T::timing, &qgate::to_string, &stored_timing_mode)},
+                     "r")};
   return projection;
 }
 
@@ -248,17 +322,15 @@ RecordDeclaration<TrendSummary> make_trend_summary_projection(const TrendSetColu
                                   else row.last_job_id.reset();
                                 }};
   return {"build_rollups", "trend point", "id", false,
-          {column("id", &T::id), last_job, column("jobs", &T::jobs), column("build_id", &T::build_id),
-           column("build_name", &T::build_name), column("build_sha256", &T::build_sha256),
-           column("commit_sha", &T::commit_sha), column("profile", &T::profile),
-           column("weight_type", &T::weight_type), column("path", &T::path), column("series_key", &T::series_key),
-           column("tokens", &T::tokens), column("backend", &T::backend), column("gpu_name", &T::gpu_name),
-           column("settings", &T::settings),
-           column("first_ms", &T::first_ms), column("last_ms", &T::last_ms), column("runs", &T::total_runs),
-           column("contended_runs", &T::contended_runs), column("unknown_runs", &T::unknown_runs),
-           column(set.runs, &T::runs), column(set.median, &T::median_tokens_per_s),
-           column(set.low, &T::low_tokens_per_s), column(set.high, &T::high_tokens_per_s),
-           optional_word("timing", &T::timing, &qgate::to_string, &stored_timing_mode)}};
+          with_series<T>({column("id", &T::id), last_job, column("jobs", &T::jobs), column("build_id", &T::build_id),
+                          column("build_name", &T::build_name), column("build_sha256", &T::build_sha256),
+                          column("commit_sha", &T::commit_sha), column("series_key", &T::series_key),
+                          column("first_ms", &T::first_ms), column("last_ms", &T::last_ms),
+                          column("runs", &T::total_runs), column("contended_runs", &T::contended_runs),
+                          column("unknown_runs", &T::unknown_runs), column(set.runs, &T::runs),
+                          column(set.median, &T::median_tokens_per_s), column(set.low, &T::low_tokens_per_s),
+                          column(set.high, &T::high_tokens_per_s),
+                          optional_word("timing", &T::timing, &qgate::to_string, &stored_timing_mode)})};
 }
 }  // namespace
 
@@ -280,17 +352,19 @@ const RecordDeclaration<CompareRun>& compare_run_projection() {
   using C = CompareRun;
   static const RecordDeclaration<C> projection{
       "runs", "compare run", "r.id", false,
-      {column("r.id", &C::run_id), column("r.job_id", &C::job_id), column("r.build_id", &C::build_id),
-       column("r.arm", &C::arm), column("r.pair_index", &C::pair_index), column("r.path", &C::path),
-       column("r.profile", &C::profile), column("r.weight_type", &C::weight_type), column("r.tokens", &C::tokens),
-       column("r.backend", &C::backend), column("r.gpu_name", &C::gpu_name), column("r.gpu_uuid", &C::gpu_uuid),
-       column("r.settings", &C::settings),
-       column("r.started_ms", &C::started_ms), column("r.tokens_per_s", &C::tokens_per_s),
-       column("r.contended", &C::contended),
-       optional_word("j.timing", &C::job_timing, &qgate::to_string, &stored_timing_mode)}};
+      with_series<C>({column("r.id", &C::run_id), column("r.job_id", &C::job_id), column("r.build_id", &C::build_id),
+                      column("r.arm", &C::arm), column("r.pair_index", &C::pair_index),
+                      column("r.gpu_uuid", &C::gpu_uuid), column("r.started_ms", &C::started_ms),
+                      column("r.tokens_per_s", &C::tokens_per_s), column("r.contended", &C::contended),
+                      optional_word("j.timing", &C::job_timing, &qgate::to_string, &stored_timing_mode)},
+                     "r")};
   return projection;
 }
 
+template std::vector<ColumnDeclaration<Run>> series_columns<Run>(std::string_view);
+template std::vector<ColumnDeclaration<TrendRow>> series_columns<TrendRow>(std::string_view);
+template std::vector<ColumnDeclaration<TrendSummary>> series_columns<TrendSummary>(std::string_view);
+template std::vector<ColumnDeclaration<CompareRun>> series_columns<CompareRun>(std::string_view);
 template struct RecordDeclaration<Build>;
 template struct RecordDeclaration<Job>;
 template struct RecordDeclaration<Run>;

@@ -18,14 +18,12 @@
 
 namespace qgate::db {
 
-/// One column's value as a store engine holds it.
-using StoredValue = std::variant<std::monostate, std::int64_t, double, std::string>;
-
 template <class Row>
 struct ColumnDeclaration {
   std::string_view name;
   std::function<StoredValue(const Row&)> store;         // the member as stored
   std::function<void(Row&, const StoredValue&)> load;  // the stored value into the member; throws StoreError
+  bool nullable = false;                                // the member is optional: NULL is none
 };
 
 template <class Row>
@@ -45,6 +43,29 @@ struct RecordDeclaration {
   std::vector<const ColumnDeclaration<Row>*> inserted() const;
   int count() const { return static_cast<int>(columns.size()); }
 };
+
+/// How a series field enters a run's series key (make_series_key in records.h).
+enum class SeriesKeyPart {
+  fixed,              // one of the key's first fields, written out in make_series_key (frozen: v1)
+  appended_when_set,  // appended after them when not empty, so runs without it keep their key
+  apart,              // not hashed: the rollups and compare keep it beside the key (tokens, host)
+};
+
+/// One field of SeriesFields: its column (the same name in runs and build_rollups, and the name of the
+/// API messages' field it fills) and its part in the series key.
+struct SeriesDimension {
+  ColumnDeclaration<SeriesFields> column;
+  SeriesKeyPart key_part = SeriesKeyPart::fixed;
+};
+
+/// The series fields, once, in the order the rollups' key and the API list them.
+const std::vector<SeriesDimension>& series_dimensions();
+/// "profile, weight_type, ..." or "r.profile, r.weight_type, ..." with an alias.
+std::string series_column_list(std::string_view alias = {});
+/// The series fields as columns of a row that holds them (Run, TrendRow, TrendSummary, CompareRun),
+/// named "alias.column" with an alias.
+template <class Row>
+std::vector<ColumnDeclaration<Row>> series_columns(std::string_view alias = {});
 
 const RecordDeclaration<Build>& build_record();
 const RecordDeclaration<Job>& job_record();
@@ -127,7 +148,8 @@ ColumnDeclaration<Row> column(std::string_view name, T Row::*member) {
       }
     }
   };
-  return {name, store, load};
+  constexpr bool nullable = !std::is_same_v<T, std::string> && !std::is_arithmetic_v<T>;
+  return {name, store, load, nullable};
 }
 
 /// An enum member stored as its word (to_string / from_string of records.h).
@@ -154,7 +176,8 @@ ColumnDeclaration<Row> optional_word(std::string_view name, std::optional<E> Row
             const std::string text = as_text(value, name);
             if (text.empty()) row.*member = std::nullopt;
             else row.*member = from_word(text);
-          }};
+          },
+          true};
 }
 
 }  // namespace stored

@@ -8,6 +8,7 @@
 
 #include "qgate/common/fnv1a.h"
 #include "qgate/db/store_error.h"
+#include "record_declarations.h"
 
 namespace qgate::db {
 
@@ -43,8 +44,18 @@ std::string make_series_key(std::string_view build_name, const Run& run) {
       "v1\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}", build_name, run.path, run.profile,
       run.weight_type.value_or(""), run.gpu_name, run.gpu_uuid, run.driver_version,
       run.cuda_version, run.backend);
-  // Settings came later (migration 0011): a run without any keeps the key it always had.
-  const std::string keyed = run.settings.empty() ? canonical : canonical + "\x1f" + run.settings;
+  // Fields that came later (settings, migration 0011) are appended when set, in their declared
+  // order: a run without them keeps the key it always had.
+  std::string keyed = canonical;
+  for (const SeriesDimension& dimension : series_dimensions()) {
+    if (dimension.key_part != SeriesKeyPart::appended_when_set) continue;
+    const StoredValue value = dimension.column.store(run);
+    std::string text;  // unset: '', 0 or NULL
+    if (const auto* word = std::get_if<std::string>(&value)) text = *word;
+    else if (const auto* number = std::get_if<std::int64_t>(&value); number && *number != 0) text = std::to_string(*number);
+    else if (const auto* real = std::get_if<double>(&value); real && *real != 0) text = fmt::format("{}", *real);
+    if (!text.empty()) keyed += "\x1f" + text;
+  }
   // FNV-1a 64: fixed by its definition, so the key is the same on every platform and release, and
   // good enough to tell a few thousand series apart.
   return fmt::format("{:016x}", common::fnv1a64(keyed));

@@ -16,28 +16,20 @@ constexpr std::int64_t kEpochAfterMondayMs = 3LL * 24 * 3600 * 1000;
 const std::string kWeekOfRun =
     fmt::format("((started_ms + {0}) / {1}) * {1} - {0}", kEpochAfterMondayMs, kWeekMs);
 
-/// A trend point's key: one build's runs of one series in one week (week_ms: kWeekOfRun), timed one
-/// way (timing: the job's, '' for runs no job measured; migration 0007), whole runs or one weight
-/// type's parts of runs (part: 1 for parts; migration 0010), and the runs' settings (migration 0011).
-constexpr const char* kRollupGroup =
-    "build_id, series_key, tokens, week_ms, timing, profile, weight_type, path, backend, gpu_name, part, settings";
+/// A trend point's key, before the series fields (series_dimensions()): one build's runs of one
+/// series in one week (week_ms: kWeekOfRun), timed one way (timing: the job's, '' for runs no job
+/// measured; migration 0007), and whole runs or one weight type's parts of runs (part: 1 for parts;
+/// migration 0010).
+constexpr const char* kRollupKeyHead = "build_id, series_key, week_ms, timing, part";
 
-/// The trend points (build_rollups, migration 0006) of the runs in a scope, recomputed from those
-/// runs: one row per build, series (series key, profile, weight type, path, tokens, backend, GPU),
-/// week and timing. The one statement that defines a point: the write path runs it with the scope of one
-/// (build, series key, tokens, week) group after deleting that group's rows, and the migration
-/// runner runs it over every run ("1") right after 0006 creates the table. {scope} is a condition
-/// on runs r; {group} is a point's key (kRollupGroup), spelled once; {week} is kWeekOfRun.
-constexpr const char* kRollupRecompute = R"sql(INSERT INTO build_rollups (build_id, series_key, tokens, week_ms, timing, profile, weight_type, path, backend,
-                           gpu_name, part, settings, build_name, build_sha256, commit_sha, first_ms, last_ms, jobs,
-                           runs, contended_runs, unknown_runs, quiet_runs, quiet_median, quiet_low,
-                           quiet_high, quiet_last_job, open_runs, open_median, open_low, open_high,
+constexpr const char* kRollupRecompute = R"sql(INSERT INTO build_rollups ({key_head}, {series}, build_name, build_sha256, commit_sha,
+                           first_ms, last_ms, jobs, runs, contended_runs, unknown_runs, quiet_runs, quiet_median,
+                           quiet_low, quiet_high, quiet_last_job, open_runs, open_median, open_low, open_high,
                            open_last_job, all_median, all_low, all_high, all_last_job)
 WITH scoped AS (
-  SELECT build_id, series_key, tokens, {week} AS week_ms,
+  SELECT build_id, series_key, {week} AS week_ms,
          COALESCE((SELECT j.timing FROM jobs j WHERE j.id = r.job_id), '') AS timing,
-         profile, weight_type, path, backend, gpu_name, (part_of IS NOT NULL) AS part, settings, job_id, started_ms,
-         tokens_per_s AS v, contended AS c
+         (part_of IS NOT NULL) AS part, {series}, job_id, started_ms, tokens_per_s AS v, contended AS c
   FROM runs r
   WHERE r.state = 'done' AND r.tokens_per_s IS NOT NULL AND {scope}
 ),
@@ -56,7 +48,7 @@ counted AS (
   FROM ranked
   WINDOW g AS (PARTITION BY {group})
 )
-SELECT x.build_id, x.series_key, x.tokens, x.week_ms, x.timing, x.profile, x.weight_type, x.path, x.backend, x.gpu_name, x.part, x.settings,
+SELECT x.build_id, x.series_key, x.week_ms, x.timing, x.part, {x_series},
        b.name, b.sha256, b.commit_sha, x.first_ms, x.last_ms, x.jobs, x.runs, x.contended_runs,
        x.unknown_runs, x.quiet_runs, x.quiet_median, x.quiet_low, x.quiet_high, x.quiet_last_job,
        x.open_runs, x.open_median, x.open_low, x.open_high, x.open_last_job, x.all_median, x.all_low,
@@ -96,8 +88,10 @@ int bind_trend_filters(SQLite::Statement& statement, const TrendQuery& query) {
 }  // namespace
 
 std::string rollup_recompute(std::string_view scope) {
-  return fmt::format(kRollupRecompute, fmt::arg("scope", scope), fmt::arg("group", kRollupGroup),
-                     fmt::arg("week", kWeekOfRun));
+  static const std::string group = fmt::format("{}, {}", kRollupKeyHead, series_column_list());
+  return fmt::format(kRollupRecompute, fmt::arg("scope", scope), fmt::arg("group", group),
+                     fmt::arg("key_head", kRollupKeyHead), fmt::arg("series", series_column_list()),
+                     fmt::arg("x_series", series_column_list("x")), fmt::arg("week", kWeekOfRun));
 }
 
 std::vector<TrendRow> SqliteStore::query_trend(const TrendQuery& query) {

@@ -144,9 +144,20 @@ void SqliteStore::migrate() {
   }
 }
 
+int build_rollups_version() {
+  static const int version = [] {
+    int last = 0;
+    for (const Migration& migration : embedded_migrations()) {
+      if (migration.sql.find("TABLE build_rollups") != std::string_view::npos) last = migration.version;
+    }
+    return last;
+  }();
+  return version;
+}
+
 void SqliteStore::after_migration(int version) {
   // Every existing run's trend point, by the statement the write path uses (kRollupRecompute).
-  if (version == kBuildRollupsVersion) {
+  if (version == build_rollups_version()) {
     database_.exec("DELETE FROM build_rollups");
     database_.exec(rollup_recompute("1"));
   }

@@ -67,6 +67,31 @@ TEST(Migrations, FreshFileGetsEveryMigrationFile) {
   }
 }
 
+std::set<std::string> column_names(const std::filesystem::path& path, const std::string& table) {
+  SQLite::Database raw(path.string(), SQLite::OPEN_READONLY);
+  SQLite::Statement select(raw, "SELECT name FROM pragma_table_info(?)");
+  select.bind(1, table);
+  std::set<std::string> names;
+  while (select.executeStep()) names.insert(select.getColumn(0).getString());
+  return names;
+}
+
+TEST(Migrations, EverySeriesFieldIsAColumnOfRunsAndOfTheTrendPoints) {
+  // The series fields are declared once (records.h); a migration gives each its column in runs and
+  // in build_rollups, whose key the rollup statement makes from the same declaration.
+  TempDir dir;
+  const auto path = dir.file("qgate.db");
+  { auto store = open_store(path); }
+  const auto runs = column_names(path, "runs");
+  const auto rollups = column_names(path, "build_rollups");
+  const auto fields = series_field_values(SeriesFields{});
+  ASSERT_GE(fields.size(), 7u);
+  for (const SeriesFieldValue& field : fields) {
+    EXPECT_TRUE(runs.count(std::string(field.name))) << "runs lacks series field " << field.name;
+    EXPECT_TRUE(rollups.count(std::string(field.name))) << "build_rollups lacks series field " << field.name;
+  }
+}
+
 TEST(Migrations, ReopeningIsIdempotentAndKeepsData) {
   TempDir dir;
   const auto path = dir.file("qgate.db");

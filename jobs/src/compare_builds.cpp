@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "qgate/jobs/job_messages.h"
+#include "qgate/jobs/series_fields_message.h"
 #include "qgate/stats/ab_statistics.h"
 #include "qgate/stats/multiplicity.h"
 
@@ -242,8 +243,9 @@ void fill_side(const SeriesSide& s, v1::CompareSide* out) {
 }  // namespace
 
 SeriesKey SeriesKey::of(const db::CompareRun& run) {
-  SeriesKey key{run.profile, run.tokens, run.backend, run.gpu_name, run.gpu_uuid, run.path, run.weight_type, "",
-                run.settings};
+  SeriesKey key;
+  static_cast<db::SeriesFields&>(key) = run;
+  key.gpu_uuid = run.gpu_uuid;
   if (run.job_timing) key.timing = std::string(to_string(*run.job_timing));
   return key;
 }
@@ -362,13 +364,8 @@ v1::CompareResponse to_proto(const BuildComparison& c) {
   out.set_same_margin(c.same_margin);
   for (const SeriesComparison& s : c.series) {
     v1::CompareRow* row = out.add_rows();
-    row->set_profile(s.key.profile);
-    row->set_path(s.key.path);
-    row->set_tokens(s.key.tokens);
-    row->set_backend(s.key.backend);
-    row->set_gpu_name(s.key.gpu_name);
+    write_series_fields(s.key, *row);
     row->set_gpu_uuid(s.key.gpu_uuid);
-    row->set_weight_type(s.key.weight_type.value_or(""));
     row->set_timing(s.key.timing);
     row->set_series(s.key.describe());
     fill_side(s.a, row->mutable_a());

@@ -10,6 +10,7 @@
 #include "qgate/common/sha256.h"
 #include "qgate/jobs/application_error.h"
 #include "qgate/jobs/job_messages.h"
+#include "qgate/jobs/series_fields_message.h"
 
 namespace qgate::jobs {
 
@@ -60,18 +61,12 @@ db::ImportedRun run_of(const v1::ExternalResult& r, std::size_t build_index) {
   db::ImportedRun imported;
   imported.build_index = build_index;
   db::Run& run = imported.bundle.run;
-  run.path = r.path();
+  static_cast<db::SeriesFields&>(run) = read_series_fields(r);  // profile, path, weight type, tokens, ...
   run.started_ms = r.started_unix_ms();
   run.finished_ms = r.started_unix_ms();
   run.state = db::RunState::Done;
-  run.gpu_name = r.gpu_name();
-  run.backend = r.backend();
   run.qgate_version = r.tool();
   run.options_json = r.options_json().empty() ? "{}" : r.options_json();
-  run.profile = r.profile();
-  if (!r.weight_type().empty()) run.weight_type = r.weight_type();
-  run.settings = r.settings();
-  run.tokens = r.tokens();
   run.tokens_per_s = r.tokens_per_s();
   if (r.gemm_ms() > 0) run.gemm_ms = r.gemm_ms();
   // contended stays unknown: the tool did not sample co-tenant load.

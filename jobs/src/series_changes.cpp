@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "qgate/jobs/compare_builds.h"
+#include "qgate/jobs/series_fields_message.h"
 #include "qgate/stats/change_points.h"
 
 namespace qgate::jobs {
@@ -88,8 +89,7 @@ v1::QueryChangesResponse SeriesChanges::find(const ChangesQuery& query) const {
     }
     v1::ChangeSeries out;
     out.set_series(key.describe());
-    out.set_profile(key.profile);
-    out.set_path(key.path);
+    write_series_fields(key, out);
     out.set_builds(static_cast<int>(points.size()));
     out.set_runs(runs);
     for (const stats::ChangePoint& c : stats::detect_change_points(values, options)) {

@@ -16,6 +16,7 @@
 #include "qgate/server/artifact_store.h"
 #include "qgate/server/grpc_status.h"
 #include "qgate/jobs/job_messages.h"
+#include "qgate/jobs/series_fields_message.h"
 
 #ifndef QGATE_VERSION
 #define QGATE_VERSION "0.0.0"
@@ -484,7 +485,7 @@ grpc::ServerUnaryReactor* HarnessService::QueryTrend(grpc::CallbackServerContext
         p->set_job_id(row.job_id.value_or(0));
         p->set_build_name(row.build_name);
         p->set_build_sha256(row.build_sha256);
-        p->set_path(row.path);
+        jobs::write_series_fields(row, *p);
         p->set_started_unix_ms(row.started_ms);
         p->set_last_unix_ms(row.started_ms);
         p->set_tokens_per_s(row.tokens_per_s);
@@ -494,13 +495,7 @@ grpc::ServerUnaryReactor* HarnessService::QueryTrend(grpc::CallbackServerContext
         p->set_contended_runs(row.contended.value_or(false) ? 1 : 0);
         p->set_contended(row.contended.value_or(false));
         p->set_cotenant_known(row.contended.has_value());
-        p->set_profile(row.profile);
-        p->set_weight_type(row.weight_type.value_or(""));
-        p->set_backend(row.backend);
-        p->set_tokens(row.tokens);
-        p->set_gpu_name(row.gpu_name);
         p->set_commit_sha(row.commit_sha);
-        p->set_settings(row.settings);
         if (row.timing) p->set_timing(to_proto(*row.timing));
       }
       return grpc::Status::OK;
@@ -514,7 +509,7 @@ grpc::ServerUnaryReactor* HarnessService::QueryTrend(grpc::CallbackServerContext
       p->set_job_id(row.last_job_id.value_or(0));
       p->set_build_name(row.build_name);
       p->set_build_sha256(row.build_sha256);
-      p->set_path(row.path);
+      jobs::write_series_fields(row, *p);
       p->set_started_unix_ms(row.first_ms);
       p->set_last_unix_ms(row.last_ms);
       p->set_tokens_per_s(row.median_tokens_per_s);
@@ -526,13 +521,7 @@ grpc::ServerUnaryReactor* HarnessService::QueryTrend(grpc::CallbackServerContext
       p->set_contended_runs(static_cast<std::int32_t>(contended));
       p->set_contended(contended > 0);
       p->set_cotenant_known(row.unknown_runs == 0);
-      p->set_profile(row.profile);
-      p->set_weight_type(row.weight_type.value_or(""));
-      p->set_backend(row.backend);
-      p->set_tokens(row.tokens);
-      p->set_gpu_name(row.gpu_name);
       p->set_commit_sha(row.commit_sha);
-      p->set_settings(row.settings);
       if (row.timing) p->set_timing(to_proto(*row.timing));
     }
     return grpc::Status::OK;

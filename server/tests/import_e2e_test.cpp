@@ -5,10 +5,12 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <set>
 
 #include "compare_history.h"
 #include "daemon_under_test.h"
@@ -158,17 +160,17 @@ TEST_F(ExportRoundTripTest, LlamaBenchSqlExportImportsBackWithItsValues) {
       daemon_.cli("export --format llama-bench-sql --profile " + std::string(kProfile) + " --output " + file);
   ASSERT_EQ(exported.code, 0) << exported.err;
   const std::string sql = slurp(file);
-  EXPECT_EQ(sql.rfind("CREATE TABLE IF NOT EXISTS test (\n  build_commit TEXT,\n  build_number INTEGER,", 0), 0u)
+  // Today's table (docs/interop.md), which compare-llama-bench.py reads.
+  EXPECT_EQ(sql.rfind("CREATE TABLE IF NOT EXISTS llama_bench (\n  build_commit TEXT,\n  build_number INTEGER,", 0), 0u)
       << sql.substr(0, 200);
 
   // Runs, not per-build points: export's JSON has a point per run.
   const CliResult before = daemon_.cli("export --format json --profile " + std::string(kProfile));
   ASSERT_EQ(before.code, 0) << before.err;
-  // What went out: the quiet and unknown runs of qgate's jobs, keyed by build and start.
-  std::map<std::pair<std::string, std::int64_t>, json> originals;
+  // What went out: the quiet and unknown runs of qgate's jobs.
+  std::vector<json> originals;
   for (const auto& p : json_data(before, "points"))
-    if (p["job_id"].get<std::int64_t>() != 0)
-      originals[{p["build_name"].get<std::string>(), p["started_unix_ms"].get<std::int64_t>()}] = p;
+    if (p["job_id"].get<std::int64_t>() != 0) originals.push_back(p);
   ASSERT_FALSE(originals.empty());
 
   const CliResult imported = daemon_.cli("--json import " + file);
@@ -177,27 +179,43 @@ TEST_F(ExportRoundTripTest, LlamaBenchSqlExportImportsBackWithItsValues) {
   EXPECT_EQ(outcome["format"], "llama-bench-sql");
   EXPECT_EQ(outcome.value("runs_added", 0), static_cast<int>(originals.size())) << outcome.dump();
 
-  const CliResult after = daemon_.cli("export --format json --profile " + std::string(kProfile));
+  // The imported runs come back under llama-bench's model_type: the profile with the path after it.
+  const CliResult after = daemon_.cli("export --format json");
   ASSERT_EQ(after.code, 0) << after.err;
   json back = json::array();
   for (const auto& p : json_data(after, "points"))
     if (p["build_name"].get<std::string>().rfind("llama.cpp@", 0) == 0) back.push_back(p);
   ASSERT_EQ(back.size(), originals.size());
+  std::map<std::string, std::set<std::string>> commits_of_build;  // by the original build's sha256
+  std::set<std::string> commits;
   for (const auto& p : back) {
-    // "llama.cpp@tile64/cuda/NVIDIA H200": the qgate build's name stood in build_commit.
+    // "llama.cpp@<build_commit>/cuda/NVIDIA H200": the build's commit, or a hex digest standing in
+    // for one (these builds have none).
     const std::string name = p["build_name"].get<std::string>();
-    const std::string build = name.substr(10, name.find('/') - 10);
-    const auto it = originals.find({build, p["started_unix_ms"].get<std::int64_t>()});
+    const std::string commit = name.substr(10, name.find('/') - 10);
+    commits.insert(commit);
+    // Each run's start is its own in this history.
+    const auto it = std::find_if(originals.begin(), originals.end(),
+                                 [&](const json& o) { return o["started_unix_ms"] == p["started_unix_ms"]; });
     ASSERT_NE(it, originals.end()) << p.dump();
-    const json& original = it->second;
-    EXPECT_EQ(name, "llama.cpp@" + build + "/" + original["backend"].get<std::string>() + "/" +
+    const json& original = *it;
+    commits_of_build[original["build_sha256"].get<std::string>()].insert(commit);
+    EXPECT_EQ(name, "llama.cpp@" + commit + "/" + original["backend"].get<std::string>() + "/" +
                         original["gpu_name"].get<std::string>());
     EXPECT_EQ(p["backend"], original["backend"]);
     EXPECT_EQ(p["gpu_name"], original["gpu_name"]);
     EXPECT_EQ(p["tokens"], original["tokens"]);
-    EXPECT_EQ(p["profile"], original["profile"]);
+    EXPECT_EQ(p["profile"], original["profile"].get<std::string>() + " " + original["path"].get<std::string>());
     EXPECT_EQ(p["path"], "pp");
     EXPECT_NEAR(p["tokens_per_s"].get<double>(), original["tokens_per_s"].get<double>(), 1e-6) << p.dump();
+  }
+  // One commit of equal length per build, and no two builds on one, so the script keeps them apart.
+  for (const auto& [build, its_commits] : commits_of_build) EXPECT_EQ(its_commits.size(), 1u) << build;
+  EXPECT_EQ(commits.size(), commits_of_build.size());
+  EXPECT_GE(commits.size(), 2u);
+  for (const auto& c : commits) {
+    EXPECT_EQ(c.size(), commits.begin()->size()) << c;
+    EXPECT_EQ(c.find_first_not_of("0123456789abcdef"), std::string::npos) << c;
   }
 }
 

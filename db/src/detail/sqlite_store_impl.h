@@ -37,10 +37,11 @@ inline std::int64_t now_ms() {
 
 inline std::int64_t or_now(std::int64_t ms) { return ms != 0 ? ms : now_ms(); }
 
-/// The schema version after which the runner fills build_rollups anew: the last migration that changed
-/// a point's key (0006 created the table, 0007 added the timing, 0010 the part, 0011 the settings). A file migrated from
+/// The schema version after which the runner fills build_rollups anew: that of the last migration that
+/// creates or alters the table (0006 created it; 0007, 0010 and 0011 widened a point's key), so a
+/// migration that adds a series field to it is refilled with no other change. A file migrated from
 /// before 0006 has its table empty until then.
-inline constexpr int kBuildRollupsVersion = 11;
+int build_rollups_version();
 
 /// The statement that recomputes the trend points (build_rollups) of the runs that `scope`, a
 /// condition on runs r, selects (sqlite_history.cpp).

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 #include "qgate/common/job_settings.h"
@@ -35,7 +36,42 @@ RunOrder stored_run_order(std::string_view text);
 TimingMode stored_timing_mode(std::string_view text);
 ShapeSet stored_shape_set(std::string_view text);
 
+/// One column's value as a store engine holds it: NULL, integer, real or text.
+using StoredValue = std::variant<std::monostate, std::int64_t, double, std::string>;
+
 // --- Rows ---
+
+/// What places a run in a series beside its build: the fields that a trend point, a compare series
+/// and a change-point series are told apart by, and that they carry to the API and the formats.
+/// Declared once (series_dimensions() in db/src/record_declarations.h): a run's columns, the trend
+/// projections, the rollups' key (build_rollups) and the API's messages, whose fields of the same name
+/// are filled from it, all follow that declaration (docs/architecture.md, "One declaration per fact").
+struct SeriesFields {
+  std::string profile;
+  std::optional<std::string> weight_type;  // none: every type of a whole run
+  std::string path;                        // "mmq" | "f16" | a command arm | an imported path
+  std::int64_t tokens = 0;
+  std::string backend;
+  std::string gpu_name;
+  // What the run was measured with beyond the fields above, "name=value; ..." in a fixed order: an
+  // imported llama-bench result's own series settings (n_batch, flash_attn, ...; migration 0011).
+  // '' for qgate's runs. Part of the series key when not empty.
+  std::string settings;
+
+  auto operator<=>(const SeriesFields&) const = default;
+};
+
+/// A series field by its declared name, for code that carries the fields without naming each (the
+/// API's messages, whose fields of the same names they fill and read).
+struct SeriesFieldValue {
+  std::string_view name;
+  StoredValue value;  // NULL for an optional field that is none
+};
+/// Every series field of `fields`, in the declared order.
+std::vector<SeriesFieldValue> series_field_values(const SeriesFields& fields);
+/// Sets the series field `name`; text '' sets an optional field to none (a message has no NULL).
+/// Throws StoreError(InvalidValue) for a name that is no series field or a value of the wrong kind.
+void set_series_field(SeriesFields& fields, std::string_view name, const StoredValue& value);
 
 struct Build {
   RowId id = 0;                 // assigned by the store
@@ -105,39 +141,29 @@ struct JobFilter {
   std::optional<RowId> remeasure_of;    // only the re-measures of this job
 };
 
-struct Run {
+struct Run : SeriesFields {
   RowId id = 0;
   std::optional<RowId> job_id;   // none for imported results
   RowId build_id = 0;
   std::optional<std::string> arm;  // "A" | "B"; none outside an A/B
-  std::string path;              // "mmq" | "f16" | ...
   int pair_index = 0;
   int seq = 0;
   std::int64_t started_ms = 0;   // 0 = now
   std::optional<std::int64_t> finished_ms;
   RunState state = RunState::Running;
   std::string host;
-  std::string gpu_name;
   std::string gpu_uuid;
   std::string driver_version;
   std::string cuda_version;
-  std::string backend;
   std::string qgate_version;
   std::string options_json = "{}";
   std::string series_key;        // empty = computed by the store (see make_series_key)
-  std::string profile;
-  std::optional<std::string> weight_type;
-  std::int64_t tokens = 0;
   std::optional<double> tokens_per_s;
   std::optional<double> gemm_ms;
   std::optional<bool> contended;  // none = co-tenant load unknown
   // Set on a part: the whole run this row is one weight type of (weight_type, gemm_ms and
   // tokens_per_s are then the type's GEMMs alone; migration 0010). None on a whole run.
   std::optional<RowId> part_of;
-  // What the run was measured with beyond the fields above, "name=value; ..." in a fixed order: an
-  // imported llama-bench result's own series settings (n_batch, flash_attn, ...; migration 0011).
-  // '' for qgate's runs. Part of the series key when not empty.
-  std::string settings;
 };
 
 /// One weight type of a run: its GEMMs' time in one pass and the tokens per second they alone give.
@@ -341,7 +367,7 @@ struct TrendQuery {
   std::optional<RowId> job_id;
 };
 
-struct TrendRow {
+struct TrendRow : SeriesFields {
   RowId run_id = 0;
   std::optional<RowId> job_id;  // none for imported results
   RowId build_id = 0;
@@ -350,16 +376,9 @@ struct TrendRow {
   std::int64_t started_ms = 0;
   double tokens_per_s = 0.0;
   std::optional<bool> contended;
-  std::string profile;
-  std::optional<std::string> weight_type;
-  std::string path;
   std::string series_key;
-  std::int64_t tokens = 0;
-  std::string backend;
-  std::string gpu_name;
   std::string commit_sha;  // the build's
   std::optional<TimingMode> timing;  // its job's; none for imported results
-  std::string settings;    // Run::settings
 };
 
 /// A trend point: one build's finished runs of one series (profile, path, weight type, tokens,
@@ -367,7 +386,7 @@ struct TrendRow {
 /// measured them (or none: imported results). Kept at write time in build_rollups (migrations 0006,
 /// 0007). The figures cover the runs the TrendQuery's co-tenant
 /// filter keeps: quiet only, quiet or unknown (include_unknown), or all (include_contended).
-struct TrendSummary {
+struct TrendSummary : SeriesFields {
   RowId id = 0;
   std::optional<RowId> last_job_id;  // the newest job among the runs kept; none for imported results
   std::int64_t jobs = 0;             // how many jobs all its runs (whatever the filter) come from
@@ -375,13 +394,7 @@ struct TrendSummary {
   std::string build_name;
   std::string build_sha256;
   std::string commit_sha;
-  std::string profile;
-  std::optional<std::string> weight_type;
-  std::string path;
   std::string series_key;
-  std::int64_t tokens = 0;
-  std::string backend;
-  std::string gpu_name;
   std::int64_t first_ms = 0;  // the first run's start (any run of the point)
   std::int64_t last_ms = 0;
   std::int64_t runs = 0;            // the runs the filter keeps, summarised below
@@ -392,7 +405,6 @@ struct TrendSummary {
   std::int64_t contended_runs = 0;  // of total_runs, measured while the GPU was contended
   std::int64_t unknown_runs = 0;    // of total_runs, co-tenant load unknown
   std::optional<TimingMode> timing;  // how its jobs timed the runs; none for imported results
-  std::string settings;              // its series' Run::settings
 };
 
 /// Which of one build's runs `qgate compare` reads: finished runs with a tokens_per_s, optionally
@@ -408,25 +420,18 @@ struct CompareRunsQuery {
 /// One finished run of a build with what places it in a series (profile, tokens, backend, GPU, path,
 /// weight type) and in its job (arm, pair index), for `qgate compare` (Store::compare_runs) and a
 /// job's detail views (Store::job_compare_runs).
-struct CompareRun {
+struct CompareRun : SeriesFields {
   RowId run_id = 0;
   std::optional<RowId> job_id;  // none for imported results
   RowId build_id = 0;
   std::optional<std::string> arm;
   int pair_index = 0;
-  std::string path;
-  std::string profile;
-  std::optional<std::string> weight_type;
-  std::int64_t tokens = 0;
-  std::string backend;
-  std::string gpu_name;
   std::string gpu_uuid;
   std::int64_t started_ms = 0;
   double tokens_per_s = 0.0;
   std::optional<bool> contended;  // none = co-tenant load unknown
   /// What the job's tok/s was timed over; none for imported runs (no job).
   std::optional<TimingMode> job_timing;
-  std::string settings;  // Run::settings
 };
 
 /// The stable fingerprint of a run's series: build name, kernel path, profile, weight type, GPU model

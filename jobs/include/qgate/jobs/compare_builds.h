@@ -19,16 +19,11 @@
 namespace qgate::jobs {
 
 /// What makes two runs comparable. Two builds' runs are compared only on equal keys.
-struct SeriesKey {
-  std::string profile;
-  std::int64_t tokens = 0;
-  std::string backend;
-  std::string gpu_name;
+/// The series fields (db::SeriesFields: profile, weight type, path, tokens, backend, GPU model,
+/// settings) and the GPU itself and the timing.
+struct SeriesKey : db::SeriesFields {
   std::string gpu_uuid;
-  std::string path;
-  std::optional<std::string> weight_type;
   std::string timing;  // "gemm" | "pass"; "" for imported runs (no job)
-  std::string settings;  // an imported run's own series settings (db::Run::settings); "" for qgate's
 
   auto operator<=>(const SeriesKey&) const = default;
   /// The series a stored run belongs to: its fields, its job's timing and its settings.
