@@ -17,26 +17,34 @@ namespace qgate::interop {
 
 namespace {
 
-// "type_a=q4_0,m=4096,bs=[1,1]" -> {type_a: q4_0, m: 4096, bs: [1,1]}; commas inside [] stay.
-std::map<std::string, std::string> op_params(const TableRow& row) {
-  const std::string& text = row.text("op_params");
-  std::map<std::string, std::string> out;
+// "type_a=q4_0,m=4096,bs=[1,1]" -> "type_a=q4_0", "m=4096", "bs=[1,1]": commas inside [] stay, empty
+// items are left out.
+std::vector<std::string> param_items(const std::string& params) {
+  std::vector<std::string> out;
   std::string item;
   int depth = 0;
   auto flush = [&] {
-    if (item.empty()) return;
-    const auto eq = item.find('=');
-    if (eq == std::string::npos) throw ImportError(row.line, "op_params", fmt::format("'{}' is not name=value", item));
-    out[item.substr(0, eq)] = item.substr(eq + 1);
+    if (!item.empty()) out.push_back(item);
     item.clear();
   };
-  for (char ch : text) {
+  for (char ch : params) {
     if (ch == '[') ++depth;
     if (ch == ']') --depth;
     if (ch == ',' && depth == 0) flush();
     else item += ch;
   }
   flush();
+  return out;
+}
+
+// "type_a=q4_0,m=4096,bs=[1,1]" -> {type_a: q4_0, m: 4096, bs: [1,1]}.
+std::map<std::string, std::string> op_params(const TableRow& row) {
+  std::map<std::string, std::string> out;
+  for (const std::string& item : param_items(row.text("op_params"))) {
+    const auto eq = item.find('=');
+    if (eq == std::string::npos) throw ImportError(row.line, "op_params", fmt::format("'{}' is not name=value", item));
+    out[item.substr(0, eq)] = item.substr(eq + 1);
+  }
   return out;
 }
 
@@ -149,23 +157,13 @@ bool ends_with(const std::string& text, const std::string& tail) {
   return text.size() >= tail.size() && text.compare(text.size() - tail.size(), tail.size(), tail) == 0;
 }
 
-// The params named type* ("type_a=q4_0,...,bs=[1,1]" -> {type_a: q4_0}); commas inside [] stay.
+// The params named type* ("type_a=q4_0,...,bs=[1,1]" -> {type_a: q4_0}).
 std::map<std::string, std::string> types_in(const std::string& params) {
   std::map<std::string, std::string> out;
-  std::string item;
-  int depth = 0;
-  auto flush = [&] {
+  for (const std::string& item : param_items(params)) {
     const auto eq = item.find('=');
     if (eq != std::string::npos && item.rfind("type", 0) == 0) out[item.substr(0, eq)] = item.substr(eq + 1);
-    item.clear();
-  };
-  for (char ch : params) {
-    if (ch == '[') ++depth;
-    if (ch == ']') --depth;
-    if (ch == ',' && depth == 0) flush();
-    else item += ch;
   }
-  flush();
   return out;
 }
 

@@ -10,13 +10,15 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <numbers>
 #include <string>
 #include <vector>
 
+#include "monte_carlo.h"
 #include "qgate/stats/sequential.h"
 
 using namespace qgate::stats;
+using qgate::stats::monte_carlo::Rng;
+using qgate::stats::monte_carlo::three_standard_errors;
 using qgate::Verdict;
 
 namespace {
@@ -25,35 +27,7 @@ namespace {
 // points, so a bound of 2.574% fails a statistic whose true rate is 2.66%.
 constexpr int kEdgeTrials = 400'000;
 constexpr int kPowerTrials = 20'000;
-double bound(double nominal, int trials) { return nominal + 3 * std::sqrt(nominal * (1 - nominal) / trials); }
-
-// A fixed generator and Box-Muller normals, so the table is the same with every standard library.
-class Rng {
- public:
-  explicit Rng(uint64_t seed) : state_(seed) {}
-  uint64_t next() {
-    uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  double uniform() { return (static_cast<double>(next() >> 11) + 0.5) * 0x1.0p-53; }  // in (0, 1)
-  double normal() {
-    if (has_spare_) {
-      has_spare_ = false;
-      return spare_;
-    }
-    const double r = std::sqrt(-2 * std::log(uniform())), phi = 2 * std::numbers::pi * uniform();
-    spare_ = r * std::sin(phi);
-    has_spare_ = true;
-    return r * std::cos(phi);
-  }
-
- private:
-  uint64_t state_;
-  double spare_ = 0;
-  bool has_spare_ = false;
-};
+double bound(double nominal, int trials) { return nominal + three_standard_errors(nominal, trials); }
 
 enum class Noise { white, student_t3, autoregressive, outliers, burst, drift };
 constexpr Noise kNoises[] = {Noise::white,    Noise::student_t3, Noise::autoregressive,

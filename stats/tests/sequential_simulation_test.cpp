@@ -8,13 +8,15 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <numbers>
 #include <string>
 #include <vector>
 
+#include "monte_carlo.h"
 #include "qgate/stats/sequential.h"
 
 using namespace qgate::stats;
+using qgate::stats::monte_carlo::Rng;
+using qgate::stats::monte_carlo::three_standard_errors;
 using qgate::Comparison;
 using qgate::Verdict;
 
@@ -22,35 +24,7 @@ namespace {
 
 constexpr int kTrials = 10'000;
 // Monte Carlo slack on a rate bound: three standard errors of a proportion at the bound.
-double slack(double bound) { return 3 * std::sqrt(bound * (1 - bound) / kTrials); }
-
-// A fixed generator and Box-Muller normals, so the table is the same with every standard library.
-class Rng {
- public:
-  explicit Rng(uint64_t seed) : state_(seed) {}
-  uint64_t next() {
-    uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  double uniform() { return (static_cast<double>(next() >> 11) + 0.5) * 0x1.0p-53; }  // in (0, 1)
-  double normal() {
-    if (has_spare_) {
-      has_spare_ = false;
-      return spare_;
-    }
-    const double r = std::sqrt(-2 * std::log(uniform())), phi = 2 * std::numbers::pi * uniform();
-    spare_ = r * std::sin(phi);
-    has_spare_ = true;
-    return r * std::cos(phi);
-  }
-
- private:
-  uint64_t state_;
-  double spare_ = 0;
-  bool has_spare_ = false;
-};
+double slack(double bound) { return three_standard_errors(bound, kTrials); }
 
 struct Cell {
   double ratio;       // true tok/s ratio A / B
@@ -221,7 +195,7 @@ TEST(SequentialSimulation, LookingWithoutSpendingIsCaughtByTheSameBounds) {
   const Tally t = simulate(Cell{0.98, 0.03, 0}, naive, 0xc0de, kControl);
   const double false_pass = static_cast<double>(t.pass) / kControl, false_fail = static_cast<double>(t.fail) / kControl;
   std::printf("no spending, 4 looks, 3%% noise, ratio 0.98: P(PASS) %.4f P(FAIL) %.4f\n", false_pass, false_fail);
-  const double bound = kDefaultSideAlpha + 3 * std::sqrt(kDefaultSideAlpha * (1 - kDefaultSideAlpha) / kControl);
+  const double bound = kDefaultSideAlpha + three_standard_errors(kDefaultSideAlpha, kControl);
   // FAIL always stops at once (FAIL is DIFFERENT); a PASS that is not yet SAME runs on to later looks,
   // where some fall back to INCONCLUSIVE, so the inflation shows most on the FAIL side.
   EXPECT_GT(false_fail, bound);

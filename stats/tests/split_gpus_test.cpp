@@ -8,39 +8,22 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <numbers>
 #include <vector>
 
+#include "monte_carlo.h"
 #include "qgate/stats/sequential.h"
 #include "qgate/stats/split_gpus.h"
 
 using namespace qgate::stats;
+using qgate::stats::monte_carlo::Rng;
+using qgate::stats::monte_carlo::three_standard_errors;
 using qgate::Comparison;
 using qgate::Verdict;
 
 namespace {
 
 constexpr int kTrials = 4'000;
-double slack(double bound) { return 3 * std::sqrt(bound * (1 - bound) / kTrials); }
-
-class Rng {
- public:
-  explicit Rng(uint64_t seed) : state_(seed) {}
-  uint64_t next() {
-    uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  double uniform() { return (static_cast<double>(next() >> 11) + 0.5) * 0x1.0p-53; }
-  double normal() {
-    const double r = std::sqrt(-2 * std::log(uniform())), phi = 2 * std::numbers::pi * uniform();
-    return r * std::cos(phi);
-  }
-
- private:
-  uint64_t state_;
-};
+double slack(double bound) { return three_standard_errors(bound, kTrials); }
 
 /// Two simulated GPUs: the first `gpu_ratio` times as fast as the second; every run has log-normal
 /// noise, and both runs of a pair (which run at once) share a host-wide factor.
@@ -51,11 +34,11 @@ struct SplitWorld {
   double shared = 0.01;  // sd of the factor both runs of a pair share
 
   AbPair pair(Rng& rng, int index) const {
-    const double host = std::exp(shared * rng.normal());
+    const double host = std::exp(shared * rng.normal_from_fresh_pair());
     const bool a_first = split_a_on_first(index);
     const double a_gpu = a_first ? gpu_ratio : 1.0, b_gpu = a_first ? 1.0 : gpu_ratio;
-    return {400 * ratio * a_gpu * host * std::exp(noise * rng.normal()),
-            400 * b_gpu * host * std::exp(noise * rng.normal()), false};
+    return {400 * ratio * a_gpu * host * std::exp(noise * rng.normal_from_fresh_pair()),
+            400 * b_gpu * host * std::exp(noise * rng.normal_from_fresh_pair()), false};
   }
 };
 
