@@ -124,8 +124,9 @@ std::vector<ChangePoint> detect_change_points(std::span<const double> log_values
     // Its significance: shuffle within every segment (no change inside any of them under the null) and
     // take the strongest split again; the observed one is extreme when few shuffles reach it.
     const double tolerance = 1e-12 * std::max(1.0, std::fabs(split.statistic));
-    size_t as_extreme = 0;
-    for (size_t r = 0; r < options.permutations; ++r) {
+    size_t as_extreme = 0, drawn = 0;
+    bool stopped = false;
+    for (size_t r = 0; r < options.permutations && !stopped; ++r) {
       permuted = series;
       double strongest = -INFINITY;
       for (const Segment& segment : segments) {
@@ -134,9 +135,14 @@ std::vector<ChangePoint> detect_change_points(std::span<const double> log_values
                                            options.min_segment, options.exponent, true, sums);
         if (candidate.found) strongest = std::max(strongest, candidate.statistic);
       }
+      ++drawn;
       if (strongest >= split.statistic - tolerance) ++as_extreme;
+      stopped = options.stop_after_exceedances != 0 && as_extreme >= options.stop_after_exceedances;
     }
-    const double p = static_cast<double>(as_extreme + 1) / static_cast<double>(options.permutations + 1);
+    // Stopped early: h exceedances in L shuffles give p = h / L (Besag & Clifford); otherwise the usual
+    // (1 + as extreme) / (R + 1).
+    const double p = stopped ? static_cast<double>(as_extreme) / static_cast<double>(drawn)
+                             : static_cast<double>(as_extreme + 1) / static_cast<double>(options.permutations + 1);
     if (p >= options.alpha) break;
 
     const Segment old = segments[chosen];
@@ -147,6 +153,7 @@ std::vector<ChangePoint> detect_change_points(std::span<const double> log_values
     change.index = index;
     change.p = p;
     change.statistic = split.statistic;
+    change.order = changes.size();
     changes.push_back(change);
   }
 

@@ -19,6 +19,11 @@ struct ChangePointOptions {
   double alpha = 0.01;
   /// Permutations per test; the smallest p-value reachable is 1 / (permutations + 1).
   size_t permutations = 499;
+  /// When not 0, a test stops as soon as this many shuffles are as strong as the observed split, and
+  /// the p-value is that count over the shuffles drawn (Besag & Clifford's sequential permutation
+  /// p-value, docs/change-points.md): a split far from significant costs a few dozen shuffles, so
+  /// `permutations` can be large. 0: every test draws all `permutations`.
+  size_t stop_after_exceedances = 0;
   /// The exponent of the energy distance |x - y|^exponent, in (0, 2).
   double exponent = 1.0;
   /// Confidence of the step's interval.
@@ -43,6 +48,8 @@ struct ChangePoint {
   double p = 1;
   /// The E-divisive statistic of the split between its final neighbours.
   double statistic = 0;
+  /// When the bisection found it: 0 for the first split, whose p-value tests "no change at all".
+  size_t order = 0;
 };
 
 /// Changes in `log_values` (log tok/s, one per build, oldest first), sorted by index. Throws
