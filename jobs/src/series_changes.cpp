@@ -1,5 +1,6 @@
 // SeriesChanges: files quiet runs by series and build, takes each build's median log tok/s, and runs the
-// change-point detector over each series' builds in time order.
+// change-point detector over each series' builds in time order; for `qgate regressions`, as one scan
+// corrected across the series (Benjamini-Hochberg), each slowdown followed by the change that fixed it.
 #include "qgate/jobs/series_changes.h"
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include "qgate/jobs/compare_builds.h"
 #include "qgate/jobs/series_fields_message.h"
 #include "qgate/stats/change_points.h"
+#include "qgate/stats/regression_scan.h"
 
 namespace qgate::jobs {
 namespace {
@@ -27,6 +29,39 @@ double median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   const size_t n = values.size();
   return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+// One series: its builds in time order and each build's median log tok/s.
+struct SeriesPoints {
+  SeriesKey key;
+  std::vector<BuildPoint> points;
+  std::vector<double> values;
+  int runs = 0;
+};
+
+void add_change(const stats::ChangePoint& c, const std::vector<BuildPoint>& points, v1::ChangeSeries& out) {
+  v1::SeriesChange* change = out.add_changes();
+  const BuildPoint& first = points[c.index];
+  change->set_index(static_cast<int>(c.index));
+  change->set_build_id(first.build_id);
+  change->set_build_name(first.name);
+  change->set_previous_build_name(points[c.index - 1].name);
+  change->set_started_unix_ms(first.first_ms);
+  change->set_ratio(c.ratio);
+  change->set_ci_low(c.lower);
+  change->set_ci_high(c.upper);
+  change->set_p_value(c.p);
+  change->set_builds_before(static_cast<int>(c.n_before));
+  change->set_builds_after(static_cast<int>(c.n_after));
+}
+
+v1::ChangeSeries series_message(const SeriesPoints& series) {
+  v1::ChangeSeries out;
+  out.set_series(series.key.describe());
+  write_series_fields(series.key, out);
+  out.set_builds(static_cast<int>(series.points.size()));
+  out.set_runs(series.runs);
+  return out;
 }
 
 }  // namespace
@@ -71,44 +106,51 @@ v1::QueryChangesResponse SeriesChanges::find(const ChangesQuery& query) const {
     }
   }
 
-  v1::QueryChangesResponse response;
-  response.set_alpha(options.alpha);
-  response.set_permutations(static_cast<int>(options.permutations));
-  response.set_min_segment(static_cast<int>(options.min_segment));
+  std::vector<SeriesPoints> all;
   for (const auto& [key, by_build] : series) {
-    std::vector<BuildPoint> points;
-    for (const auto& [id, point] : by_build) points.push_back(point);
-    std::sort(points.begin(), points.end(), [](const BuildPoint& a, const BuildPoint& b) {
+    SeriesPoints one{key, {}, {}, 0};
+    for (const auto& [id, point] : by_build) one.points.push_back(point);
+    std::sort(one.points.begin(), one.points.end(), [](const BuildPoint& a, const BuildPoint& b) {
       return a.first_ms != b.first_ms ? a.first_ms < b.first_ms : a.build_id < b.build_id;
     });
-    std::vector<double> values;
-    int runs = 0;
-    for (const BuildPoint& p : points) {
-      values.push_back(median(p.log_tokens_per_s));
-      runs += static_cast<int>(p.log_tokens_per_s.size());
+    for (const BuildPoint& p : one.points) {
+      one.values.push_back(median(p.log_tokens_per_s));
+      one.runs += static_cast<int>(p.log_tokens_per_s.size());
     }
-    v1::ChangeSeries out;
-    out.set_series(key.describe());
-    write_series_fields(key, out);
-    out.set_builds(static_cast<int>(points.size()));
-    out.set_runs(runs);
-    for (const stats::ChangePoint& c : stats::detect_change_points(values, options)) {
-      if (query.slowdowns_only && c.ratio >= 1) continue;
-      v1::SeriesChange* change = out.add_changes();
-      const BuildPoint& first = points[c.index];
-      change->set_index(static_cast<int>(c.index));
-      change->set_build_id(first.build_id);
-      change->set_build_name(first.name);
-      change->set_previous_build_name(points[c.index - 1].name);
-      change->set_started_unix_ms(first.first_ms);
-      change->set_ratio(c.ratio);
-      change->set_ci_low(c.lower);
-      change->set_ci_high(c.upper);
-      change->set_p_value(c.p);
-      change->set_builds_before(static_cast<int>(c.n_before));
-      change->set_builds_after(static_cast<int>(c.n_after));
+    all.push_back(std::move(one));
+  }
+
+  v1::QueryChangesResponse response;
+  response.set_alpha(options.alpha);
+  response.set_min_segment(static_cast<int>(options.min_segment));
+  if (!query.slowdowns_only) {
+    // The trend page: every series on its own at alpha, every change.
+    response.set_permutations(static_cast<int>(options.permutations));
+    for (const SeriesPoints& one : all) {
+      v1::ChangeSeries out = series_message(one);
+      for (const stats::ChangePoint& c : stats::detect_change_points(one.values, options)) add_change(c, one.points, out);
+      *response.add_series() = std::move(out);
     }
-    if (query.slowdowns_only && out.changes_size() == 0) continue;
+    return response;
+  }
+
+  // `qgate regressions`: one scan over the series, alpha as the false discovery rate across them
+  // (docs/change-points.md, "Many series at once"). Each slowdown is listed with, right after it, the
+  // change that fixed it when the level came back: the only changes with ratio >= 1 it lists.
+  std::vector<std::vector<double>> values;
+  for (const SeriesPoints& one : all) values.push_back(one.values);
+  stats::RegressionScanOptions scan_options;
+  scan_options.detector = options;
+  const stats::RegressionScan scan = stats::scan_for_regressions(values, scan_options);
+  response.set_permutations(static_cast<int>(scan.permutations));
+  for (size_t s = 0; s < all.size(); ++s) {
+    const stats::SeriesRegressions& found = scan.series[s];
+    if (found.slowdowns.empty()) continue;
+    v1::ChangeSeries out = series_message(all[s]);
+    for (const stats::SlowdownEvent& event : found.slowdowns) {
+      add_change(found.changes[event.drop], all[s].points, out);
+      if (event.recovery) add_change(found.changes[*event.recovery], all[s].points, out);
+    }
     *response.add_series() = std::move(out);
   }
   return response;

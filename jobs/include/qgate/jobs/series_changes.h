@@ -27,9 +27,12 @@ class SeriesChanges {
  public:
   explicit SeriesChanges(db::Store& store) : store_(store) {}
 
-  /// Every series with quiet runs in range, with its changes (only slowdowns when asked). Reads the
-  /// runs in range once, then each build's series fields once. Throws std::invalid_argument on alpha
-  /// outside (0, 1) or a minimum segment under 2.
+  /// Every series with quiet runs in range, with its changes, each series tested at alpha on its own.
+  /// With slowdowns_only (`qgate regressions`): the series are scanned as one query, alpha the false
+  /// discovery rate across them (Benjamini-Hochberg), and only series with a slowdown are listed, each
+  /// slowdown followed by the change that fixed it when the level came back (docs/change-points.md).
+  /// Reads the runs in range once, then each build's series fields once. Throws std::invalid_argument
+  /// on alpha outside (0, 1) or a minimum segment under 2.
   v1::QueryChangesResponse find(const ChangesQuery& query) const;
 
  private:
