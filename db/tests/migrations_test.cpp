@@ -33,13 +33,22 @@ int raw_user_version(const std::filesystem::path& path) {
   return raw.execAndGet("PRAGMA user_version").getInt();
 }
 
-std::set<std::string> schema_names(const std::filesystem::path& path, const std::string& type) {
+/// The names a one-parameter query of the file's schema returns.
+std::set<std::string> read_names(const std::filesystem::path& path, const char* sql, const std::string& argument) {
   SQLite::Database raw(path.string(), SQLite::OPEN_READONLY);
-  SQLite::Statement select(raw, "SELECT name FROM sqlite_master WHERE type = ?");
-  select.bind(1, type);
+  SQLite::Statement select(raw, sql);
+  select.bind(1, argument);
   std::set<std::string> names;
   while (select.executeStep()) names.insert(select.getColumn(0).getString());
   return names;
+}
+
+std::set<std::string> schema_names(const std::filesystem::path& path, const std::string& type) {
+  return read_names(path, "SELECT name FROM sqlite_master WHERE type = ?", type);
+}
+
+std::set<std::string> column_names(const std::filesystem::path& path, const std::string& table) {
+  return read_names(path, "SELECT name FROM pragma_table_info(?)", table);
 }
 
 TEST(Migrations, FreshFileGetsEveryMigrationFile) {
@@ -65,15 +74,6 @@ TEST(Migrations, FreshFileGetsEveryMigrationFile) {
                             "samples_by_run", "cotenant_samples_by_run"}) {
     EXPECT_TRUE(indexes.count(index)) << "missing index " << index;
   }
-}
-
-std::set<std::string> column_names(const std::filesystem::path& path, const std::string& table) {
-  SQLite::Database raw(path.string(), SQLite::OPEN_READONLY);
-  SQLite::Statement select(raw, "SELECT name FROM pragma_table_info(?)");
-  select.bind(1, table);
-  std::set<std::string> names;
-  while (select.executeStep()) names.insert(select.getColumn(0).getString());
-  return names;
 }
 
 TEST(Migrations, EverySeriesFieldIsAColumnOfRunsAndOfTheTrendPoints) {

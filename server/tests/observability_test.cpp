@@ -6,76 +6,19 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <filesystem>
 #include <string>
 #include <thread>
 
-#include "qgate/cotenant/sampler.h"
-#include "qgate/db/sqlite_store.h"
 #include "qgate/server/daemon_metrics.h"
-#include "qgate/server/daemon_options.h"
-#include "qgate/server/event_hub.h"
 #include "qgate/server/health_probe.h"
-#include "qgate/server/job_runner.h"
-#include "qgate/server/scheduler.h"
+#include "scheduler_parts.h"
 
 namespace qgate::server {
 namespace {
 
-namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
-struct NoSampler final : cotenant::Sampler {
-  std::optional<cotenant::Sample> read(const std::set<int>&) override { return std::nullopt; }
-  bool available() const override { return false; }
-  std::string unavailable_reason() const override { return "in-process test"; }
-};
-
-/// A store, a runner and a one-GPU scheduler, as qgated wires them, not started.
-struct SchedulerParts {
-  fs::path root;
-  DaemonOptions options;
-  std::unique_ptr<db::Store> store;
-  EventHub events;
-  NoSampler sampler;
-  std::unique_ptr<JobRunner> runner;
-  std::unique_ptr<Scheduler> scheduler;
-
-  SchedulerParts() {
-    std::string tmpl = (fs::temp_directory_path() / "qgate-observability-test-XXXXXX").string();
-    if (!mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
-    root = tmpl;
-    options.backend = "cpu";
-    options.data_dir = root.string();
-    options.db_path = (root / "qgate.db").string();
-    db::SqliteOptions so;
-    so.path = options.db_path;
-    store = db::open_sqlite_store(so);
-    runner = std::make_unique<JobRunner>(*store, events, options, sampler);
-    scheduler = std::make_unique<Scheduler>(*store, *runner, 0);
-  }
-  ~SchedulerParts() {
-    scheduler.reset();
-    runner.reset();
-    store.reset();
-    std::error_code ec;
-    fs::remove_all(root, ec);
-  }
-
-  /// A queued parity job whose build file is missing: the runner ends it FAILED before any worker.
-  int64_t queue_job_without_its_build() {
-    db::Build build;
-    build.sha256 = std::string(64, 'b');
-    build.name = "gone";
-    build.size_bytes = 1;
-    build.artifact_path = (root / "gone.so").string();
-    db::Job job;
-    job.kind = "parity";
-    job.build_id = store->insert_build(build).id;
-    job.backend = "cpu";
-    return store->create_job(job);
-  }
-};
+using testing::SchedulerParts;
 
 template <typename Pred>
 bool eventually(Pred pred, std::chrono::milliseconds within = 20s) {
@@ -120,10 +63,10 @@ TEST(DaemonMetrics, ObservationsLandInEveryBucketAtOrAboveThem) {
 }
 
 TEST(SchedulerMetrics, AClaimedJobAndItsEndAreCounted) {
-  SchedulerParts parts;
+  SchedulerParts parts("observability-test");
   DaemonMetrics metrics;
   parts.scheduler->set_metrics(&metrics);
-  const int64_t job = parts.queue_job_without_its_build();
+  const int64_t job = parts.queue_job_without_its_build("gone", 'b');
   parts.scheduler->start();
   ASSERT_TRUE(eventually([&] { return metrics.snapshot().run.count == 1; })) << "the job never came back";
   parts.scheduler->stop();
@@ -138,7 +81,7 @@ TEST(SchedulerMetrics, AClaimedJobAndItsEndAreCounted) {
 }
 
 TEST(HealthProbe, HealthyOnlyWhileTheSchedulerLoops) {
-  SchedulerParts parts;
+  SchedulerParts parts("observability-test");
   const HealthProbe probe(*parts.store, *parts.scheduler, "");
   dashboards::ServiceHealth h = probe.check();
   EXPECT_FALSE(h.healthy) << "not started yet";
@@ -160,7 +103,7 @@ TEST(HealthProbe, HealthyOnlyWhileTheSchedulerLoops) {
 }
 
 TEST(HealthProbe, AReadOnlyDaemonIsNotHealthyAndSaysWhy) {
-  SchedulerParts parts;
+  SchedulerParts parts("observability-test");
   const HealthProbe probe(*parts.store, *parts.scheduler, "the database /x/qgate.db is read-only for uid 1000");
   const dashboards::ServiceHealth h = probe.check();
   EXPECT_FALSE(h.healthy);

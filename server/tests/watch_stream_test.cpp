@@ -10,84 +10,37 @@
 
 #include <atomic>
 #include <chrono>
-#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "qgate/cotenant/sampler.h"
-#include "qgate/db/sqlite_store.h"
-#include "qgate/server/daemon_options.h"
-#include "qgate/server/event_hub.h"
 #include "qgate/server/harness_service.h"
-#include "qgate/server/job_runner.h"
-#include "qgate/server/scheduler.h"
+#include "scheduler_parts.h"
 #include "qgate/v1/harness.grpc.pb.h"
 
 namespace qgate::server {
 namespace {
 
-namespace fs = std::filesystem;
-
-struct NoSampler final : cotenant::Sampler {
-  std::optional<cotenant::Sample> read(const std::set<int>&) override { return std::nullopt; }
-  bool available() const override { return false; }
-  std::string unavailable_reason() const override { return "in-process test"; }
-};
 
 /// The service as qgated wires it, without a port and with the scheduler never started, so the
 /// test's job stays queued and its events come only from the test.
-struct WatchedService {
-  fs::path root;
-  DaemonOptions options;
-  std::unique_ptr<db::Store> store;
-  EventHub events;
-  NoSampler sampler;
-  std::unique_ptr<JobRunner> runner;
-  std::unique_ptr<Scheduler> scheduler;
+struct WatchedService : testing::SchedulerParts {
   std::unique_ptr<HarnessService> service;
   std::unique_ptr<grpc::Server> server;
   std::unique_ptr<v1::Harness::Stub> stub;
   int64_t job_id = 0;
 
-  explicit WatchedService(int max_streams = 256) {
-    std::string tmpl = (fs::temp_directory_path() / "qgate-watch-test-XXXXXX").string();
-    if (!mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
-    root = tmpl;
-    options.backend = "cpu";
-    options.data_dir = root.string();
-    options.db_path = (root / "qgate.db").string();
-    options.max_streams = max_streams;
-    db::SqliteOptions so;
-    so.path = options.db_path;
-    store = db::open_sqlite_store(so);
-    runner = std::make_unique<JobRunner>(*store, events, options, sampler);
-    scheduler = std::make_unique<Scheduler>(*store, *runner, 0);
+  explicit WatchedService(int max_streams = 256) : SchedulerParts("watch-test", max_streams) {
     service = std::make_unique<HarnessService>(*store, events, *scheduler, options, DeviceDescription{"cpu", "", 0, ""});
     grpc::ServerBuilder builder;
     builder.RegisterService(service.get());
     server = builder.BuildAndStart();
     stub = v1::Harness::NewStub(server->InProcessChannel(grpc::ChannelArguments()));
-
-    db::Build build;
-    build.sha256 = std::string(64, 'a');
-    build.name = "watched";
-    build.size_bytes = 1;
-    build.artifact_path = (root / "none.so").string();
-    db::Job job;
-    job.kind = "parity";
-    job.build_id = store->insert_build(build).id;
-    job.backend = "cpu";
-    job_id = store->create_job(job);
+    job_id = queue_job_without_its_build("watched", 'a');
   }
   ~WatchedService() {
     server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
     service.reset();
-    scheduler.reset();
-    runner.reset();
-    store.reset();
-    std::error_code ec;
-    fs::remove_all(root, ec);
   }
 
   v1::JobEvent progress_event(int64_t sequence) const {
