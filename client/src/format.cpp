@@ -6,6 +6,7 @@
 #include <cmath>
 #include <ctime>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -684,12 +685,13 @@ std::vector<TrendGroup> group_trend(const std::vector<v1::TrendPoint>& points) {
     return a->started_unix_ms() < b->started_unix_ms();
   });
   std::vector<TrendGroup> groups;
-  std::map<std::tuple<std::string, std::string, std::string, std::int64_t, int, std::string, std::string, std::string>,
+  std::map<std::tuple<std::string, std::string, std::string, std::int64_t, int, std::string, std::string, std::string,
+                      std::string>,
            std::size_t>
       index;
   for (const auto* p : sorted) {
     auto key = std::make_tuple(p->build_name(), p->path(), p->weight_type(), p->tokens(), static_cast<int>(p->timing()),
-                               p->backend(), p->gpu_name(), p->settings());
+                               p->backend(), p->gpu_name(), p->settings(), p->host());
     auto [it, added] = index.try_emplace(key, groups.size());
     if (added) {
       TrendGroup group;
@@ -701,6 +703,7 @@ std::vector<TrendGroup> group_trend(const std::vector<v1::TrendPoint>& points) {
       group.backend = p->backend();
       group.gpu_name = p->gpu_name();
       group.settings = p->settings();
+      group.host = p->host();
       group.low = group.high = p->tokens_per_s();
       groups.push_back(std::move(group));
     }
@@ -743,6 +746,14 @@ std::string format_trend(const std::vector<v1::TrendPoint>& points) {
     table.headers.insert(table.headers.begin() + 7, "SETTINGS");
     table.right_align.insert(table.right_align.begin() + 7, false);
   }
+  // Points from more than one host (a fleet's history) say whose GPU measured them.
+  std::set<std::string> hosts;
+  for (const auto& g : groups) hosts.insert(g.host);
+  const bool with_host = hosts.size() > 1;
+  if (with_host) {
+    table.headers.insert(table.headers.begin() + 7, "HOST");
+    table.right_align.insert(table.right_align.begin() + 7, false);
+  }
   for (const auto& g : groups) {
     contended_total += g.contended_runs;
     const auto [lo, hi] = std::minmax_element(g.tokens_per_s.begin(), g.tokens_per_s.end());
@@ -755,6 +766,7 @@ std::string format_trend(const std::vector<v1::TrendPoint>& points) {
                           format_tokens_per_s(g.low), format_tokens_per_s(g.high), format_timestamp(g.last_unix_ms),
                           sparkline(g.tokens_per_s, *lo, *hi)});
     if (with_settings) table.rows.back().insert(table.rows.back().begin() + 7, g.settings.empty() ? "-" : g.settings);
+    if (with_host) table.rows.back().insert(table.rows.back().begin() + 7, g.host.empty() ? "-" : g.host);
   }
   std::string out = format_table(table);
   if (contended_total > 0)
@@ -902,7 +914,7 @@ std::string trend_csv(const std::vector<v1::TrendPoint>& points) {
   std::string out = csv_row({"run_id", "job_id", "build", "sha256", "path", "profile", "backend",
                              "started_unix_ms", "started_utc", "tokens_per_s", "contended",
                              "cotenant_known", "timing", "tokens", "weight_type", "gpu", "commit", "runs",
-                             "settings"});
+                             "settings", "host"});
   for (const auto& p : points)
     out += csv_row({std::to_string(p.run_id()), std::to_string(p.job_id()), p.build_name(),
                     p.build_sha256(), p.path(), p.profile(), p.backend(),
@@ -910,7 +922,7 @@ std::string trend_csv(const std::vector<v1::TrendPoint>& points) {
                     fmt::format("{}", p.tokens_per_s()), p.contended() ? "true" : "false",
                     p.cotenant_known() ? "true" : "false", trend_timing_name(p.timing()),
                     std::to_string(p.tokens()), p.weight_type(), p.gpu_name(), p.commit_sha(),
-                    std::to_string(p.runs()), p.settings()});
+                    std::to_string(p.runs()), p.settings(), p.host()});
   return out;
 }
 

@@ -57,12 +57,14 @@ TEST(Csv, TrendExportHasHeaderAndOneRowPerPoint) {
   const std::string csv = trend_csv({p});
   EXPECT_EQ(csv,
             "run_id,job_id,build,sha256,path,profile,backend,started_unix_ms,started_utc,"
-            "tokens_per_s,contended,cotenant_known,timing,tokens,weight_type,gpu,commit,runs,settings\n"
+            "tokens_per_s,contended,cotenant_known,timing,tokens,weight_type,gpu,commit,runs,settings,host\n"
             "7,3,\"mmq,fix\",abc,mmq,llama-7b,cuda,1764468000000,2025-11-30 02:00:00Z,412.5,true,"
-            "false,-,512,q4_K,NVIDIA H200,0123abcd,1,\n");
+            "false,-,512,q4_K,NVIDIA H200,0123abcd,1,,\n");
   p.set_timing(v1::TIMING_MODE_PASS);
   p.set_settings("n_ubatch=256 flash_attn=1");
-  EXPECT_TRUE(trend_csv({p}).ends_with(",true,false,pass,512,q4_K,NVIDIA H200,0123abcd,1,n_ubatch=256 flash_attn=1\n"))
+  p.set_host("gpu-host-a");
+  EXPECT_TRUE(trend_csv({p}).ends_with(
+      ",true,false,pass,512,q4_K,NVIDIA H200,0123abcd,1,n_ubatch=256 flash_attn=1,gpu-host-a\n"))
       << trend_csv({p});
 }
 
@@ -124,6 +126,34 @@ TEST(Trend, EachWeightTypeOfABuildIsARowOfItsOwn) {
   EXPECT_NE(text.find("TYPE"), std::string::npos) << text;
   EXPECT_NE(text.find(" all "), std::string::npos) << text;
   EXPECT_NE(text.find(" q6_K "), std::string::npos) << text;
+}
+
+TEST(Trend, EachHostIsARowOfItsOwnAndNamedOnlyWhenThereAreSeveral) {
+  std::vector<v1::TrendPoint> points;
+  auto add = [&](std::int64_t t, double tps, const char* host) {
+    v1::TrendPoint p;
+    p.set_build_name("mmq-v12");
+    p.set_path("mmq");
+    p.set_tokens(512);
+    p.set_started_unix_ms(t);
+    p.set_tokens_per_s(tps);
+    p.set_runs(1);
+    p.set_host(host);
+    points.push_back(p);
+  };
+  add(1'000, 15'000, "gpu-host-a");
+  add(2'000, 15'100, "gpu-host-a");
+  const std::string one_host = format_trend(points);
+  EXPECT_EQ(one_host.find("HOST"), std::string::npos) << one_host;
+  add(1'500, 14'000, "gpu-host-b");
+  const auto groups = group_trend(points);
+  ASSERT_EQ(groups.size(), 2u);
+  EXPECT_EQ(groups[0].host, "gpu-host-a");
+  EXPECT_EQ(groups[0].tokens_per_s, (std::vector<double>{15'000, 15'100}));
+  EXPECT_EQ(groups[1].host, "gpu-host-b");
+  const std::string two_hosts = format_trend(points);
+  EXPECT_NE(two_hosts.find("HOST"), std::string::npos) << two_hosts;
+  EXPECT_NE(two_hosts.find(" gpu-host-b "), std::string::npos) << two_hosts;
 }
 
 TEST(Table, ColumnsAlignedNumbersRightNoTrailingSpaces) {

@@ -70,7 +70,8 @@ const std::vector<SeriesDimension>& series_dimensions() {
       {column("tokens", &S::tokens), apart},
       {column("backend", &S::backend), fixed},
       {column("gpu_name", &S::gpu_name), fixed},
-      {column("settings", &S::settings), appended_when_set}};
+      {column("settings", &S::settings), appended_when_set},
+      {column("host", &S::host), apart}};
   return dimensions;
 }
 
@@ -175,7 +176,7 @@ const RecordDeclaration<Run>& run_record() {
           {column("id", &Run::id), column("job_id", &Run::job_id), column("build_id", &Run::build_id),
            column("arm", &Run::arm), column("pair_index", &Run::pair_index), column("seq", &Run::seq),
            column("started_ms", &Run::started_ms), column("finished_ms", &Run::finished_ms),
-           word("state", &Run::state, &qgate::to_string, &stored_run_state), column("host", &Run::host),
+           word("state", &Run::state, &qgate::to_string, &stored_run_state),
            column("gpu_uuid", &Run::gpu_uuid), column("driver_version", &Run::driver_version),
            column("cuda_version", &Run::cuda_version), column("qgate_version", &Run::qgate_version),
            column("options_json", &Run::options_json), column("series_key", &Run::series_key),

@@ -18,6 +18,7 @@ inline void rewind_schema_to(SQLite::Database& raw, int version) {
     std::vector<std::string> statements;
   };
   static const std::vector<Undo> undos = {
+      {12, {"ALTER TABLE build_rollups DROP COLUMN host"}},
       {11, {"ALTER TABLE runs DROP COLUMN settings", "ALTER TABLE build_rollups DROP COLUMN settings"}},
       {10,
        {"DROP INDEX runs_by_part", "ALTER TABLE runs DROP COLUMN part_of", "ALTER TABLE build_rollups DROP COLUMN part"}},

@@ -44,9 +44,9 @@ struct Summary {
 };
 
 // build, series key, profile, weight type, path, tokens, backend, GPU, week (its Monday 00:00 UTC),
-// timing (the job's, "" for runs without a job).
+// timing (the job's, "" for runs without a job), host.
 using Key = std::tuple<std::int64_t, std::string, std::string, std::optional<std::string>, std::string,
-                       std::int64_t, std::string, std::string, std::int64_t, std::string>;
+                       std::int64_t, std::string, std::string, std::int64_t, std::string, std::string>;
 
 constexpr std::int64_t kDayMs = 24LL * 3600 * 1000;
 // Weeks start on Mondays 00:00 UTC; 1969-12-29 was the Monday before the epoch (a Thursday).
@@ -79,14 +79,14 @@ Rollups stored_rollups(const std::filesystem::path& path) {
                            "SELECT build_id, series_key, profile, weight_type, path, tokens, backend, gpu_name, "
                            "runs, contended_runs, unknown_runs, quiet_runs, quiet_median, quiet_low, quiet_high, "
                            "open_runs, open_median, open_low, open_high, all_median, all_low, all_high, first_ms, "
-                           "last_ms, build_name, jobs, quiet_last_job, open_last_job, all_last_job, week_ms, timing "
+                           "last_ms, build_name, jobs, quiet_last_job, open_last_job, all_last_job, week_ms, timing, host "
                            "FROM build_rollups");
   Rollups rollups;
   while (select.executeStep()) {
     Key key{select.getColumn(0).getInt64(), select.getColumn(1).getString(), select.getColumn(2).getString(),
             text_or_null(select.getColumn(3)), select.getColumn(4).getString(),  select.getColumn(5).getInt64(),
             select.getColumn(6).getString(),   select.getColumn(7).getString(),  select.getColumn(29).getInt64(),
-            select.getColumn(30).getString()};
+            select.getColumn(30).getString(),  select.getColumn(31).getString()};
     Summary s;
     s.runs = select.getColumn(8).getInt64();
     s.contended = select.getColumn(9).getInt64();
@@ -120,7 +120,7 @@ Rollups recomputed_rollups(const std::filesystem::path& path) {
   SQLite::Statement select(raw,
                            "SELECT r.job_id, r.build_id, r.series_key, r.profile, r.weight_type, r.path, r.tokens, "
                            "r.backend, r.gpu_name, r.state, r.tokens_per_s, r.contended, r.started_ms, b.name, "
-                           "COALESCE(j.timing, '') "
+                           "COALESCE(j.timing, ''), r.host "
                            "FROM runs r JOIN builds b ON b.id = r.build_id LEFT JOIN jobs j ON j.id = r.job_id");
   struct Runs {
     std::vector<double> all, quiet, open;
@@ -140,7 +140,8 @@ Rollups recomputed_rollups(const std::filesystem::path& path) {
             select.getColumn(7).getString(),
             select.getColumn(8).getString(),
             week_of(select.getColumn(12).getInt64()),
-            select.getColumn(14).getString()};
+            select.getColumn(14).getString(),
+            select.getColumn(15).getString()};
     const double value = select.getColumn(10).getDouble();
     const std::optional<int> contended =
         select.getColumn(11).isNull() ? std::nullopt : std::optional<int>(select.getColumn(11).getInt());
@@ -337,6 +338,40 @@ TEST_F(TrendRollupsTest, APointKeepsOneTiming) {
   std::map<std::optional<TimingMode>, int> raw;
   for (const auto& row : store_->query_trend(query)) ++raw[row.timing];
   EXPECT_EQ(raw, (std::map<std::optional<TimingMode>, int>{{std::nullopt, 1}, {TimingMode::Gemm, 3}, {TimingMode::Pass, 3}}));
+}
+
+TEST_F(TrendRollupsTest, RunsOfTwoHostsArePointsOfTheirOwn) {
+  // One build measured on the same GPU model by two hosts in one week: a point per host, each the
+  // median of its own runs, and the point says its host.
+  const RowId job = start_job(mmq_a_);
+  std::vector<RunBundle> bundles;
+  for (int i = 0; i < 3; ++i) {
+    for (const char* host : {"gpu-host-a", "gpu-host-b"}) {
+      RunBundle bundle{make_job_run(job, mmq_a_, "q4_K", 1000 + i, (host[9] == 'a' ? 100.0 : 300.0) + i, false), {}, {}, {}};
+      bundle.run.host = host;
+      bundles.push_back(bundle);
+    }
+  }
+  store_->record_runs(bundles);
+  expect_consistent("runs of two hosts");
+
+  TrendQuery query;
+  query.weight_type = "q4_K";
+  const auto points = store_->query_trend_summaries(query);
+  ASSERT_EQ(points.size(), 2u);
+  std::map<std::string, double> median_by_host;
+  for (const auto& p : points) median_by_host[p.host] = p.median_tokens_per_s;
+  EXPECT_EQ(median_by_host, (std::map<std::string, double>{{"gpu-host-a", 101.0}, {"gpu-host-b", 301.0}}));
+  // The raw runs and the compare runs say their host too.
+  std::set<std::string> raw_hosts;
+  for (const auto& row : store_->query_trend(query)) raw_hosts.insert(row.host);
+  EXPECT_EQ(raw_hosts, (std::set<std::string>{"gpu-host-a", "gpu-host-b"}));
+  CompareRunsQuery compare;
+  compare.build_id = mmq_a_;
+  compare.weight_type = "q4_K";
+  std::set<std::string> compare_hosts;
+  for (const auto& run : store_->compare_runs(compare)) compare_hosts.insert(run.host);
+  EXPECT_EQ(compare_hosts, raw_hosts);
 }
 
 TEST_F(TrendRollupsTest, APointNamesTheNewestJobAmongTheRunsItKeeps) {
@@ -616,6 +651,32 @@ TEST_F(TrendRollupsMigrationTest, TheRunnerReplacesThePerJobRowsOfAStoreAtSchema
   EXPECT_TRUE(stored_rollups(path_) == written);
   SQLite::Database raw(path_.string(), SQLite::OPEN_READONLY);
   EXPECT_FALSE(raw.tableExists("trend_rollups"));
+}
+
+TEST_F(TrendRollupsMigrationTest, TheRunnerSplitsTheHostsOfAStoreAtSchema11) {
+  // Schema 11 kept one point for a build's runs on two hosts; 0012 recomputes them as a point per host.
+  const RowId job = start_job(mmq_a_);
+  std::vector<RunBundle> bundles;
+  for (int i = 0; i < 4; ++i) {
+    RunBundle bundle{make_job_run(job, mmq_a_, "q8_0", 1000 + i, 100.0 + 100 * (i % 2), false), {}, {}, {}};
+    bundle.run.host = i % 2 ? "gpu-host-b" : "gpu-host-a";
+    bundles.push_back(bundle);
+  }
+  store_->record_runs(bundles);
+  const Rollups written = stored_rollups(path_);
+  ASSERT_EQ(written.size(), 2u);
+  store_.reset();
+  {
+    // Schema 11 as 0011 left it: no host column, one row over the four runs.
+    SQLite::Database raw(path_.string(), SQLite::OPEN_READWRITE);
+    raw.exec("DELETE FROM build_rollups WHERE host = 'gpu-host-b'");
+    raw.exec("UPDATE build_rollups SET runs = 4, all_median = 150, all_low = 100, all_high = 200");
+    testing::rewind_schema_to(raw, 11);
+  }
+  store_ = open_store(path_);
+  EXPECT_EQ(store_->schema_version(), sqlite_schema_version_known());
+  expect_consistent("migrating from schema 11");
+  EXPECT_TRUE(stored_rollups(path_) == written);
 }
 
 TEST_F(TrendRollupsMigrationTest, TheRunnerSplitsTheMixedTimingPointsOfAStoreAtSchema6) {

@@ -138,6 +138,7 @@ struct TrendGroup {
   std::int64_t last_unix_ms = 0;
   std::string gpu_name;
   std::string settings;             // an imported series' own settings (n_batch=..., ...): others are another group
+  std::string host;                 // the host that measured the runs: another host is another group
   std::int64_t runs = 0;            // the runs behind the points (a point without a count is one run)
   std::int64_t contended_runs = 0;
   double low = 0, high = 0;         // the lowest and highest run behind the points

@@ -57,6 +57,9 @@ struct SeriesFields {
   // imported llama-bench result's own series settings (n_batch, flash_attn, ...; migration 0011).
   // '' for qgate's runs. Part of the series key when not empty.
   std::string settings;
+  // The host whose GPU measured the run (its hostname); '' for imported results. Runs of one GPU
+  // model on two hosts are two series (migration 0012).
+  std::string host;
 
   auto operator<=>(const SeriesFields&) const = default;
 };
@@ -151,7 +154,6 @@ struct Run : SeriesFields {
   std::int64_t started_ms = 0;   // 0 = now
   std::optional<std::int64_t> finished_ms;
   RunState state = RunState::Running;
-  std::string host;
   std::string gpu_uuid;
   std::string driver_version;
   std::string cuda_version;
