@@ -51,6 +51,50 @@ std::int64_t now_unix_ms() {
       .count();
 }
 
+/// The value of `name=` among a test-backend-ops case's params ("type_a=q4_0,m=16,n=1,k=256,..."), or 0.
+std::int64_t case_param(const std::string& params, const std::string& name) {
+  std::size_t at = 0;
+  while (at < params.size()) {
+    const std::size_t end = std::min(params.find(',', at), params.size());
+    const std::string item = params.substr(at, end - at);
+    if (item.rfind(name + "=", 0) == 0) {
+      const std::string value = item.substr(name.size() + 1);
+      char* rest = nullptr;
+      const long long number = std::strtoll(value.c_str(), &rest, 10);
+      return rest && *rest == '\0' && !value.empty() ? number : 0;
+    }
+    at = end + 1;
+  }
+  return 0;
+}
+
+/// A test-backend-ops correctness case as the daemon imports it (a parity case of the build's job).
+v1::ExternalCheck external_check(const interop::BackendOpsCheck& check, std::int64_t file_time_ms) {
+  using Outcome = interop::BackendOpsCheck::Outcome;
+  v1::ExternalCheck c;
+  c.set_tool("test-backend-ops");
+  c.set_build_commit(check.build_commit);
+  c.set_backend(check.backend);
+  c.set_op(check.op);
+  c.set_params(check.params);
+  for (const char* type : {"type_a", "type", "type_src"}) {
+    if (const auto it = check.types.find(type); it != check.types.end()) {
+      c.set_weight_type(it->second);
+      break;
+    }
+  }
+  c.set_m(case_param(check.params, "m"));
+  c.set_n(case_param(check.params, "n"));
+  c.set_k(case_param(check.params, "k"));
+  c.set_outcome(check.outcome == Outcome::Passed ? "passed" : check.outcome == Outcome::Failed ? "incorrect" : "not_supported");
+  c.set_error(check.nmse.value_or(0.0));
+  c.set_error_bound(check.error_bound.value_or(0.0));
+  c.set_message(check.failure);
+  c.set_checked_unix_ms(check.test_time_ms.value_or(file_time_ms));
+  c.set_line(static_cast<std::int64_t>(check.line));
+  return c;
+}
+
 // An error that is not a usage mistake or an RPC failure but still ends the command with 3
 // (a missing build file, a job that failed). Its text is the whole line after "qgate: ".
 class CommandError : public std::runtime_error {
@@ -1075,6 +1119,7 @@ int Cli::cmd_import() {
   std::stringstream text;
   text << in.rdbuf();
   interop::ParsedImport parsed;
+  std::int64_t checks_time_ms = 0;  // when checks without a time of their own ran: the file's time
   try {
     // Rows of a format without times (llama-bench's markdown) take the file's modification time.
     std::error_code no_time;
@@ -1085,10 +1130,11 @@ int Cli::cmd_import() {
                       std::chrono::file_clock::to_sys(modified).time_since_epoch())
                       .count();
     parsed = interop::parse_import(text.str(), import_.format, import_.file, file_time_ms);
+    checks_time_ms = file_time_ms > 0 ? file_time_ms : now_unix_ms();
   } catch (const interop::ImportError& e) {
     throw CommandError(fmt::format("{}: {} (nothing imported)", import_.file, e.what()));
   }
-  if (parsed.runs.empty())
+  if (parsed.runs.empty() && parsed.checks.empty())
     throw CommandError(fmt::format("{}: no results to import ({} rows skipped)", import_.file, parsed.skipped));
   v1::ImportResultsRequest request;
   request.set_source(std::filesystem::path(import_.file).filename().string());
@@ -1116,6 +1162,7 @@ int Cli::cmd_import() {
       sample->set_value(s.value);
     }
   }
+  for (const auto& check : parsed.checks) *request.add_checks() = external_check(check, checks_time_ms);
   HarnessClient client = connect();
   const auto response = client.import_results(request);
   if (global_.json) {

@@ -722,13 +722,29 @@ std::vector<TrendGroup> group_trend(const std::vector<v1::TrendPoint>& points) {
 }
 
 std::string format_import(const v1::ImportResultsResponse& response, const std::string& format, std::size_t skipped) {
-  std::string out = fmt::format("imported {} run{} as {}", response.runs_added(), response.runs_added() == 1 ? "" : "s", format);
-  if (response.runs_already_stored() > 0)
-    out += fmt::format(" ({} already stored, not added again)", response.runs_already_stored());
-  if (skipped > 0) out += fmt::format(" ({} row{} skipped: other ops or unsupported)", skipped, skipped == 1 ? "" : "s");
-  out += "\n";
+  const bool checks = response.checks_added() > 0 || response.check_jobs_already_stored() > 0;
+  std::string out;
+  if (!checks || response.runs_added() > 0 || response.runs_already_stored() > 0) {
+    out = fmt::format("imported {} run{} as {}", response.runs_added(), response.runs_added() == 1 ? "" : "s", format);
+    if (response.runs_already_stored() > 0)
+      out += fmt::format(" ({} already stored, not added again)", response.runs_already_stored());
+    if (skipped > 0) out += fmt::format(" ({} row{} skipped: other ops or unsupported)", skipped, skipped == 1 ? "" : "s");
+    out += "\n";
+    skipped = 0;  // said
+  }
   for (const auto& b : response.builds()) out += fmt::format("  build {} (id {}, external)\n", b.metadata().name(), b.id());
   for (const auto& p : response.profiles()) out += fmt::format("  see: qgate trend --profile '{}'\n", p);
+  // Correctness checks (test-backend-ops' test mode): a finished parity job per build.
+  if (checks) {
+    out += fmt::format("imported {} correctness check{} ({} incorrect) as {}", response.checks_added(),
+                       response.checks_added() == 1 ? "" : "s", response.checks_failed(), format);
+    if (response.check_jobs_already_stored() > 0)
+      out += fmt::format(" ({} parity job{} already stored, not added again)", response.check_jobs_already_stored(),
+                         response.check_jobs_already_stored() == 1 ? "" : "s");
+    out += "\n";
+    for (const auto id : response.check_job_ids()) out += fmt::format("  see: qgate show {}\n", id);
+  }
+  if (skipped > 0) out += fmt::format("({} row{} skipped: other modes)\n", skipped, skipped == 1 ? "" : "s");
   return out;
 }
 
@@ -829,21 +845,36 @@ std::string format_regressions(const v1::QueryChangesResponse& response) {
     std::vector<std::string> cells;
   };
   std::vector<Row> rows;
-  for (const auto& series : response.series())
-    for (const auto& c : series.changes())
-      if (c.ratio() < 1)
-        rows.push_back({c.started_unix_ms(),
-                        {c.previous_build_name(), c.build_name(), format_ratio(c.ratio()),
-                         format_interval(c.ci_low(), c.ci_high()), fmt::format("{:.3g}", c.p_value()),
-                         format_timestamp(c.started_unix_ms()), series.series()}});
-  if (rows.empty()) return "no slowdowns\n" + detector_note(response);
+  for (const auto& series : response.series()) {
+    const auto& changes = series.changes();
+    for (int i = 0; i < changes.size(); ++i) {
+      const v1::SeriesChange& c = changes[i];
+      if (c.ratio() >= 1 || c.fixes_previous()) continue;
+      // A dip that recovered is one event: the change after it that brought the level back.
+      std::string fixed = "not yet";
+      if (i + 1 < changes.size() && changes[i + 1].fixes_previous())
+        fixed = fmt::format("{} ({} build{} slow)", changes[i + 1].build_name(), c.builds_after(),
+                            c.builds_after() == 1 ? "" : "s");
+      const double significance = response.correction().empty() ? c.p_value() : series.q_value();
+      rows.push_back({c.started_unix_ms(),
+                      {c.previous_build_name(), c.build_name(), format_ratio(c.ratio()),
+                       format_interval(c.ci_low(), c.ci_high()), fmt::format("{:.3g}", significance),
+                       format_timestamp(c.started_unix_ms()), fixed, series.series()}});
+    }
+  }
+  std::string note = detector_note(response);
+  if (!response.correction().empty())
+    note += fmt::format("across series: {} over {} series, false discovery rate {:g}; q is the series' adjusted p\n",
+                        response.correction(), response.series_tested(), response.alpha());
+  if (rows.empty()) return "no slowdowns\n" + note;
   std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.started < b.started; });
-  Table table{{"LAST BUILD BEFORE", "FIRST BUILD AFTER", "RATIO", "95% CI", "p", "STARTED", "SERIES"},
-              {false, false, true, false, true, false, false},
+  Table table{{"LAST BUILD BEFORE", "FIRST BUILD AFTER", "RATIO", "95% CI", response.correction().empty() ? "p" : "q",
+               "STARTED", "FIXED BY", "SERIES"},
+              {false, false, true, false, true, false, false, false},
               {}};
   for (Row& r : rows) table.rows.push_back(std::move(r.cells));
   return format_table(table) + "ratio: new level / old (geometric means of per-build medians); < 1 is slower\n" +
-         detector_note(response);
+         note;
 }
 
 namespace {

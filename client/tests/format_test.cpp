@@ -597,6 +597,25 @@ TEST(Regressions, OnlySlowdownsAcrossSeriesOldestFirst) {
   EXPECT_EQ(format_regressions(none).rfind("no slowdowns\n", 0), 0u);
 }
 
+TEST(Regressions, ADipThatRecoveredIsOneRowNamingItsFixAndTheCorrectionIsSaid) {
+  v1::QueryChangesResponse r = two_series_with_changes();
+  r.set_correction("benjamini-hochberg");
+  r.set_series_tested(20);
+  r.mutable_series(0)->set_q_value(0.004);
+  r.mutable_series(1)->set_q_value(0.008);
+  // mmq: slow from mmq-13, fixed by mmq-20 (7 builds slow); f16 is still slow.
+  r.mutable_series(0)->mutable_changes(0)->set_builds_after(7);
+  r.mutable_series(0)->mutable_changes(1)->set_fixes_previous(true);
+  const std::string text = format_regressions(r);
+  EXPECT_NE(text.find("FIXED BY"), std::string::npos) << text;
+  EXPECT_NE(text.find("mmq-20 (7 builds slow)"), std::string::npos) << text;
+  EXPECT_NE(text.find("not yet"), std::string::npos) << text;
+  // The fix is part of its slowdown's row, never a row of its own.
+  EXPECT_EQ(text.find("1.050"), std::string::npos) << text;
+  EXPECT_NE(text.find("0.004"), std::string::npos) << text;   // the series' q, not the split's p
+  EXPECT_NE(text.find("benjamini-hochberg over 20 series, false discovery rate 0.01"), std::string::npos) << text;
+}
+
 TEST(Import, CountsRunsNamesTheBuildsAndTheTrendToRun) {
   v1::ImportResultsResponse r;
   r.set_runs_added(3);

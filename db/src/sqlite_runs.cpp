@@ -101,10 +101,51 @@ ImportOutcome SqliteStore::import_external(const ExternalImport& batch) {
       insert_samples(run_id, imported.bundle.samples);
       outcome.run_ids.push_back(run_id);
     }
+    for (const ImportedChecks& checks : batch.checks) import_checks(checks, outcome);
     refresh_rollups(scopes);
     transaction.commit();
     return outcome;
   });
+}
+
+void SqliteStore::import_checks(const ImportedChecks& checks, ImportOutcome& outcome) {
+  if (checks.build_index >= outcome.build_ids.size()) {
+    throw StoreError(StoreErrorKind::Constraint, fmt::format("imported checks name build {} of {}",
+                                                             checks.build_index, outcome.build_ids.size()));
+  }
+  Job job = checks.job;
+  job.build_id = outcome.build_ids[checks.build_index];
+  job.created_ms = or_now(job.created_ms);
+  // The same build's checks of the same time and tool were imported before: one job, never two.
+  ScopedStatement same(prepared(
+      "SELECT 1 FROM jobs WHERE build_id = ? AND kind = ? AND profile = ? AND created_ms = ? LIMIT 1"));
+  bind_all(*same, job.build_id, job.kind, job.profile, job.created_ms);
+  if (same->executeStep()) {
+    outcome.check_jobs.emplace_back();
+    return;
+  }
+  // A finished job from the start: the scheduler never sees it queued.
+  job.state = JobState::Done;
+  job.started_ms = job.created_ms;
+  job.finished_ms = job.created_ms;
+  ScopedStatement insert(prepared(insert_sql(job_record())));
+  bind_record(*insert, job_record(), job);
+  insert->exec();
+  const RowId job_id = database_.getLastInsertRowid();
+  for (const ParityCaseRecord& parity : checks.cases) {
+    ParityCaseRecord row = parity;
+    row.job_id = job_id;
+    row.build_id = job.build_id;
+    if (row.created_ms == 0) row.created_ms = job.created_ms;
+    ScopedStatement insert_case(prepared(insert_sql(parity_case_record())));
+    bind_record(*insert_case, parity_case_record(), row);
+    insert_case->exec();
+  }
+  Verdict verdict = checks.verdict;
+  verdict.job_id = job_id;
+  if (verdict.created_ms == 0) verdict.created_ms = job.created_ms;
+  upsert_verdict(verdict);
+  outcome.check_jobs.emplace_back(job_id);
 }
 
 std::optional<Run> SqliteStore::find_run(RowId id) {

@@ -15,7 +15,8 @@ namespace qgate::interop {
 const std::vector<std::string>& import_formats() {
   static const std::vector<std::string> formats = {"auto", "llama-bench-sql", "llama-bench-json",
                                                    "llama-bench-jsonl", "llama-bench-csv",
-                                                   "llama-bench-md", "test-backend-ops-sql"};
+                                                   "llama-bench-md", "test-backend-ops-sql",
+                                                   "test-backend-ops-csv", "test-backend-ops-console"};
   return formats;
 }
 
@@ -29,6 +30,11 @@ std::string detect(const std::string& text, const std::string& file_name) {
   if (text.find("INSERT INTO test_backend_ops") != std::string::npos ||
       text.find("CREATE TABLE IF NOT EXISTS test_backend_ops") != std::string::npos)
     return "test-backend-ops-sql";
+  // test-backend-ops' own CSV names op_name and test_mode; its console output has backend sections.
+  if (text.find("\"op_name\"") != std::string::npos && text.find("\"test_mode\"") != std::string::npos)
+    return "test-backend-ops-csv";
+  if (text.find("\nBackend ") != std::string::npos && text.find("Testing ") != std::string::npos)
+    return "test-backend-ops-console";
   // llama-bench's table is `llama_bench` since llama.cpp's PR #15003 (2025-08); before that it was `test`.
   for (const char* table : {"llama_bench", "test"}) {
     if (text.find(fmt::format("INSERT INTO {} ", table)) != std::string::npos ||
@@ -47,6 +53,18 @@ std::string detect(const std::string& text, const std::string& file_name) {
   throw ImportError(1, "", "cannot tell the format; name it with --format");
 }
 
+/// test-backend-ops' correctness cases, a bad one an ImportError naming its line and field.
+BackendOpsChecks correctness_checks(const std::string& text, const std::string& file_name) {
+  try {
+    return read_test_backend_ops_checks(text, file_name);
+  } catch (const BackendOpsFileError& e) {
+    const std::string what = e.what();
+    const std::string after = fmt::format("field {}: ", e.field());
+    const auto at = what.find(after);
+    throw ImportError(e.line(), e.field(), at == std::string::npos ? what : what.substr(at + after.size()));
+  }
+}
+
 }  // namespace
 
 ParsedImport parse_import(const std::string& text, const std::string& format, const std::string& file_name,
@@ -56,10 +74,17 @@ ParsedImport parse_import(const std::string& text, const std::string& format, co
     throw std::invalid_argument(fmt::format("unknown format '{}'", format));
   ParsedImport out;
   out.format = format == "auto" ? detect(text, file_name) : format;
-  if (out.format == "test-backend-ops-sql") {
-    auto parsed = test_backend_ops_runs(read_sql_inserts(text), text);
-    out.runs = std::move(parsed.runs);
-    out.skipped = parsed.skipped;
+  if (out.format.rfind("test-backend-ops-", 0) == 0) {
+    // Performance rows (perf mode, SQL only) become runs; correctness rows (test mode) checks.
+    BackendOpsChecks checks = correctness_checks(text, file_name);
+    out.checks = std::move(checks.checks);
+    out.skipped = checks.skipped;
+    if (out.format == "test-backend-ops-sql") {
+      auto parsed = test_backend_ops_runs(read_sql_inserts(text), text);
+      out.runs = std::move(parsed.runs);
+      // The perf reader skipped the test rows, which are the checks.
+      out.skipped = parsed.skipped - std::min(parsed.skipped, out.checks.size());
+    }
     return out;
   }
   std::vector<TableRow> rows;

@@ -67,6 +67,40 @@ TEST(LlamaBenchImport, EveryFormatGivesTheSameRuns) {
   expect_llama_bench_rows(parse_import(data("llama_bench.csv"), "auto", "results.csv"), "llama-bench-csv");
 }
 
+TEST(TestBackendOpsImport, CorrectnessFilesAreFoundByContentAndReadAsChecks) {
+  // Console output and the tool's CSV, under names that say nothing of their format.
+  const auto console = parse_import(data("test_backend_ops_test_console.txt"), "auto", "run.log");
+  EXPECT_EQ(console.format, "test-backend-ops-console");
+  EXPECT_TRUE(console.runs.empty());
+  ASSERT_EQ(console.checks.size(), 6u);
+  const auto failed = std::count_if(console.checks.begin(), console.checks.end(), [](const BackendOpsCheck& c) {
+    return c.outcome == BackendOpsCheck::Outcome::Failed;
+  });
+  EXPECT_EQ(failed, 2);
+  const auto csv = parse_import(data("test_backend_ops_test.csv"), "auto", "results.csv");
+  EXPECT_EQ(csv.format, "test-backend-ops-csv");
+  EXPECT_FALSE(csv.checks.empty());
+  // SQL of test mode: checks, and its rows are not counted as skipped runs.
+  const auto sql = parse_import(data("test_backend_ops_test.sql"), "auto", "results.sql");
+  EXPECT_EQ(sql.format, "test-backend-ops-sql");
+  EXPECT_EQ(sql.checks.size(), 4u);
+  EXPECT_EQ(sql.runs.size(), 1u);  // its one perf row
+  EXPECT_EQ(sql.skipped, 0u);
+  // A perf file has no checks.
+  EXPECT_TRUE(parse_import(data("test_backend_ops_mulmat_h200.sql"), "auto", "perf.sql").checks.empty());
+  // A bad case names its line and field, as every import error does.
+  std::string bad = data("test_backend_ops_test_console.txt");
+  bad.replace(bad.find("ERR = 0.001953125"), 17, "ERR = 0.00x953125");
+  try {
+    parse_import(bad, "auto", "run.log");
+    FAIL() << "a bad error value was read";
+  } catch (const ImportError& e) {
+    EXPECT_EQ(e.line(), 11u);
+    EXPECT_EQ(e.field(), "nmse");
+    EXPECT_EQ(std::string(e.what()).find("run.log"), std::string::npos) << e.what();  // the CLI names the file
+  }
+}
+
 TEST(LlamaBenchImport, TodaysSqlTableAndColumnsAreRead) {
   // llama-bench writes the table `llama_bench` (llama.cpp PR #15003) with load_mode, devices,
   // no_host and fit_* among its columns; auto detection finds it whatever the file is called.

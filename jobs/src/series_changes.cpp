@@ -39,7 +39,7 @@ struct SeriesPoints {
   int runs = 0;
 };
 
-void add_change(const stats::ChangePoint& c, const std::vector<BuildPoint>& points, v1::ChangeSeries& out) {
+v1::SeriesChange& add_change(const stats::ChangePoint& c, const std::vector<BuildPoint>& points, v1::ChangeSeries& out) {
   v1::SeriesChange* change = out.add_changes();
   const BuildPoint& first = points[c.index];
   change->set_index(static_cast<int>(c.index));
@@ -53,6 +53,7 @@ void add_change(const stats::ChangePoint& c, const std::vector<BuildPoint>& poin
   change->set_p_value(c.p);
   change->set_builds_before(static_cast<int>(c.n_before));
   change->set_builds_after(static_cast<int>(c.n_after));
+  return *change;
 }
 
 v1::ChangeSeries series_message(const SeriesPoints& series) {
@@ -143,13 +144,16 @@ v1::QueryChangesResponse SeriesChanges::find(const ChangesQuery& query) const {
   scan_options.detector = options;
   const stats::RegressionScan scan = stats::scan_for_regressions(values, scan_options);
   response.set_permutations(static_cast<int>(scan.permutations));
+  response.set_correction("benjamini-hochberg");
+  response.set_series_tested(static_cast<int>(scan.tested));
   for (size_t s = 0; s < all.size(); ++s) {
     const stats::SeriesRegressions& found = scan.series[s];
     if (found.slowdowns.empty()) continue;
     v1::ChangeSeries out = series_message(all[s]);
+    out.set_q_value(found.q_value);
     for (const stats::SlowdownEvent& event : found.slowdowns) {
       add_change(found.changes[event.drop], all[s].points, out);
-      if (event.recovery) add_change(found.changes[*event.recovery], all[s].points, out);
+      if (event.recovery) add_change(found.changes[*event.recovery], all[s].points, out).set_fixes_previous(true);
     }
     *response.add_series() = std::move(out);
   }

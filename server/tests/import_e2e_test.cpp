@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "compare_history.h"
 #include "daemon_under_test.h"
@@ -73,6 +74,88 @@ TEST_F(ImportE2eTest, TestBackendOpsMulMatShowsUpInTrend) {
   EXPECT_EQ(outcome.value("runs_added", 0), 0) << outcome.dump();
   EXPECT_EQ(outcome.value("runs_already_stored", 0), 4) << outcome.dump();
   EXPECT_EQ(trend("--profile " + kMulMat).size(), 4u);
+}
+
+TEST_F(ImportE2eTest, TestBackendOpsCorrectnessCasesBecomeAFinishedParityJobOfTheExternalBuild) {
+  // test-backend-ops' test mode as printed to the console: no times, so the file's modification time.
+  const std::filesystem::path file =
+      std::filesystem::temp_directory_path() / ("qgate-tbo-" + std::to_string(::getpid()) + ".txt");
+  std::filesystem::copy_file(kData + "/test_backend_ops_test_console.txt", file,
+                             std::filesystem::copy_options::overwrite_existing);
+  const auto when = std::chrono::sys_seconds{std::chrono::seconds{1796004600}};  // 2026-11-30T02:10:00Z
+  std::filesystem::last_write_time(file, std::chrono::file_clock::from_sys(when));
+  const CliResult r = daemon_.cli("import " + file.string());
+  ASSERT_EQ(r.code, 0) << r.err << daemon_.log();
+  EXPECT_TRUE(contains(r.out, "imported 6 correctness checks (2 incorrect)")) << r.out;
+  EXPECT_FALSE(contains(r.out, "imported 0 runs")) << r.out;
+
+  const CliResult imported = daemon_.cli("--json import " + file.string());
+  ASSERT_EQ(imported.code, 0) << imported.err;
+  const json again = json_data(imported, "import");
+  EXPECT_EQ(again.value("checks_added", 0), 0) << again.dump();
+  EXPECT_EQ(again.value("check_jobs_already_stored", 0), 1) << again.dump();
+  std::filesystem::remove(file);
+
+  // One finished parity job of the external build, FAIL because two cases were incorrect.
+  const json jobs = json_data(daemon_.cli("--json jobs"), "jobs");
+  ASSERT_EQ(jobs.size(), 1u) << jobs.dump();
+  const std::int64_t job_id = jobs[0]["id"].get<std::int64_t>();
+  const CliResult shown = daemon_.cli("--json show " + std::to_string(job_id));
+  ASSERT_EQ(shown.code, 0) << shown.err;
+  const json job = json_data(shown, "job");
+  EXPECT_EQ(job["state"], "JOB_STATE_DONE") << job.dump();
+  EXPECT_EQ(job["verdict"]["verdict"], "VERDICT_FAIL") << job.dump();
+  EXPECT_EQ(job["verdict"]["parity_passed"], 3) << job.dump();
+  EXPECT_EQ(job["verdict"]["parity_failed"], 2) << job.dump();
+  const CliResult text = daemon_.cli("show " + std::to_string(job_id));
+  EXPECT_TRUE(contains(text.out, "parity   3 passed, 2 failed")) << text.out;
+  EXPECT_TRUE(contains(daemon_.cli("builds").out, "llama.cpp@unknown/CUDA0")) << daemon_.cli("builds").out;
+
+  // The cases as stored, read beside the running daemon.
+  db::SqliteOptions options;
+  options.path = daemon_.dir() + "/qgate.db";
+  options.read_only = true;
+  const auto store = db::open_sqlite_store(options);
+  const auto cases = store->parity_cases(job_id);
+  ASSERT_EQ(cases.size(), 6u);
+  std::map<std::string, int> outcomes;
+  for (const auto& c : cases) ++outcomes[c.outcome];
+  EXPECT_EQ(outcomes, (std::map<std::string, int>{{"incorrect", 2}, {"not_supported", 1}, {"passed", 3}}));
+  const auto q6 = std::find_if(cases.begin(), cases.end(), [](const db::ParityCaseRecord& c) { return c.weight_type == "q6_K"; });
+  ASSERT_NE(q6, cases.end());
+  EXPECT_EQ(q6->path, "MUL_MAT");
+  EXPECT_EQ(q6->outcome, "incorrect");
+  EXPECT_EQ((std::tuple{q6->nt, q6->od, q6->k}), (std::tuple<std::int64_t, std::int64_t, std::int64_t>{16, 16, 256}));
+  EXPECT_DOUBLE_EQ(q6->nmse.value_or(0), 0.001953125);
+  EXPECT_DOUBLE_EQ(q6->tolerance.value_or(0), 0.0005);
+  EXPECT_EQ(q6->created_ms, 1796004600000);
+  const bool nan_kept = std::any_of(cases.begin(), cases.end(), [](const db::ParityCaseRecord& c) {
+    return c.outcome == "incorrect" && contains(c.message, "NaN at index 7");
+  });
+  EXPECT_TRUE(nan_kept);
+}
+
+TEST_F(ImportE2eTest, TheDaemonRefusesABadCheckAndStoresNothing) {
+  v1::ImportResultsRequest request;
+  request.set_source("crafted");
+  for (int i = 0; i < 3; ++i) {
+    auto* c = request.add_checks();
+    c->set_tool("test-backend-ops");
+    c->set_backend("CUDA0");
+    c->set_op("MUL_MAT");
+    c->set_params("type_a=q4_0,type_b=f32,m=16,n=1,k=256");
+    c->set_weight_type("q4_0");
+    c->set_outcome(i == 2 ? "maybe" : "passed");
+    c->set_checked_unix_ms(1'796'000'000'000);
+    c->set_line(30 + i);
+  }
+  grpc::ClientContext context;
+  v1::ImportResultsResponse response;
+  const grpc::Status status = daemon_.stub()->ImportResults(&context, request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(status.error_message(), "line 32, field outcome")) << status.error_message();
+  EXPECT_TRUE(json_data(daemon_.cli("--json builds"), "builds").empty());
+  EXPECT_TRUE(json_data(daemon_.cli("--json jobs"), "jobs").empty());
 }
 
 TEST_F(ImportE2eTest, LlamaBenchMarkdownAndTodaysSqlImportByContent) {

@@ -111,6 +111,8 @@ class SqliteStore final : public Store {
   std::string integrity_check() override;
 
  private:
+  /// One external build's checks as a finished parity job, inside import_external's transaction.
+  void import_checks(const ImportedChecks& checks, ImportOutcome& outcome);
 
   // Switches the connection to synchronous=FULL for one commit and back to NORMAL afterwards.
   class DurableCommitScope {

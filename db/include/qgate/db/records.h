@@ -340,9 +340,19 @@ struct ImportedRun {
   RunBundle bundle;
 };
 
+/// One external build's correctness checks (test-backend-ops' test mode), stored as a finished parity
+/// job of that build: one parity case per check and the job's verdict, in the import's transaction.
+struct ImportedChecks {
+  std::size_t build_index = 0;        // into ExternalImport::builds
+  Job job;                            // kind, profile, spec and times; id, build_id and state are the store's
+  std::vector<ParityCaseRecord> cases;  // job_id and build_id are set by the store
+  Verdict verdict;                    // job_id is set by the store
+};
+
 struct ExternalImport {
   std::vector<Build> builds;
   std::vector<ImportedRun> runs;
+  std::vector<ImportedChecks> checks;
 };
 
 struct ImportOutcome {
@@ -350,6 +360,9 @@ struct ImportOutcome {
   int builds_added = 0;
   std::vector<RowId> run_ids;      // the runs stored, in order
   int runs_already_stored = 0;     // the same run (build, start, profile, path, tokens, tok/s) was there
+  // Per ExternalImport::checks: the parity job made, or none when the same build's checks of the same
+  // time and tool were already there.
+  std::vector<std::optional<RowId>> check_jobs;
 };
 
 // --- Queries ---

@@ -1,4 +1,5 @@
-// One entry point for `qgate import`: the file's text and a format (or auto) in, ExternalRuns out.
+// One entry point for `qgate import`: the file's text and a format (or auto) in, ExternalRuns and
+// test-backend-ops' correctness checks out.
 #pragma once
 
 #include <cstddef>
@@ -7,6 +8,7 @@
 #include <vector>
 
 #include "qgate/interop/external_run.h"
+#include "qgate/interop/test_backend_ops.h"
 
 namespace qgate::interop {
 
@@ -16,7 +18,8 @@ const std::vector<std::string>& import_formats();
 struct ParsedImport {
   std::string format;  // the format read (auto resolved)
   std::vector<ExternalRun> runs;
-  std::size_t skipped = 0;  // rows read but not imported (test-backend-ops: other ops, unsupported)
+  std::vector<BackendOpsCheck> checks;  // test-backend-ops' correctness cases (its test mode)
+  std::size_t skipped = 0;  // rows read but not imported (test-backend-ops: other ops, unsupported, other modes)
 };
 
 /// `file_name` only helps `auto` (its extension). `file_time_ms` is the time of the rows of a format
