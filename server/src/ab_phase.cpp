@@ -86,6 +86,18 @@ struct PairBook {
   }
 };
 
+/// A planned look into the job's progress (its ratio and interval) and its line: "look 2 of 4 at 10
+/// pairs: PASS (SAME), stop", where `judged` says what the look judged ("10 pairs", "5 blocks (10 pairs)").
+std::string show_look(const stats::LookResult& look, size_t next_look, size_t looks, const std::string& judged,
+                      v1::JobProgress& progress) {
+  progress.set_ratio(look.ratio);
+  progress.set_ci_low(look.lower);
+  progress.set_ci_high(look.upper);
+  return "look " + std::to_string(next_look + 1) + " of " + std::to_string(looks) + " at " + judged + ": " +
+         std::string(to_string(look.verdict)) + " (" + std::string(to_string(look.comparison)) + "), " +
+         std::string(stats::to_string(look.decision));
+}
+
 }  // namespace
 
 AbPhase::AbPhase(AbSetup setup, WorkerLauncher& launcher, JobRecorder& recorder, const JobControl& control,
@@ -280,15 +292,10 @@ AbOutcome AbPhase::run_split(v1::JobProgress& progress) {
     }
     blocks = stats::split_blocks(book.pairs);
     look = stats::evaluate_look(blocks, design, next_look);
-    progress.set_ratio(look->ratio);
-    progress.set_ci_low(look->lower);
-    progress.set_ci_high(look->upper);
-    recorder_.publish(progress, "look " + std::to_string(next_look + 1) + " of " + std::to_string(design.looks.size()) +
-                                    " at " + std::to_string(blocks.size()) + " blocks (" +
-                                    std::to_string(book.pairs.size()) + " pairs): " +
-                                    std::string(to_string(look->verdict)) + " (" +
-                                    std::string(to_string(look->comparison)) + "), " +
-                                    std::string(stats::to_string(look->decision)));
+    recorder_.publish(progress, show_look(*look, next_look, design.looks.size(),
+                                          std::to_string(blocks.size()) + " blocks (" +
+                                              std::to_string(book.pairs.size()) + " pairs)",
+                                          progress));
     if (look->decision == stats::LookDecision::stop) break;
     ++next_look;
   }
@@ -444,15 +451,8 @@ AbOutcome AbPhase::run(v1::JobProgress& progress) {
       }
       // A planned look: the interval, verdict and comparison are read here and only here.
       look = stats::evaluate_look(book.pairs, design, next_look);
-      progress.set_ratio(look->ratio);
-      progress.set_ci_low(look->lower);
-      progress.set_ci_high(look->upper);
-      recorder_.publish(progress, "look " + std::to_string(next_look + 1) + " of " +
-                                      std::to_string(design.looks.size()) + " at " +
-                                      std::to_string(book.pairs.size()) + " pairs: " +
-                                      std::string(to_string(look->verdict)) + " (" +
-                                      std::string(to_string(look->comparison)) + "), " +
-                                      std::string(stats::to_string(look->decision)));
+      recorder_.publish(progress, show_look(*look, next_look, design.looks.size(),
+                                            std::to_string(book.pairs.size()) + " pairs", progress));
       if (look->decision == stats::LookDecision::stop) break;
       ++next_look;
     }
