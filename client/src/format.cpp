@@ -732,8 +732,6 @@ std::string format_import(const v1::ImportResultsResponse& response, const std::
     out += "\n";
     skipped = 0;  // said
   }
-  for (const auto& b : response.builds()) out += fmt::format("  build {} (id {}, external)\n", b.metadata().name(), b.id());
-  for (const auto& p : response.profiles()) out += fmt::format("  see: qgate trend --profile '{}'\n", p);
   // Correctness checks (test-backend-ops' test mode): a finished parity job per build.
   if (checks) {
     out += fmt::format("imported {} correctness check{} ({} incorrect) as {}", response.checks_added(),
@@ -741,10 +739,12 @@ std::string format_import(const v1::ImportResultsResponse& response, const std::
     if (response.check_jobs_already_stored() > 0)
       out += fmt::format(" ({} parity job{} already stored, not added again)", response.check_jobs_already_stored(),
                          response.check_jobs_already_stored() == 1 ? "" : "s");
+    if (skipped > 0) out += fmt::format(" ({} row{} skipped: other modes)", skipped, skipped == 1 ? "" : "s");
     out += "\n";
-    for (const auto id : response.check_job_ids()) out += fmt::format("  see: qgate show {}\n", id);
   }
-  if (skipped > 0) out += fmt::format("({} row{} skipped: other modes)\n", skipped, skipped == 1 ? "" : "s");
+  for (const auto& b : response.builds()) out += fmt::format("  build {} (id {}, external)\n", b.metadata().name(), b.id());
+  for (const auto& p : response.profiles()) out += fmt::format("  see: qgate trend --profile '{}'\n", p);
+  for (const auto id : response.check_job_ids()) out += fmt::format("  see: qgate show {}\n", id);
   return out;
 }
 
