@@ -9,6 +9,9 @@ find_package(CLI11 CONFIG REQUIRED)
 find_package(nlohmann_json REQUIRED)
 find_package(SQLite3 REQUIRED)
 find_package(SQLiteCpp REQUIRED)
+# libpq, the PostgreSQL client library (target PostgreSQL::PostgreSQL): the PostgreSQL store and the
+# tests' throwaway server (tests/support/test_postgres.h).
+find_package(PostgreSQL REQUIRED)
 if(QGATE_BUILD_TESTS)
   find_package(GTest REQUIRED)
 endif()

@@ -11,14 +11,23 @@
 include(GoogleTest)
 # A binary or non-gtest test that exits with this code reads as skipped.
 set(QGATE_SKIP_RETURN_CODE 77)
+# The ctest fixture `postgres` (tests postgres.start and postgres.stop, tests/support/) starts one
+# throwaway PostgreSQL server for every POSTGRES test and writes its connection string to this file;
+# ctest adds the fixture to any run that selects such a test, whatever the label or -R filter.
+set(QGATE_TEST_POSTGRES_DIR ${CMAKE_BINARY_DIR}/test-postgres)
+set(QGATE_TEST_POSTGRES_FILE ${QGATE_TEST_POSTGRES_DIR}/conninfo)
 
-# qgate_add_gtest(NAME SOURCES... LIBS... [LABEL unit|e2e|slow|gpu] [TIMEOUT s] [RUN_SERIAL] [OWN_MAIN])
+# qgate_add_gtest(NAME SOURCES... LIBS... [LABEL unit|e2e|slow|gpu] [TIMEOUT s] [RUN_SERIAL] [OWN_MAIN]
+#                 [POSTGRES])
 #   LABEL       default e2e for a NAME ending in _e2e_test, else unit.
 #   TIMEOUT     seconds per case (default 600).
 #   RUN_SERIAL  no other test runs beside any of its cases (the daemon tests time runs on the CPU).
 #   OWN_MAIN    the sources bring main() (the GPU tests); otherwise gtest_main is linked.
+#   POSTGRES    its cases share the fixture's PostgreSQL server: they require the fixture `postgres`
+#               and see QGATE_TEST_POSTGRES_FILE (tests/support/test_postgres.h reads it; link
+#               qgate_test_postgres). Run by hand, without it, the binary starts a server of its own.
 function(qgate_add_gtest name)
-  cmake_parse_arguments(ARG "RUN_SERIAL;OWN_MAIN" "LABEL;TIMEOUT" "SOURCES;LIBS" ${ARGN})
+  cmake_parse_arguments(ARG "RUN_SERIAL;OWN_MAIN;POSTGRES" "LABEL;TIMEOUT" "SOURCES;LIBS" ${ARGN})
   if(NOT ARG_LABEL AND name MATCHES "_e2e_test$")
     set(ARG_LABEL e2e)
   elseif(NOT ARG_LABEL)
@@ -35,6 +44,9 @@ function(qgate_add_gtest name)
   set(properties LABELS ${ARG_LABEL} TIMEOUT ${ARG_TIMEOUT} SKIP_RETURN_CODE ${QGATE_SKIP_RETURN_CODE})
   if(ARG_RUN_SERIAL)
     list(APPEND properties RUN_SERIAL TRUE)
+  endif()
+  if(ARG_POSTGRES)
+    list(APPEND properties FIXTURES_REQUIRED postgres ENVIRONMENT "QGATE_TEST_POSTGRES_FILE=${QGATE_TEST_POSTGRES_FILE}")
   endif()
   # NO_PRETTY_VALUES: ids are gtest's own names (Suite.Case/param_name), as --gtest_filter takes
   # them; CMake 3.25's "pretty" values would append the GetParam() dump to named parameters.

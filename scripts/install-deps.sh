@@ -9,6 +9,8 @@ packages=(build-essential cmake ninja-build pkg-config git file patchelf
           clang libclang-rt-14-dev  # clang and libFuzzer: scripts/run-fuzzers.sh, run by run-tests.sh
           yamllint                  # scripts/lint-deploy.sh
           libssl-dev                # the dashboard's HTTPS (qgated --http with --tls-cert)
+          libpq-dev                 # the PostgreSQL client library (the PostgreSQL store)
+          postgresql                # the throwaway server the PostgreSQL tests start (tests/support)
           chromium fonts-dejavu-core)  # the dashboard's browser test (headless, driven by puppeteer-core)
 # Node.js and npm for scripts/lint-deploy.sh's npm packages, the dashboard's chart libraries (npm ci
 # at build time) and its browser test; a node already installed (from any source) is kept rather
