@@ -194,7 +194,8 @@ DashboardApi::DashboardApi(std::shared_ptr<grpc::ChannelInterface> channel)
     : harness_(v1::Harness::NewStub(channel)), dashboard_(v1::Dashboard::NewStub(channel)) {}
 
 bool DashboardApi::is_route(const std::string& path) {
-  static const std::set<std::string> fixed = {"/api/device", "/api/jobs", "/api/trend", "/api/changes", "/api/builds"};
+  static const std::set<std::string> fixed = {"/api/device",  "/api/jobs",        "/api/trend", "/api/changes",
+                                              "/api/builds",  "/api/regressions", "/api/compare"};
   return fixed.count(path) > 0 || std::regex_match(path, job_route());
 }
 
@@ -297,6 +298,39 @@ ApiResponse DashboardApi::get(const std::string& path, const QueryParams& query,
       v1::QueryChangesResponse response;
       return call([&](grpc::ClientContext* c) { return harness_->QueryChanges(c, request, &response); },
                   response, "changes");
+    }
+    if (path == "/api/regressions") {
+      // `qgate regressions`: the same request, slowdowns only, corrected across series by the daemon.
+      v1::QueryChangesRequest request;
+      request.set_profile(p.text("profile"));
+      request.set_weight_type(p.text("weight_type"));
+      request.set_path(p.text("path"));
+      request.set_build_glob(p.text("build_glob"));
+      request.set_since_unix_ms(p.integer("since_unix_ms"));
+      request.set_slowdowns_only(true);
+      request.set_alpha(p.real("alpha"));
+      request.set_min_segment(p.small_integer("min_segment"));
+      p.done();
+      v1::QueryChangesResponse response;
+      return call([&](grpc::ClientContext* c) { return harness_->QueryChanges(c, request, &response); },
+                  response, "regressions");
+    }
+    if (path == "/api/compare") {
+      // `qgate compare A B`: the daemon's statistics and verdict per matched series, as the CLI shows them.
+      v1::CompareRequest request;
+      request.set_build_a(p.text("build_a"));
+      request.set_build_b(p.text("build_b"));
+      if (request.build_a().empty() || request.build_b().empty())
+        throw BadRequest("parameters 'build_a' and 'build_b' (a build's name or id) are both needed");
+      request.set_include_contended(p.flag("include_contended"));
+      request.set_profile(p.text("profile"));
+      request.set_tokens(p.integer("tokens"));
+      request.set_weight_type(p.text("weight_type"));
+      request.set_same_margin(p.real("same_margin"));
+      p.done();
+      v1::CompareResponse response;
+      return call([&](grpc::ClientContext* c) { return harness_->Compare(c, request, &response); }, response,
+                  "compare");
     }
     if (path == "/api/builds") {
       v1::ListBuildsRequest request;

@@ -1,9 +1,12 @@
 // DashboardSnapshot: copies the page and writes snapshot.js from the API's answers.
 #include "qgate/dashboards/snapshot.h"
 
+#include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <stdexcept>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -30,11 +33,32 @@ std::pair<std::string, QueryParams> split_request(const std::string& request) {
   return {request.substr(0, q), params};
 }
 
+/// A query value as the page's encodeURIComponent writes it: letters, digits and -_.!~*'() as they are,
+/// every other byte as %XX.
+std::string uri_component(const std::string& value) {
+  static const char* hex = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : value) {
+    if (std::isalnum(c) || std::string_view("-_.!~*'()").find(static_cast<char>(c)) != std::string_view::npos) {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<std::string> page_requests(int jobs_limit) {
   return {"/api/device", "/api/jobs?limit=" + std::to_string(jobs_limit), "/api/trend?include_contended=true",
-          "/api/changes"};
+          "/api/changes", "/api/regressions"};
+}
+
+std::string compare_request(const std::string& build_a, const std::string& build_b) {
+  return "/api/compare?build_a=" + uri_component(build_a) + "&build_b=" + uri_component(build_b);
 }
 
 std::vector<std::string> job_requests(long long job_id) {
@@ -59,6 +83,9 @@ SnapshotResult DashboardSnapshot::write(const SnapshotOptions& options) const {
     result.requests.push_back(request);
   };
   for (const std::string& request : page_requests(options.jobs)) fetch(request);
+  // The builds compared: each listed job's build against its baseline, and the two builds of each
+  // regression. A comparison the daemon refuses (nothing comparable) is left out: the page says so.
+  std::set<std::pair<std::string, std::string>> comparisons;
   const auto& jobs = answers["/api/jobs?limit=" + std::to_string(options.jobs)];
   if (jobs.contains("jobs")) {
     for (const auto& job : jobs["jobs"]) {
@@ -66,7 +93,23 @@ SnapshotResult DashboardSnapshot::write(const SnapshotOptions& options) const {
       const long long id = job.at("id").get<long long>();
       for (const std::string& request : job_requests(id)) fetch(request);
       ++result.jobs;
+      const std::string build = job.value(nlohmann::json::json_pointer("/build/metadata/name"), "");
+      const std::string baseline = job.value(nlohmann::json::json_pointer("/baseline/metadata/name"), "");
+      if (!build.empty() && !baseline.empty()) comparisons.insert({build, baseline});
     }
+  }
+  const auto& regressions = answers["/api/regressions"];
+  if (regressions.contains("regressions"))
+    for (const auto& series : regressions["regressions"].value("series", nlohmann::json::array()))
+      for (const auto& change : series.value("changes", nlohmann::json::array()))
+        comparisons.insert({change.value("previous_build_name", ""), change.value("build_name", "")});
+  for (const auto& [a, b] : comparisons) {
+    if (a.empty() || b.empty()) continue;
+    const ApiResponse r = api_.get("/api/compare", {{"build_a", a}, {"build_b", b}}, authorization_);
+    if (r.status != 200) continue;
+    const std::string request = compare_request(a, b);
+    answers[request] = nlohmann::json::parse(r.body);
+    result.requests.push_back(request);
   }
   const fs::path file = fs::path(options.out_dir) / "snapshot.js";
   std::ofstream out(file, std::ios::trunc);

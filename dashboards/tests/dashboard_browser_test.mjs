@@ -1,9 +1,14 @@
 // Drives Debian's Chromium (headless, through puppeteer-core; npm never downloads a browser here)
 // over the dashboard at URL and checks what it drew against what the qgate CLI says about the same
-// daemon: a row per job, a trend point per trend point of each profile (quiet ones filled, the rest
-// hollow), a dashed rule per change point; then clicks the gate and checks its A/B view (a point per
-// pair, a square per reached look), its parity matrix (a cell per type and shape) and its co-tenant
-// timeline. Screenshots go to ARTIFACTS. With QGATE_SNAPSHOT=1 the URL is a snapshot opened from disk.
+// daemon: a row per job, a trend point per trend point of each profile (quiet ones filled, contended
+// ones drawn contended, the rest hollow), a dashed rule per change point, a legend entry per series,
+// the axis naming the tool, pp and tg in panels of their own; a permalink with a series and a zoom
+// window reloaded; then clicks the gate and checks its A/B view (a point per pair, a square per reached
+// look, the looks in order), its parity matrix (a cell per type and shape, passing cells not red) and its
+// co-tenant timeline; the regressions page against `qgate regressions`, the compare page against
+// `qgate compare`; and at phone width (390 px) that no page is wider than the window. Screenshots go to
+// ARTIFACTS, at desktop width and as phone-*.png. With QGATE_SNAPSHOT=1 the URL is a snapshot opened
+// from disk.
 // Usage: node dashboard_browser_test.mjs URL ARTIFACTS
 import { execFileSync } from "node:child_process";
 import { mkdirSync, rmSync } from "node:fs";
@@ -26,6 +31,28 @@ function equal(actual, expected, what) {
   check(actual === expected, `${what}: ${actual}${actual === expected ? "" : ` (expected ${expected})`}`);
 }
 const qgate = (...args) => JSON.parse(execFileSync(cli, ["--json", ...args], { encoding: "utf8" }));
+/// `qgate compare A B`, or null when the CLI refuses it (exit 3: nothing comparable).
+const qgateCompare = (a, b) => {
+  try {
+    return qgate("compare", a, b).compare;
+  } catch (e) {
+    if (e.status === 3) return null;
+    throw e;
+  }
+};
+// As the CLI writes them (client/src/format.cpp).
+const ratioText = (r) => (!Number(r) ? "-" : Number(r).toFixed(3));
+const intervalText = (lo, hi) => (!Number(lo) && !Number(hi) ? "-"
+  : !(Number(hi) <= 1000) ? `[${Number(lo).toFixed(3)}, unbounded]` : `[${Number(lo).toFixed(3)}, ${Number(hi).toFixed(3)}]`);
+/// An "rgb(r, g, b)" or "#rrggbb" colour is red when red dominates: what a failing cell may be, and a
+/// passing one may not.
+function isRed(color) {
+  let rgb = /rgba?\((\d+),\s*(\d+),\s*(\d+)/.exec(color || "");
+  if (!rgb && /^#[0-9a-f]{6}$/i.test(color || "")) rgb = [0, ...[1, 3, 5].map((i) => parseInt(color.slice(i, i + 2), 16))];
+  if (!rgb) return false;
+  const [r, g, b] = rgb.slice(1).map(Number);
+  return r > 110 && r > 1.8 * g && r > 1.8 * b;
+}
 
 const profileDir = process.env.QGATE_PROFILE_DIR;
 rmSync(profileDir, { recursive: true, force: true });
@@ -63,7 +90,7 @@ try {
   const symbols = (sel, name) => page.$$eval(`${sel} g.mark-symbol.role-mark${name ? "." + name : ""} path`, (p) => p.length);
   const profiles = await page.$$eval("#trend-profile option", (o) => o.map((x) => x.value));
   check(profiles.length >= 2, `profiles offered: ${profiles.join(", ")}`);
-  let quietSeen = 0, hollowSeen = 0, changesSeen = 0;
+  let quietSeen = 0, hollowSeen = 0, changesSeen = 0, contendedSeen = 0, panelsSeen = 0;
   for (const profile of profiles) {
     await page.select("#trend-profile", profile);
     await page.waitForFunction((p) => {
@@ -82,17 +109,109 @@ try {
     const changes = qgate("trend", "--profile", profile, "--changes", "--since", "3650d");
     const expectedChanges = (changes.changes.series || [])
       .filter((s) => s.profile === profile).reduce((n, s) => n + (s.changes || []).length, 0);
-    equal(await page.$$eval("#trend-chart g.mark-rule.role-mark.layer_2_marks line", (l) => l.length), expectedChanges,
-      `change-point rules of ${profile}`);
+    equal(await page.$$eval("#trend-chart g.mark-rule.role-mark line", (l) => l.filter((x) => /changes_/.test(x.parentNode.getAttribute("class"))).length),
+      expectedChanges, `change-point rules of ${profile}`);
     changesSeen += expectedChanges;
+    // A point is as loaded as its worst runs: any contended run draws it contended (docs/trends.md).
+    const contended = expected.filter((p) => p.contended || p.contended_runs > 0).length;
+    equal(await page.$$eval("#trend-chart g.mark-symbol.role-mark path", (ps) => ps.filter((p) => /^load contended/.test(p.getAttribute("aria-label") || "")).length),
+      contended, `trend points of ${profile} drawn contended`);
+    contendedSeen += contended;
+    // Every series in the legend, each named once (no "q4_0 q4_0"), with the names the page gives them.
+    const names = await page.evaluate((pts) => { const many = QgateCharts.variety(pts); return [...new Set(pts.map((p) => QgateCharts.seriesName(p, many)))]; }, expected);
+    const legend = await page.$$eval("#trend-chart g.role-legend-label text", (t) => t.map((x) => x.textContent));
+    const legendSeries = legend.filter((t) => !["quiet", "contended", "unknown"].includes(t));
+    equal(legendSeries.length, names.length, `series in the legend of ${profile}`);
+    check(names.every((n) => legendSeries.includes(n)), `the legend of ${profile} names every series`);
+    check(!names.some((n) => /^(\S+) \1\b/.test(n)), `no doubled series name in ${profile} (${names.slice(0, 3).join(", ")}, ...)`);
+    const yTitles = await page.$$eval("#trend-chart g.role-axis-title text", (t) => t.map((x) => x.textContent).filter((x) => /tok\/s/.test(x)));
+    const imported = expected.every((p) => !p.job_id);
+    const tool = !imported ? "prefill" : expected.every((p) => ["pp", "tg", "pp+tg"].includes(p.path)) ? "llama-bench"
+      : expected.every((p) => /^mul_mat-/.test(p.profile)) ? "test-backend-ops" : "imported";
+    check(yTitles.length > 0 && yTitles.every((t) => t.includes(tool)), `the tok/s axis of ${profile} names ${tool}: ${yTitles[0]}`);
+    const tests = new Set(expected.filter((p) => ["pp", "tg", "pp+tg"].includes(p.path)).map((p) => `${p.path}${p.tokens}`));
+    if (tests.size > 1) {
+      equal(yTitles.length, tests.size, `tok/s axes of ${profile}, one per llama-bench test (pp and tg apart)`);
+      const titles = await page.$$eval("#trend-chart g.role-title text", (t) => t.map((x) => x.textContent).join(" | "));
+      check([...tests].every((t) => titles.includes(t)) && titles.includes("own tok/s scale"), `panel titles of ${profile}: ${titles}`);
+      panelsSeen += 1;
+    }
+    // Along time the window leaves room at both ends: no point sits on the axis' edge.
+    const domain = (await page.$eval("#trend-chart", (e) => e.dataset.xDomain)).split("~").map(Number);
+    const times = expected.map((p) => p.started_unix_ms);
+    const margin = (domain[1] - domain[0]) * 0.01;
+    check(domain.length === 2 && Math.min(...times) > domain[0] + margin && Math.max(...times) < domain[1] - margin,
+      `the time axis of ${profile} has room around its points`);
     await page.screenshot({ path: path.join(artifacts, `trend-${profile.replace(/[^A-Za-z0-9_.-]+/g, "_")}.png`), fullPage: false,
       clip: await (await page.$("#trend-section")).boundingBox() });
   }
   check(quietSeen > 0 && hollowSeen > 0, `quiet (${quietSeen}) and contended or unknown (${hollowSeen}) points both drawn`);
   check(changesSeen > 0, `change points drawn: ${changesSeen}`);
+  check(contendedSeen > 0, `contended points drawn: ${contendedSeen}`);
+  check(panelsSeen > 0, `a profile with llama-bench's pp and tg drawn in panels: ${panelsSeen}`);
+  check(profiles.length >= 4, `qgate's and imported profiles (llama-bench, test-backend-ops) offered: ${profiles.length}`);
+
+  // A point with unknown-load and contended runs is drawn contended, whatever its other runs were.
+  const mixed = await page.evaluate(async () => {
+    const div = document.createElement("div");
+    div.style.width = "500px";
+    document.body.appendChild(div);
+    const point = { profile: "p", path: "mmq", weight_type: "q4_0", build_name: "b", started_unix_ms: Date.now(), tokens_per_s: 100,
+      tokens_per_s_low: 99, tokens_per_s_high: 101, runs: 3, contended_runs: 1, contended: true, cotenant_known: false, job_id: 1 };
+    await vegaEmbed(div, QgateCharts.trend([point], [], "time", { width: 400 }), { renderer: "svg", actions: false });
+    const path = div.querySelector("g.mark-symbol.role-mark path");
+    const out = { label: path.getAttribute("aria-label"), fill: path.getAttribute("fill"), d: path.getAttribute("d") };
+    div.remove();
+    return out;
+  });
+  check(/^load contended/.test(mixed.label) && mixed.fill === "transparent" && !/A/.test(mixed.d),
+    `a point with unknown-load and contended runs is drawn contended (a hollow triangle): ${mixed.label}`);
   await page.select("#trend-x", "build");
   await page.waitForFunction(() => document.getElementById("trend-chart").dataset.rendered === "1");
   check((await symbols("#trend-chart")) > 0, "the trend along builds draws too");
+
+  // --- A permalink: the llama-bench profile, one series, a zoom window; reloaded, the same view ---
+  const allPoints = qgate("trend", "--include-contended", "--since", "3650d").points;
+  const bench = allPoints.filter((p) => p.path === "tg");
+  check(bench.length > 0, "llama-bench's tg points are in the trend");
+  const benchProfile = bench[0].profile;
+  const benchPoints = allPoints.filter((p) => p.profile === benchProfile);
+  const benchNames = await page.evaluate((pts) => { const many = QgateCharts.variety(pts); return pts.map((p) => QgateCharts.seriesName(p, many)); }, benchPoints);
+  const pickedSeries = benchNames[benchPoints.indexOf(bench[0])];
+  const picked = benchPoints.filter((p, i) => benchNames[i] === pickedSeries);
+  const pickedTimes = picked.map((p) => p.started_unix_ms).sort((a, b) => a - b);
+  const zoom = [pickedTimes[2] - 1000, pickedTimes[pickedTimes.length - 3] + 1000];
+  const inWindow = picked.filter((p) => p.started_unix_ms >= zoom[0] && p.started_unix_ms <= zoom[1]).length;
+  const permalink = `${url}#page=trends&profile=${encodeURIComponent(benchProfile)}&series=${encodeURIComponent(pickedSeries)}&zoom=${zoom.join("~")}`;
+  const checkPermalinkView = async (when) => {
+    await page.waitForSelector("body[data-ready]", { timeout: 30000 });
+    await page.waitForFunction(() => document.getElementById("trend-chart").dataset.rendered === "1", { timeout: 20000 });
+    equal(await page.$eval("#trend-profile", (s) => s.value), benchProfile, `${when}: the profile`);
+    equal(await page.$eval("#trend-chart", (e) => e.dataset.zoom), zoom.join("~"), `${when}: the zoom window`);
+    equal(await page.$eval("#trend-chart", (e) => e.dataset.xDomain), zoom.join("~"), `${when}: the time axis shows the window`);
+    equal(await page.$$eval("#series-list input:checked", (b) => b.map((x) => x.value).join("|")), pickedSeries, `${when}: the series picked`);
+    equal(await symbols("#trend-chart"), picked.length, `${when}: points of the picked series (${inWindow} in the window)`);
+    const visible = await page.$$eval("#trend-chart g.mark-symbol.role-mark path", (ps) => ps.filter((p) => {
+      const r = p.getBoundingClientRect();
+      return r.width > 0 && document.elementFromPoint(r.x + r.width / 2, r.y + r.height / 2) === p;
+    }).length);
+    check(visible <= inWindow, `${when}: points outside the window are not drawn over the axes (${visible} visible)`);
+  };
+  await page.goto(permalink, { waitUntil: "load" });
+  await checkPermalinkView("a permalink opened");
+  await page.reload({ waitUntil: "load" });
+  await checkPermalinkView("the permalink reloaded");
+  await page.screenshot({ path: path.join(artifacts, "permalink-trend.png"), clip: await (await page.$("#trend-section")).boundingBox() });
+  // Zooming with the wheel writes the new window into the URL.
+  const box = await (await page.$("#trend-chart svg")).boundingBox();
+  await page.mouse.move(box.x + box.width / 2, box.y + 100);
+  await page.mouse.wheel({ deltaY: -300 });
+  await page.waitForFunction((z) => document.getElementById("trend-chart").dataset.zoom !== z, { timeout: 5000 }, zoom.join("~")).catch(() => {});
+  const zoomed = await page.$eval("#trend-chart", (e) => e.dataset.zoom);
+  check(zoomed !== zoom.join("~") && (await page.evaluate(() => location.hash)).includes(`zoom=${zoomed}`),
+    `zooming writes the window into the URL (${zoomed})`);
+  await page.goto(url, { waitUntil: "load" });
+  await page.waitForSelector("body[data-ready]", { timeout: 30000 });
 
   // --- The gate's A/B view ---
   const gate = jobs.find((j) => j.spec && j.spec.kind === "JOB_KIND_GATE");
@@ -120,6 +239,18 @@ try {
   const cells = new Set(parityAnswer.cases.map((c) => `${c.weight_type}|${c.nt}x${c.od}x${c.k}`)).size;
   equal(await page.$$eval("#parity-chart g.mark-rect.role-mark path", (r) => r.length), cells, "parity matrix cells (type x shape)");
   equal(await page.$$eval("#parity-chart g.mark-text.role-mark text", (r) => r.length), cells, "parity cell labels");
+  // Passing cells read as passing: red only past the bound.
+  const parityFills = await page.$$eval("#parity-chart g.mark-rect.role-mark path", (r) => r.map((p) => p.getAttribute("fill")));
+  const failedCells = new Set(parityAnswer.cases.filter((c) => c.outcome !== "passed").map((c) => `${c.weight_type}|${c.nt}x${c.od}x${c.k}`)).size;
+  equal(parityFills.filter(isRed).length, failedCells, `red parity cells (failing ones: ${failedCells})`);
+  const shade = async (f) => page.$eval("#parity-chart", (e, x) => e.vegaView.scale("color")(x), f);
+  const at024 = await shade(0.24), at099 = await shade(0.99), at15 = await shade(1.5);
+  check(!isRed(at024) && !isRed(at099), `a parity cell at 0.24 (${at024}) or 0.99 (${at099}) of its bound is not red`);
+  check(isRed(at15), `a parity cell at 1.5 of its bound (failing) is red: ${at15}`);
+  // The looks in their order: 1, 2, 3, 4.
+  const lookLabels = await page.$$eval("#looks-chart g.role-axis-label text", (t) => t.map((x) => x.textContent).filter((x) => /^look /.test(x)));
+  const lookNumbers = lookLabels.map((l) => Number(/^look (\d+)/.exec(l)[1]));
+  equal(lookNumbers.join(","), lookNumbers.map((_, i) => i + 1).join(","), "the looks along the axis, in order");
 
   const timeline = (snapshot
     ? await page.evaluate((id) => window.QGATE_SNAPSHOT[`/api/jobs/${id}/cotenant`], gate.id)
@@ -162,6 +293,87 @@ try {
   } else {
     check(false, "the parity job is listed");
   }
+
+  // --- Regressions: the rows of `qgate regressions`, newest first ---
+  await page.click('#pages a[data-page="regressions"]');
+  await page.waitForFunction(() => document.getElementById("regressions-section").dataset.rows > "", { timeout: 20000 });
+  const regressions = qgate("regressions", "--since", "3650d").regressions;
+  const expectedRows = [];
+  for (const s of regressions.series || []) {
+    const changes = s.changes || [];
+    changes.forEach((c, i) => {
+      if (c.ratio >= 1 || c.fixes_previous) return;
+      const next = changes[i + 1];
+      expectedRows.push({ started: c.started_unix_ms, text: [c.previous_build_name, c.build_name, ratioText(c.ratio),
+        intervalText(c.ci_low, c.ci_high), next && next.fixes_previous ? next.build_name : "not yet"].join(" | ") });
+    });
+  }
+  expectedRows.sort((a, b) => b.started - a.started);
+  const shownRows = await page.$$eval("#regressions-table tbody tr", (trs) => trs.map((tr) => {
+    const td = [...tr.children].map((c) => c.textContent);
+    return [td[3], td[4], td[5], td[6], td[8].replace(/ \(.*$/, "")].join(" | ");
+  }));
+  equal(shownRows.join("\n"), expectedRows.map((r) => r.text).join("\n"), "regressions rows, newest first, as `qgate regressions` has them");
+  check(expectedRows.length >= 2 && expectedRows.some((r) => !r.text.endsWith("not yet")),
+    `regressions include a dip that recovered, with the build that fixed it (${expectedRows.length} rows)`);
+  await page.screenshot({ path: path.join(artifacts, "regressions.png"), fullPage: true });
+
+  // --- Compare: the ratio and verdict of `qgate compare` ---
+  const compareShows = async (a, b, what) => {
+    await page.waitForFunction((x) => document.getElementById("compare-section").dataset.compared === x, { timeout: 20000 }, `${a}|${b}`);
+    const expected = qgateCompare(a, b);
+    const shown = await page.$$eval("#compare-table tbody tr", (trs) => trs.map((tr) => ({ series: tr.dataset.series,
+      cells: [...tr.children].map((c) => c.textContent) })));
+    if (!expected) {
+      equal(shown.length, 0, `${what}: nothing comparable, as the CLI says`);
+      return 0;
+    }
+    equal(shown.length, expected.rows.length, `${what}: rows of \`qgate compare ${a} ${b}\``);
+    for (const r of expected.rows) {
+      const s = shown.find((x) => x.series === r.series);
+      const verdict = r.comparison.replace("COMPARISON_", "").replace("UNSPECIFIED", "");
+      equal(s ? [s.cells[4], s.cells[5], s.cells[6]].join(" ") : "missing", [ratioText(r.ratio), intervalText(r.ci_low, r.ci_high), verdict].join(" "),
+        `${what}: ratio, interval and verdict of ${r.series.slice(0, 60)}...`);
+      if (r.settings) equal(s ? s.cells[1] : "", r.settings, `${what}: settings shown`);
+    }
+    equal(await symbols("#compare-chart"), expected.rows.length, `${what}: a ratio drawn per series`);
+    return expected.rows.length;
+  };
+  const gateBuild = gate.build.metadata.name, gateBaseline = gate.baseline.metadata.name;
+  await page.goto(`${url}#page=compare&a=${encodeURIComponent(gateBuild)}&b=${encodeURIComponent(gateBaseline)}`, { waitUntil: "load" });
+  check((await compareShows(gateBuild, gateBaseline, "the gate's two builds")) > 0, "the gate's builds are compared");
+  check((await page.$$eval("#compare-table tbody tr td:last-child a", (a) => a.length)) > 0, "the job that paired them is linked");
+  await page.screenshot({ path: path.join(artifacts, "compare.png"), fullPage: true });
+  await page.reload({ waitUntil: "load" });
+  await compareShows(gateBuild, gateBaseline, "the compare permalink reloaded");
+  // A regression's builds, through its link.
+  await page.click('#pages a[data-page="regressions"]');
+  await page.waitForFunction(() => document.getElementById("regressions-section").dataset.rows > "", { timeout: 20000 });
+  const [after, before] = await page.$eval("#regressions-table tbody tr", (tr) => [tr.dataset.build, tr.dataset.previous]);
+  await page.click("#regressions-table tbody tr td:last-child a");
+  await compareShows(after, before, "a regression's two builds");
+  await page.screenshot({ path: path.join(artifacts, "compare-regression.png"), fullPage: true });
+
+  // --- Phone width: nothing wider than the window ---
+  await page.setViewport({ width: 390, height: 844, isMobile: true, hasTouch: true, deviceScaleFactor: 2 });
+  const views = [["trends", `#page=trends&job=${gate.id}`, () => document.getElementById("job-section").dataset.jobId > ""],
+    ["regressions", "#page=regressions", () => document.getElementById("regressions-section").dataset.rows > ""],
+    ["compare", `#page=compare&a=${encodeURIComponent(gateBuild)}&b=${encodeURIComponent(gateBaseline)}`,
+      () => document.getElementById("compare-section").dataset.compared > ""]];
+  for (const [name, hash, ready] of views) {
+    await page.goto(`${url}${hash}`, { waitUntil: "load" });
+    await page.reload({ waitUntil: "load" });
+    await page.waitForSelector("body[data-ready]", { timeout: 30000 });
+    await page.waitForFunction(ready, { timeout: 20000 });
+    await page.waitForFunction(() => document.getElementById("trend-chart").dataset.rendered !== "0", { timeout: 20000 });
+    const widths = await page.evaluate(() => ({ doc: document.documentElement.scrollWidth, body: document.body.scrollWidth, view: window.innerWidth,
+      widest: [...document.querySelectorAll("main *, header *")].filter((e) => e.getBoundingClientRect().right > window.innerWidth + 1 &&
+        !e.closest(".table-scroll, .scroll-x")).slice(0, 3).map((e) => e.tagName + (e.id ? "#" + e.id : "") + (e.className && e.className.baseVal === undefined ? "." + e.className : "")) }));
+    check(widths.doc <= widths.view && widths.body <= widths.view,
+      `at 390 px the ${name} page is ${widths.doc} px wide (window ${widths.view})${widths.widest.length ? ": " + widths.widest.join(", ") : ""}`);
+    await page.screenshot({ path: path.join(artifacts, `phone-${name}.png`), fullPage: true });
+  }
+  await page.setViewport({ width: 1400, height: 900 });
 
   equal(outside.length, 0, `requests outside the dashboard${outside.length ? ": " + outside.join(" ") : ""}`);
   equal(problems.length, 0, `console errors${problems.length ? ": " + problems.join(" | ") : ""}`);

@@ -2,8 +2,9 @@
 # The dashboard in a real headless Chromium against a real qgated on seeded data (ctest:
 # qgate_dashboard_browser_test). Seeds a fresh data directory through the CLI on the CPU backend, in
 # three daemon sessions that each replay a recorded co-tenant trace (quiet, busy, then mixed), so the
-# store holds quiet, contended and unknown-load points: a parity job, a gate, A/B jobs, and llama-bench
-# results imported with a 9% step (a change point). Then serves it with --http and runs
+# store holds quiet, contended and unknown-load points: a parity job, a gate, A/B jobs, llama-bench
+# results imported in three series (settings of their own, a 9% step, a dip that recovered) and
+# test-backend-ops' MUL_MAT results of 26 weight types. Then serves it with --http and runs
 # dashboard_browser_test.mjs, which saves its screenshots under ARTIFACTS.
 # Usage: dashboard_browser_test.sh BIN_DIR REF_LIBRARY NPM_DIR ARTIFACTS
 # Without Chromium the test fails when QGATE_REQUIRE_BROWSER=1 or CI is set (scripts/run-tests.sh sets
@@ -102,16 +103,39 @@ echo "seeding: a gate under an intermittent co-tenant, and imported llama-bench 
 start_daemon "$work/mixed.jsonl"
 job submit --build "$(build_of mmq-tile128)" --name mmq-tile128 --baseline qgate-ref --parity-shapes quick --profile cpu-tiny \
   --max-pairs 10 --wait
-# llama-bench results of 14 builds, the last 7 about 9% slower: one change point.
+# llama-bench results of 15 builds in three series: prefill (pp512) with flash_attn=0, the last 8 about
+# 9% slower (a change point); prefill with flash_attn=1 and n_ubatch=1024 (settings of their own, so a
+# series of its own), flat; generation (tg128), about 12% slower for builds 6 to 10 and back at 11 (a
+# dip that recovered: one regression with the build that fixed it).
 now_s=$(date +%s)
-for i in $(seq 1 14); do
-  ts=$((i <= 7 ? 11000 : 10000))
-  ts=$((ts + (i * 37) % 60))
-  when=$(date -u -d "@$((now_s - (15 - i) * 3600))" +%Y-%m-%dT%H:%M:%SZ)
-  printf '{"build_commit":"c%02d0a1b","build_number":%d,"gpu_info":"NVIDIA H200","backends":"CUDA","model_type":"llama 8B Q4_K - Medium","n_prompt":512,"n_gen":0,"test_time":"%s","avg_ns":%d,"stddev_ns":1000,"avg_ts":%d.5,"stddev_ts":10.0}\n' \
-    "$i" "$((4100 + i))" "$when" "$((512 * 1000000000 / ts))" "$ts"
+bench_row() {  # bench_row I N_PROMPT N_GEN TOK_S SETTINGS_JSON
+  local i=$1 n_prompt=$2 n_gen=$3 ts=$4 settings=$5 when
+  when=$(date -u -d "@$((now_s - (16 - i) * 3600))" +%Y-%m-%dT%H:%M:%SZ)
+  printf '{"build_commit":"c%02d0a1b","build_number":%d,"gpu_info":"NVIDIA H200","backends":"CUDA","model_type":"llama 8B Q4_K - Medium",%s"n_prompt":%d,"n_gen":%d,"test_time":"%s","avg_ns":%d,"stddev_ns":1000,"avg_ts":%d.5,"stddev_ts":10.0}\n' \
+    "$i" "$((4100 + i))" "$settings" "$n_prompt" "$n_gen" "$when" "$(((n_prompt + n_gen) * 1000000000 / ts))" "$ts"
+}
+for i in $(seq 1 15); do
+  bench_row "$i" 512 0 $(((i <= 7 ? 11000 : 10000) + (i * 37) % 60)) '"n_batch":2048,"n_ubatch":512,"flash_attn":0,'
+  bench_row "$i" 512 0 $((12000 + (i * 53) % 70)) '"n_batch":2048,"n_ubatch":1024,"flash_attn":1,'
+  bench_row "$i" 0 128 $(((i >= 6 && i <= 10 ? 150 : 170) + (i * 7) % 3)) '"n_batch":2048,"n_ubatch":512,"flash_attn":0,'
 done >"$work/llama-bench.jsonl"
 cli import "$work/llama-bench.jsonl" >>"$work/seed.log" 2>&1
+# test-backend-ops' MUL_MAT perf rows of 26 weight types at two commits (--output sql): a profile of
+# imported GEMMs with one series per type.
+types="f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 mxfp4 q2_K q3_K q4_K q5_K q6_K iq2_xxs iq2_xs iq2_s iq3_xxs iq3_s iq1_s iq1_m iq4_nl iq4_xs tq1_0 tq2_0 q8_K"
+{
+  echo "CREATE TABLE IF NOT EXISTS test_backend_ops (test_time TEXT, build_commit TEXT, backend_name TEXT, op_name TEXT, op_params TEXT, test_mode TEXT, supported INTEGER, passed INTEGER, error_message TEXT, time_us REAL, flops REAL, bandwidth_gb_s REAL, memory_kb INTEGER, n_runs INTEGER, device_description TEXT, backend_reg_name TEXT);"
+  for c in 1 2; do
+    n=0
+    for t in $types; do
+      n=$((n + 1))
+      when=$(date -u -d "@$((now_s - (3 - c) * 1800 + n))" +%Y-%m-%dT%H:%M:%SZ)
+      echo "INSERT INTO test_backend_ops (test_time, build_commit, backend_name, op_name, op_params, test_mode, supported, passed, error_message, time_us, flops, bandwidth_gb_s, memory_kb, n_runs, device_description, backend_reg_name) VALUES ('$when', 't0${c}f00d', 'CUDA0', 'MUL_MAT', 'type_a=$t,type_b=f32,m=4096,n=512,k=14336,bs=[1,1],nr=[1,1],per=[0,1,2,3],k_v=0,o=1,src_overlap=0', 'perf', '1', '1', '', '$((100 + n * 13 + c * 7)).5', '1.0e14', '0', '1000', '100', 'NVIDIA H200', 'CUDA');"
+    done
+  done
+} >"$work/test-backend-ops.sql"
+cli import "$work/test-backend-ops.sql" >>"$work/seed.log" 2>&1 ||
+  { cat "$work/seed.log" >&2; echo "dashboard browser test: the test-backend-ops import failed" >&2; exit 1; }
 stop_daemon
 
 echo "serving the dashboard"

@@ -83,6 +83,18 @@ class RecordingHarness final : public v1::Harness::CallbackService {
     out->add_series()->set_profile("cpu-tiny");
     return done(c, grpc::Status::OK);
   }
+  grpc::ServerUnaryReactor* Compare(grpc::CallbackServerContext* c, const v1::CompareRequest* in,
+                                    v1::CompareResponse* out) override {
+    remember([&] { compare = *in; });
+    if (in->build_b() == "nothing-alike") return done(c, {grpc::StatusCode::FAILED_PRECONDITION, "no series in common"});
+    out->mutable_a()->set_id(1LL << 40);
+    out->mutable_a()->mutable_metadata()->set_name(in->build_a());
+    v1::CompareRow* row = out->add_rows();
+    row->set_ratio(0.91);
+    row->set_comparison(v1::COMPARISON_DIFFERENT);
+    row->set_settings("n_ubatch=1024 flash_attn=1");
+    return done(c, grpc::Status::OK);
+  }
   grpc::ServerUnaryReactor* ListBuilds(grpc::CallbackServerContext* c, const v1::ListBuildsRequest*,
                                        v1::ListBuildsResponse* out) override {
     out->add_builds()->set_id(1);
@@ -93,6 +105,7 @@ class RecordingHarness final : public v1::Harness::CallbackService {
   v1::ListJobsRequest list_jobs;
   v1::QueryTrendRequest trend;
   v1::QueryChangesRequest changes;
+  v1::CompareRequest compare;
 
  private:
   template <typename Fn>
@@ -367,6 +380,38 @@ TEST_F(DashboardHttpTest, TrendAndChangesMapTheirParameters) {
   std::lock_guard lock(harness_.mu);
   EXPECT_TRUE(harness_.changes.slowdowns_only());
   EXPECT_DOUBLE_EQ(harness_.changes.alpha(), 0.05);
+}
+
+TEST_F(DashboardHttpTest, RegressionsAndCompareAreTheCliQueries) {
+  auto [status, regressions] = get("/api/regressions?profile=cpu-tiny&since_unix_ms=9");
+  ASSERT_EQ(status, 200);
+  expect_envelope(regressions, "regressions");
+  EXPECT_EQ(regressions["regressions"]["series"][0]["profile"], "cpu-tiny");
+  {
+    std::lock_guard lock(harness_.mu);
+    EXPECT_TRUE(harness_.changes.slowdowns_only()) << "regressions are the slowdowns, as `qgate regressions` asks";
+    EXPECT_EQ(harness_.changes.since_unix_ms(), 9);
+  }
+  EXPECT_EQ(get("/api/regressions?slowdowns_only=0").first, 400) << "regressions are always slowdowns";
+
+  auto [compared, compare] = get("/api/compare?build_a=mmq%20new&build_b=2&include_contended=1&tokens=512&same_margin=0.05");
+  ASSERT_EQ(compared, 200);
+  expect_envelope(compare, "compare");
+  EXPECT_EQ(compare["compare"]["a"]["id"], 1LL << 40) << "ids are numbers";
+  EXPECT_EQ(compare["compare"]["rows"][0]["comparison"], "COMPARISON_DIFFERENT");
+  EXPECT_EQ(compare["compare"]["rows"][0]["settings"], "n_ubatch=1024 flash_attn=1");
+  {
+    std::lock_guard lock(harness_.mu);
+    EXPECT_EQ(harness_.compare.build_a(), "mmq new");
+    EXPECT_EQ(harness_.compare.build_b(), "2");
+    EXPECT_TRUE(harness_.compare.include_contended());
+    EXPECT_EQ(harness_.compare.tokens(), 512);
+    EXPECT_DOUBLE_EQ(harness_.compare.same_margin(), 0.05);
+  }
+  EXPECT_EQ(get("/api/compare?build_a=x").first, 400) << "both builds are needed";
+  auto [refused, error] = get("/api/compare?build_a=x&build_b=nothing-alike");
+  EXPECT_EQ(refused, 409) << "nothing comparable is FAILED_PRECONDITION";
+  expect_envelope(error, "error");
 }
 
 TEST_F(DashboardHttpTest, AJobAndARefusedJob) {

@@ -1,7 +1,9 @@
-// The dashboard page: reads the API (or a snapshot's answers), fills the jobs table, draws the
-// trend, and opens one job's A/B, parity and co-tenant views when its row is clicked. When a chart
-// has drawn, its container gets data-rendered="1" and data-points="<data marks>", which the browser
-// test checks against the SVG it finds.
+// The dashboard page: reads the API (or a snapshot's answers) and shows one of three pages: the trends
+// with the last jobs (and one job's A/B, parity and co-tenant views), two builds compared, and the
+// regressions across series. The view lives in the URL's #fragment (page, profile, axis, series, zoom
+// window, job, builds compared), so a reloaded or shared URL shows the same view. When a chart has
+// drawn, its container gets data-rendered="1" and data-points="<data marks>", which the browser test
+// checks against the SVG it finds.
 "use strict";
 
 (() => {
@@ -9,25 +11,91 @@
   const snapshot = window.QGATE_SNAPSHOT || null;
   const $ = (id) => document.getElementById(id);
   const embedOptions = { renderer: "svg", actions: false };
-  let trendPoints = [];
-  let changeSeries = [];
 
-  /// One API answer's data: from the snapshot when the page was opened from disk, else fetched. Every
-  /// answer is an envelope, {schema_version, context, <key>: data} (docs/dashboard.md); `key` names
-  /// the data the route answers with ("jobs", "points", "ab", ...).
-  async function api(request, key) {
-    let body;
+  // --- The view's state and its permalink ---
+
+  /// What the URL holds: page ("trends", "regressions", "compare"), the trend's profile, axis ("time" or
+  /// "build"), picked series (null: all), zoom window ([from, to] in ms, along time), the open job, and
+  /// the builds compared with whether contended runs count.
+  const state = { page: "trends", profile: "", x: "time", series: null, zoom: null, job: 0, a: "", b: "", contended: false };
+
+  function readState() {
+    const q = new URLSearchParams(location.hash.replace(/^#/, ""));
+    state.page = ["trends", "regressions", "compare"].includes(q.get("page")) ? q.get("page") : "trends";
+    state.profile = q.get("profile") || "";
+    state.x = q.get("x") === "build" ? "build" : "time";
+    state.series = q.has("series") ? q.getAll("series").filter((s) => s !== "") : null;
+    const zoom = (q.get("zoom") || "").split("~").map(Number);
+    state.zoom = zoom.length === 2 && zoom.every(Number.isFinite) && zoom[1] > zoom[0] ? zoom : null;
+    state.job = Number(q.get("job")) || 0;
+    state.a = q.get("a") || "";
+    state.b = q.get("b") || "";
+    state.contended = q.get("contended") === "1";
+  }
+
+  /// The fragment for `s` (the state, or a view to link to): only what the page uses.
+  function fragment(s) {
+    const q = new URLSearchParams();
+    q.set("page", s.page);
+    if (s.page === "trends") {
+      if (s.profile) q.set("profile", s.profile);
+      if (s.x === "build") q.set("x", "build");
+      if (s.series) (s.series.length ? s.series : [""]).forEach((name) => q.append("series", name));
+      if (s.zoom && s.x !== "build") q.set("zoom", s.zoom.map(Math.round).join("~"));
+      if (s.job) q.set("job", String(s.job));
+    } else if (s.page === "compare") {
+      if (s.a) q.set("a", s.a);
+      if (s.b) q.set("b", s.b);
+      if (s.contended) q.set("contended", "1");
+    }
+    return "#" + q.toString();
+  }
+
+  let ownHash = null;  // a fragment this script wrote, whose hashchange is not a navigation
+  /// Writes the state into the URL: a new history entry for a new page or job, else in place.
+  function saveState(newEntry) {
+    const hash = fragment(state);
+    $("permalink").href = hash;
+    if (hash === location.hash) return;
+    ownHash = hash;
+    if (newEntry) location.hash = hash;
+    else location.replace(hash);
+  }
+
+  // --- Data ---
+
+  const answers = new Map();
+  /// One API answer's data: from the snapshot when the page was opened from disk, else fetched (once per
+  /// page load). Every answer is an envelope, {schema_version, context, <key>: data} (docs/dashboard.md);
+  /// `key` names the data the route answers with ("jobs", "points", "compare", ...).
+  function api(request, key) {
+    if (!answers.has(request)) answers.set(request, fetchAnswer(request));
+    return answers.get(request).then((body) => {
+      if (!body || !(key in body)) throw new Error(`${request}: the answer has no "${key}"`);
+      return body[key];
+    });
+  }
+
+  async function fetchAnswer(request) {
     if (snapshot) {
       if (!(request in snapshot)) throw new Error(`the snapshot has no answer for ${request}`);
-      body = snapshot[request];
-    } else {
-      const res = await fetch(request, { headers: { Accept: "application/json" } });
-      body = await res.json().catch(() => ({}));
-      if (!res.ok) throw new Error(`${request}: ${res.status} ${body.error ? body.error.message : ""}`);
+      return snapshot[request];
     }
-    if (!body || !(key in body)) throw new Error(`${request}: the answer has no "${key}"`);
-    return body[key];
+    const res = await fetch(request, { headers: { Accept: "application/json" } });
+    const body = await res.json().catch(() => ({}));
+    if (!res.ok) {
+      const e = new Error(`${request}: ${res.status} ${body.error ? body.error.message : ""}`);
+      e.status = res.status;
+      e.detail = body.error ? body.error.message : "";
+      answers.delete(request);
+      throw e;
+    }
+    return body;
   }
+
+  const trendData = () => Promise.all([api("/api/trend?include_contended=true", "points"), api("/api/changes", "changes")])
+    .then(([points, changes]) => ({ points, series: changes.series || [] }));
+  const jobsData = () => api(`/api/jobs?limit=${JOBS_LIMIT}`, "jobs");
 
   function showError(e) {
     const el = $("error");
@@ -36,32 +104,60 @@
   }
 
   /// Embeds a chart; a chart with no data is left empty (its note says why) rather than drawn as
-  /// bare axes.
+  /// bare axes. The Vega view is kept on the element (`vegaView`) for the zoom and the test.
   async function draw(id, spec, points) {
     const el = $(id);
     el.dataset.rendered = "0";
+    if (el.vegaView) el.vegaView.finalize();
+    el.vegaView = null;
     if (points === 0) {
       el.replaceChildren();
       el.dataset.points = "0";
       el.dataset.rendered = "1";
-      return;
+      return null;
     }
-    await vegaEmbed(el, spec, embedOptions);
+    const result = await vegaEmbed(el, spec, embedOptions);
+    el.vegaView = result.view;
     el.dataset.points = String(points);
     el.dataset.rendered = "1";
+    return result.view;
   }
 
-  const short = (s) => (s || "").replace(/^[A-Z_]+?_(?=[A-Z]+$)/, "").replace(/^(JOB_STATE|VERDICT|DISPOSITION|JOB_KIND)_/, "");
+  const short = (s) => (s || "").replace(/^[A-Z_]+?_(?=[A-Z]+$)/, "").replace(/^(JOB_STATE|VERDICT|DISPOSITION|JOB_KIND|COMPARISON)_/, "");
   const when = (ms) => (Number(ms) > 0 ? new Date(Number(ms)).toISOString().replace("T", " ").slice(0, 19) : "");
   const fixed = (v, n) => (v === undefined || v === null ? "" : Number(v).toFixed(n));
+  // As the CLI writes them (client/src/format.cpp): a ratio to 3 places, "-" for none.
+  const ratioText = (r) => (!Number(r) ? "-" : Number(r).toFixed(3));
+  const intervalText = (lo, hi) => (!Number(lo) && !Number(hi) ? "-"
+    : !(Number(hi) <= 1000) ? `[${Number(lo).toFixed(3)}, unbounded]` : `[${Number(lo).toFixed(3)}, ${Number(hi).toFixed(3)}]`);
+  const plural = (n, word) => `${n} ${word}${n === 1 ? "" : "s"}`;
+  const link = (text, view) => {
+    const a = document.createElement("a");
+    a.textContent = text;
+    a.href = fragment({ page: "trends", x: "time", series: null, zoom: null, job: 0, ...view });
+    return a;
+  };
+  function row(cells) {
+    const tr = document.createElement("tr");
+    for (const c of cells) {
+      const td = document.createElement("td");
+      if (c instanceof Node) td.appendChild(c);
+      else if (Array.isArray(c)) c.forEach((n, i) => { if (i) td.append(" "); td.append(n); });
+      else td.textContent = c === undefined || c === null ? "" : String(c);
+      tr.appendChild(td);
+    }
+    return tr;
+  }
+  /// The width a chart may take inside its container, less room for its axis titles.
+  const chartWidth = (id, axes) => Math.max(200, $(id).clientWidth - axes);
 
   // --- Trend ---
 
   /// Profiles measured by qgate's own jobs first, then imported ones; most points first within each.
-  function profiles() {
+  function profiles(points) {
     const counts = new Map();
     const own = new Set();
-    for (const p of trendPoints) {
+    for (const p of points) {
       counts.set(p.profile, (counts.get(p.profile) || 0) + 1);
       if (p.job_id > 0) own.add(p.profile);
     }
@@ -70,45 +166,109 @@
       .map((e) => e[0]);
   }
 
+  /// The series picker: a checkbox per series of the profile, checked when it is drawn.
+  function fillSeriesPicker(names) {
+    const list = $("series-list");
+    list.replaceChildren(...names.map((name) => {
+      const label = document.createElement("label");
+      const box = document.createElement("input");
+      box.type = "checkbox";
+      box.value = name;
+      box.checked = !state.series || state.series.includes(name);
+      box.addEventListener("change", () => {
+        const picked = [...list.querySelectorAll("input:checked")].map((b) => b.value);
+        state.series = picked.length === names.length ? null : picked;
+        saveState(false);
+        drawTrend().catch(showError);
+      });
+      label.append(box, " ", name);
+      return label;
+    }));
+  }
+
+  /// The time axis' window as drawn ("from~to" in ms), or "" when the chart has none.
+  function drawnWindow(view) {
+    try {
+      return view.scale("x").domain().map((d) => Math.round(Number(d))).join("~");
+    } catch (e) {
+      return "";
+    }
+  }
+
+  let zoomTimer = 0;
   async function drawTrend() {
-    const profile = $("trend-profile").value;
-    const along = $("trend-x").value;
-    const points = trendPoints.filter((p) => p.profile === profile);
+    const { points: everything, series: changeSeries } = await trendData();
+    const profile = state.profile;
+    const all = everything.filter((p) => p.profile === profile);
+    const many = QgateCharts.variety(all);
+    const names = [...new Set(all.map((p) => QgateCharts.seriesName(p, many)))].sort();
+    if ($("series-list").dataset.profile !== profile || $("series-list").children.length !== names.length) {
+      $("series-list").dataset.profile = profile;
+      fillSeriesPicker(names);
+    }
+    for (const box of $("series-list").querySelectorAll("input")) box.checked = !state.series || state.series.includes(box.value);
+    const picked = (name) => !state.series || state.series.includes(name) || state.series.includes(`${name} (pass-timed)`);
+    const points = all.filter((p) => picked(QgateCharts.seriesName(p, many)));
     const changes = [];
-    for (const s of changeSeries) if (s.profile === profile) for (const c of s.changes) changes.push(c);
-    const contended = points.filter((p) => p.contended).length;
-    const plural = (n, word) => `${n} ${word}${n === 1 ? "" : "s"}`;
+    for (const s of changeSeries)
+      if (s.profile === profile && picked(QgateCharts.seriesName(s, many)))
+        for (const c of s.changes || []) changes.push({ change: c, series: s });
+    const shown = new Set(points.map((p) => QgateCharts.seriesName(p, many))).size;
+    $("series-count").textContent = `${shown} of ${names.length} shown`;
+    const contended = points.filter((p) => QgateCharts.loadOf(p) === "contended").length;
     $("trend-summary").textContent =
       `${plural(points.length, "point")}, ${contended} with contended runs, ${plural(changes.length, "change point")}`;
     const el = $("trend-chart");
     el.dataset.profile = profile;
+    el.dataset.along = state.x;
+    el.dataset.series = String(shown);
     el.dataset.changes = String(changes.length);
-    await draw("trend-chart", QgateCharts.trend(points, changes, along), points.length);
+    el.dataset.zoom = state.zoom && state.x === "time" ? state.zoom.map(Math.round).join("~") : "";
+    $("trend-reset-zoom").hidden = !(state.zoom && state.x === "time");
+    const spec = QgateCharts.trend(points, changes, state.x, { width: chartWidth("trend-chart", 90), zoom: state.x === "time" ? state.zoom : null });
+    const view = await draw("trend-chart", spec, points.length);
+    el.dataset.xDomain = "";
+    if (!view || state.x !== "time") return;
+    el.dataset.xDomain = drawnWindow(view);
+    // Panning or zooming writes the window into the URL.
+    view.addSignalListener("zoom", (name, value) => {
+      clearTimeout(zoomTimer);
+      zoomTimer = setTimeout(() => {
+        const span = value && value.t;
+        state.zoom = span && span.length === 2 ? span.map((d) => Math.round(Number(d))) : null;
+        el.dataset.zoom = state.zoom ? state.zoom.join("~") : "";
+        el.dataset.xDomain = drawnWindow(view);
+        $("trend-reset-zoom").hidden = !state.zoom;
+        saveState(false);
+      }, 150);
+    });
   }
 
-  async function loadTrend() {
-    const [points, changes] = await Promise.all([api("/api/trend?include_contended=true", "points"), api("/api/changes", "changes")]);
-    trendPoints = points;
-    changeSeries = changes.series || [];
+  async function renderTrends() {
+    const { points } = await trendData();
+    const names = profiles(points);
     const select = $("trend-profile");
-    select.replaceChildren(...profiles().map((p) => new Option(p, p)));
-    if (!trendPoints.length) {
+    if (select.options.length !== names.length) select.replaceChildren(...names.map((p) => new Option(p, p)));
+    if (!names.includes(state.profile)) state.profile = names[0] || "";
+    select.value = state.profile;
+    $("trend-x").value = state.x;
+    if (!points.length) {
       $("trend-summary").textContent = "no finished runs yet";
       $("trend-chart").dataset.rendered = "1";
       $("trend-chart").dataset.points = "0";
-      return;
+    } else {
+      await drawTrend();
     }
-    await drawTrend();
+    await renderJobs();
+    if (state.job) await openJob(state.job);
   }
 
   // --- Jobs ---
 
   function jobRow(job) {
     const v = job.verdict || {};
-    const tr = document.createElement("tr");
-    tr.dataset.jobId = String(job.id);
     const verdict = short(v.verdict);
-    const cells = [
+    const tr = row([
       job.id,
       short(job.spec && job.spec.kind),
       job.build ? job.build.metadata.name : "",
@@ -121,37 +281,41 @@
       short(job.disposition) + (job.disposition_detail ? `: ${job.disposition_detail}` : ""),
       (job.gpus || []).map((g) => `${g.ordinal}: ${g.name}`).join(", "),
       when(job.created_unix_ms),
-    ];
-    cells.forEach((text, i) => {
-      const td = document.createElement("td");
-      td.textContent = text;
-      if (i === 5 && verdict) td.className = `v-${verdict}`;
-      if (i === 9 && job.disposition && job.disposition !== "DISPOSITION_OK" && job.disposition !== "DISPOSITION_UNSPECIFIED")
-        td.className = "d-bad";
-      tr.appendChild(td);
+    ]);
+    tr.dataset.jobId = String(job.id);
+    if (verdict) tr.children[5].className = `v-${verdict}`;
+    if (job.disposition && job.disposition !== "DISPOSITION_OK" && job.disposition !== "DISPOSITION_UNSPECIFIED")
+      tr.children[9].className = "d-bad";
+    tr.addEventListener("click", () => {
+      state.job = job.id;
+      saveState(true);
+      openJob(job.id).catch(showError);
     });
-    tr.addEventListener("click", () => openJob(job).catch(showError));
     return tr;
   }
 
-  async function loadJobs() {
-    const jobs = await api(`/api/jobs?limit=${JOBS_LIMIT}`, "jobs");
-    $("jobs").querySelector("tbody").replaceChildren(...jobs.map(jobRow));
+  async function renderJobs() {
+    const tbody = $("jobs").querySelector("tbody");
+    if (tbody.children.length) return;
+    const jobs = await jobsData();
+    tbody.replaceChildren(...jobs.map(jobRow));
     $("jobs").dataset.rows = String(jobs.length);
-    return jobs;
   }
 
   // --- One job ---
 
-  async function openJob(job) {
+  async function openJob(jobId) {
     const section = $("job-section");
     section.dataset.jobId = "";
-    for (const tr of $("jobs").querySelectorAll("tbody tr")) tr.classList.toggle("selected", tr.dataset.jobId === String(job.id));
+    for (const tr of $("jobs").querySelectorAll("tbody tr")) tr.classList.toggle("selected", tr.dataset.jobId === String(jobId));
     section.hidden = false;
-    const base = `/api/jobs/${job.id}`;
-    const [ab, parity, cotenant] = await Promise.all([api(`${base}/ab`, "ab"), api(`${base}/parity`, "parity"), api(`${base}/cotenant`, "cotenant")]);
+    const base = `/api/jobs/${jobId}`;
+    const listed = (await jobsData()).find((j) => j.id === jobId);
+    const [job, ab, parity, cotenant] = await Promise.all([listed || api(base, "job"), api(`${base}/ab`, "ab"),
+      api(`${base}/parity`, "parity"), api(`${base}/cotenant`, "cotenant")]);
     const v = job.verdict || {};
-    $("job-title").textContent = `Job ${job.id}: ${short(job.spec && job.spec.kind)} of ${job.build ? job.build.metadata.name : "?"}`;
+    const buildName = job.build ? job.build.metadata.name : "";
+    $("job-title").textContent = `Job ${job.id}: ${short(job.spec && job.spec.kind)} of ${buildName || "?"}`;
     const reason = (v.reasons || [])[0] || "";
     $("job-summary").textContent = !v.verdict
       ? `${short(job.state)}${job.error ? ": " + job.error : ""}`
@@ -160,28 +324,25 @@
           `[${fixed(v.ci_low, 4)}, ${fixed(v.ci_high, 4)}] over ${v.pairs} pairs; ${reason}`
         : `${short(v.verdict)}: ${reason}`;
     if (ab.split_gpus) $("job-summary").textContent += " The arms ran at once on two GPUs, swapping them every pair; its looks judge blocks of two pairs.";
+    const baseline = job.baseline && job.baseline.metadata ? job.baseline.metadata.name : "";
+    $("job-compare").replaceChildren(...(buildName && baseline
+      ? ["Across all their jobs: ", link(`compare ${buildName} with ${baseline}`, { page: "compare", a: buildName, b: baseline })]
+      : []));
     // The A/B views only for a job with pairs.
     $("ab-views").hidden = ab.pairs.length === 0;
 
     const reached = ab.looks.filter((l) => l.reached);
     // A job without timed pairs (a parity job, or one that failed before its A/B) has no looks to show.
     const planned = ab.pairs.length ? ab.looks : [];
-    $("looks-table").querySelector("tbody").replaceChildren(...planned.map((l) => {
-      const tr = document.createElement("tr");
-      const cells = [l.look, l.pairs, l.reached ? fixed(l.ratio, 4) : "not reached",
-        l.reached ? (l.bounded ? `[${fixed(l.ci_low, 4)}, ${fixed(l.ci_high, 4)}]` : "cannot decide yet") : "",
-        l.reached ? short(l.verdict) : "", l.reached ? l.decision : ""];
-      for (const c of cells) {
-        const td = document.createElement("td");
-        td.textContent = String(c);
-        tr.appendChild(td);
-      }
-      return tr;
-    }));
+    $("looks-table").querySelector("tbody").replaceChildren(...planned.map((l) => row([l.look, l.pairs,
+      l.reached ? fixed(l.ratio, 4) : "not reached",
+      l.reached ? (l.bounded ? `[${fixed(l.ci_low, 4)}, ${Number(l.ci_high) <= 1000 ? fixed(l.ci_high, 4) : "unbounded"}]` : "cannot decide yet") : "",
+      l.reached ? short(l.verdict) : "", l.reached ? l.decision : ""])));
     const cells = QgateCharts.parityCells(parity.cases);
     const failed = parity.cases.filter((c) => c.outcome !== "passed").length;
     $("parity-note").textContent = parity.cases.length
-      ? `${parity.cases.length} cases in ${cells.length} cells (paths and activation rows folded into each cell, worst shown); ${failed} failed.`
+      ? `${parity.cases.length} cases in ${cells.length} cells (paths and activation rows folded into each cell, worst shown); ${failed} failed. ` +
+        "Green while a cell passes (paler the further under its bound), amber close to the bound, red only past it."
       : "This job ran no parity cases.";
     const t = cotenant.readings;
     const unsampled = cotenant.runs.filter((r) => !r.available).length;
@@ -196,17 +357,202 @@
       draw("looks-chart", QgateCharts.looks(ab), reached.length),
       draw("parity-chart", QgateCharts.parity(parity.cases), cells.length),
       // A fixed width: "container" widths in a vconcat overflow by the axis titles.
-      draw("cotenant-chart", QgateCharts.cotenant(cotenant, Math.max(320, $("cotenant-chart").clientWidth - 240)), t.length),
+      draw("cotenant-chart", QgateCharts.cotenant(cotenant, Math.max(240, $("cotenant-chart").clientWidth - 240)), t.length),
     ]);
     $("cotenant-chart").dataset.reasons = String(reasons);
     section.dataset.jobId = String(job.id);
-    section.scrollIntoView({ block: "start" });
+  }
+
+  // --- Compare ---
+
+  /// The builds with runs, newest first: those of the trend and the jobs (builds and baselines).
+  async function comparableBuilds() {
+    const [{ points }, jobs] = await Promise.all([trendData(), jobsData()]);
+    const latest = new Map();
+    const seen = (name, ms) => { if (name) latest.set(name, Math.max(latest.get(name) || 0, Number(ms) || 0)); };
+    for (const p of points) seen(p.build_name, p.last_unix_ms || p.started_unix_ms);
+    for (const j of jobs) {
+      if (j.build) seen(j.build.metadata.name, j.created_unix_ms);
+      if (j.baseline && j.baseline.metadata) seen(j.baseline.metadata.name, 0);
+    }
+    return [...latest.entries()].sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0])).map((e) => e[0]);
+  }
+
+  const compareRequest = (a, b, contended) =>
+    `/api/compare?build_a=${encodeURIComponent(a)}&build_b=${encodeURIComponent(b)}${contended ? "&include_contended=true" : ""}`;
+
+  async function renderCompare() {
+    const section = $("compare-section");
+    section.dataset.compared = "";
+    const builds = await comparableBuilds();
+    if (!state.a || !state.b) {
+      // The newest job with a baseline, else the two newest builds.
+      const gate = (await jobsData()).find((j) => j.build && j.baseline && j.baseline.metadata);
+      state.a = state.a || (gate ? gate.build.metadata.name : builds[0] || "");
+      state.b = state.b || (gate ? gate.baseline.metadata.name : builds.find((n) => n !== state.a) || "");
+      saveState(false);
+    }
+    for (const [id, value] of [["compare-a", state.a], ["compare-b", state.b]]) {
+      const names = builds.includes(value) || !value ? builds : [value, ...builds];
+      $(id).replaceChildren(...names.map((n) => new Option(n, n)));
+      $(id).value = value;
+    }
+    $("compare-contended").checked = state.contended;
+    const tbody = $("compare-table").querySelector("tbody");
+    let answer = null;
+    try {
+      answer = state.a && state.b ? await api(compareRequest(state.a, state.b, state.contended), "compare") : null;
+    } catch (e) {
+      // Nothing comparable is the daemon's answer, not a fault of the page.
+      const why = e.status ? e.detail || e.message : snapshot ? "this snapshot holds no comparison of these two builds " +
+        "(it holds each listed job's build against its baseline and each regression's two builds)" : e.message;
+      $("compare-summary").textContent = `No comparison: ${why}`;
+    }
+    if (!answer) {
+      tbody.replaceChildren();
+      $("compare-notes").replaceChildren();
+      await draw("compare-chart", {}, 0);
+      section.dataset.rows = "0";
+      section.dataset.compared = `${state.a}|${state.b}`;
+      return;
+    }
+    const side = (b) => `${b.metadata.name} (id ${b.id}, sha256 ${(b.sha256 || "").slice(0, 12)})`;
+    const margin = Number(answer.same_margin) || 0.02;
+    $("compare-summary").textContent = `A = ${side(answer.a)}; B = ${side(answer.b)}. ${plural(answer.rows.length, "matched series")}; ` +
+      `SAME within 1 ± ${(100 * margin).toFixed(3).replace(/\.?0+$/, "")}%${state.contended ? "; contended runs included" : "; quiet runs only"}.`;
+    const verdicts = answer.rows.map((r) => short(r.comparison) === "UNSPECIFIED" ? "" : short(r.comparison));
+    tbody.replaceChildren(...answer.rows.map((r, i) => {
+      const paired = (r.paired_jobs || []).map((j) => link(`job ${j.job_id}: ${ratioText(j.ratio)} ${intervalText(j.ci_low, j.ci_high)} ` +
+        `${Number(j.ratio) ? short(j.comparison) : "no verdict"}`, { job: j.job_id }));
+      const tr = row([r.series, r.settings || "-", fixed(r.tokens_per_s_a, 1), fixed(r.tokens_per_s_b, 1), ratioText(r.ratio),
+        intervalText(r.ci_low, r.ci_high), verdicts[i], `${r.runs_a} / ${r.runs_b} (${r.a.jobs} / ${r.b.jobs})`,
+        paired.length ? paired : "-"]);
+      tr.dataset.series = r.series;
+      tr.children[6].className = `c-${verdicts[i]}`;
+      return tr;
+    }));
+    const notes = [...answer.notes, ...answer.rows.flatMap((r) => (r.notes || []).map((n) => `${r.series}: ${n}`))];
+    $("compare-notes").replaceChildren(...notes.map((n) => { const li = document.createElement("li"); li.textContent = n; return li; }));
+    const chartRows = answer.rows.map((r, i) => ({ ...r, label: r.settings ? `${r.path} ${r.weight_type} · ${r.settings}`.trim() : `${r.profile} ${r.path} ${r.weight_type}`.trim(), verdict: verdicts[i] || "UNKNOWN" }));
+    // Two series of one name (other GPUs, tokens) keep their order in the table.
+    chartRows.forEach((r, i) => { if (chartRows.findIndex((o) => o.label === r.label) !== i) r.label += ` (${i + 1})`; });
+    const narrow = $("compare-chart").clientWidth < 600;
+    await draw("compare-chart", QgateCharts.compare(chartRows, margin,
+      { width: chartWidth("compare-chart", narrow ? 150 : 300), labelLimit: narrow ? 130 : 280 }), chartRows.length);
+    section.dataset.rows = String(answer.rows.length);
+    section.dataset.compared = `${state.a}|${state.b}`;
+  }
+
+  // --- Regressions ---
+
+  /// `qgate regressions`' rows from the daemon's answer: a slowdown a row, newest first; a dip that a later
+  /// change brought back is one row naming the build that fixed it (SeriesChange.fixes_previous).
+  function regressionRows(answer) {
+    const rows = [];
+    for (const s of answer.series || []) {
+      const changes = s.changes || [];
+      changes.forEach((c, i) => {
+        if (Number(c.ratio) >= 1 || c.fixes_previous) return;
+        const next = changes[i + 1];
+        rows.push({ series: s, change: c, fixedBy: next && next.fixes_previous ? next : null,
+          significance: answer.correction ? s.q_value : c.p_value });
+      });
+    }
+    return rows.sort((x, y) => Number(y.change.started_unix_ms) - Number(x.change.started_unix_ms));
+  }
+
+  async function renderRegressions() {
+    const section = $("regressions-section");
+    section.dataset.rows = "";
+    const [answer, { points }] = await Promise.all([api("/api/regressions", "regressions"), trendData()]);
+    const rows = regressionRows(answer);
+    $("regressions-significance").textContent = answer.correction ? "q" : "p";
+    $("regressions-summary").textContent = rows.length
+      ? `${plural(rows.length, "slowdown")} in ${plural(answer.series_tested || (answer.series || []).length, "series")} tested.`
+      : "No slowdowns.";
+    $("regressions-note").textContent = "Ratio: the new level / the old (geometric means of per-build medians of uncontended runs); < 1 is slower. " +
+      `E-divisive means, permutation p < ${answer.alpha} (${answer.permutations} permutations), at least ${answer.min_segment} builds a level` +
+      (answer.correction ? `; across series ${answer.correction} over ${answer.series_tested} series, q being the series' adjusted p.` : ".");
+    $("regressions-table").querySelector("tbody").replaceChildren(...rows.map(({ series: s, change: c, fixedBy, significance }) => {
+      // The job that measured the first slow build in this series (0: imported results, no job).
+      const job = points.filter((p) => p.profile === s.profile && p.path === s.path && p.build_name === c.build_name &&
+        (p.settings || "") === (s.settings || "")).reduce((m, p) => Math.max(m, Number(p.job_id) || 0), 0);
+      const name = QgateCharts.seriesName(s, {});
+      const t = Number(c.started_unix_ms);
+      const open = [
+        link("compare", { page: "compare", a: c.build_name, b: c.previous_build_name }),
+        link("trend", { page: "trends", profile: s.profile, series: [name], zoom: [t - 12 * 3600e3, t + 12 * 3600e3] }),
+        job ? link(`job ${job}`, { page: "trends", profile: s.profile, job }) : "imported, no job",
+      ];
+      const tr = row([when(c.started_unix_ms), s.series, s.settings || "-", c.previous_build_name, c.build_name, ratioText(c.ratio),
+        intervalText(c.ci_low, c.ci_high), Number(significance).toPrecision(3),
+        fixedBy ? `${fixedBy.build_name} (${plural(c.builds_after, "build")} slow)` : "not yet", open]);
+      tr.dataset.build = c.build_name;
+      tr.dataset.previous = c.previous_build_name;
+      return tr;
+    }));
+    section.dataset.rows = String(rows.length);
+  }
+
+  // --- Pages ---
+
+  let renders = 0;
+  async function render() {
+    const mine = ++renders;
+    document.body.dataset.page = state.page;
+    for (const section of document.querySelectorAll("main > section"))
+      section.hidden = section.dataset.page !== state.page || (section.id === "job-section" && !state.job);
+    for (const a of $("pages").querySelectorAll("a")) a.classList.toggle("current", a.dataset.page === state.page);
+    $("permalink").href = fragment(state);
+    if (state.page === "trends") await renderTrends();
+    else if (state.page === "compare") await renderCompare();
+    else await renderRegressions();
+    if (mine === renders) document.body.dataset.view = fragment(state);
+  }
+
+  function navigate() {
+    if (ownHash !== null && location.hash === ownHash) { ownHash = null; return; }
+    ownHash = null;
+    readState();
+    render().catch(showError);
   }
 
   async function main() {
     $("source").textContent = snapshot ? "snapshot opened from disk" : `live from ${location.host}`;
-    $("trend-profile").addEventListener("change", () => drawTrend().catch(showError));
-    $("trend-x").addEventListener("change", () => drawTrend().catch(showError));
+    $("trend-profile").addEventListener("change", () => {
+      state.profile = $("trend-profile").value;
+      state.series = null;
+      state.zoom = null;
+      saveState(true);
+      drawTrend().catch(showError);
+    });
+    $("trend-x").addEventListener("change", () => { state.x = $("trend-x").value; saveState(false); drawTrend().catch(showError); });
+    $("trend-reset-zoom").addEventListener("click", () => { state.zoom = null; saveState(false); drawTrend().catch(showError); });
+    $("series-all").addEventListener("click", () => { state.series = null; saveState(false); drawTrend().catch(showError); });
+    $("series-none").addEventListener("click", () => { state.series = []; saveState(false); drawTrend().catch(showError); });
+    const recompare = () => {
+      state.a = $("compare-a").value;
+      state.b = $("compare-b").value;
+      state.contended = $("compare-contended").checked;
+      saveState(true);
+      renderCompare().catch(showError);
+    };
+    for (const id of ["compare-a", "compare-b", "compare-contended"]) $(id).addEventListener("change", recompare);
+    $("compare-swap").addEventListener("click", () => {
+      [$("compare-a").value, $("compare-b").value] = [state.b, state.a];
+      recompare();
+    });
+    window.addEventListener("hashchange", navigate);
+    // Charts are drawn to the page's width: draw again when it changes.
+    let lastWidth = window.innerWidth, resizeTimer = 0;
+    window.addEventListener("resize", () => {
+      clearTimeout(resizeTimer);
+      resizeTimer = setTimeout(() => {
+        if (window.innerWidth === lastWidth) return;
+        lastWidth = window.innerWidth;
+        render().catch(showError);
+      }, 250);
+    });
     try {
       const device = await api("/api/device", "device");
       $("device").textContent =
@@ -214,7 +560,8 @@
     } catch (e) {
       $("device").textContent = "device unknown";
     }
-    await Promise.all([loadTrend(), loadJobs()]);
+    readState();
+    await render();
     document.body.dataset.ready = "1";
   }
 

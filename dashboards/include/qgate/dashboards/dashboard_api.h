@@ -39,6 +39,10 @@ struct ApiResponse {
 ///                                    QueryTrend           points (the list)
 ///   /api/changes?profile=&weight_type=&path=&build_glob=&since_unix_ms=&slowdowns_only=&alpha=&min_segment=
 ///                                    QueryChanges         changes
+///   /api/regressions?profile=&weight_type=&path=&build_glob=&since_unix_ms=&alpha=&min_segment=
+///                                    QueryChanges, slowdowns_only (qgate regressions)   regressions
+///   /api/compare?build_a=&build_b=&include_contended=&profile=&tokens=&weight_type=&same_margin=
+///                                    Compare (qgate compare)                            compare
 ///   /api/builds?name=&limit=         ListBuilds           builds (the list)
 class DashboardApi {
  public:

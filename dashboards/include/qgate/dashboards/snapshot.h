@@ -1,5 +1,5 @@
 // DashboardSnapshot: the dashboard as files that open from disk (`qgate dashboard --out DIR`): the
-// page and its vendored chart libraries copied, and every API answer the page asks for written into
+// page and its vendored chart libraries copied, and the API answers the page asks for written into
 // snapshot.js, which the page reads instead of fetching when it is there.
 #pragma once
 
@@ -25,6 +25,10 @@ struct SnapshotResult {
 std::vector<std::string> page_requests(int jobs_limit);
 /// The requests the page makes for one job when it is opened.
 std::vector<std::string> job_requests(long long job_id);
+/// The request the compare page makes for two builds (names percent-encoded as the page encodes them).
+/// The snapshot holds those of each listed job's build and baseline and of each regression's two
+/// builds, where the daemon could compare them.
+std::string compare_request(const std::string& build_a, const std::string& build_b);
 
 class DashboardSnapshot {
  public:
