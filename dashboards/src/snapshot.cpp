@@ -102,7 +102,8 @@ SnapshotResult DashboardSnapshot::write(const SnapshotOptions& options) const {
   if (regressions.contains("regressions"))
     for (const auto& series : regressions["regressions"].value("series", nlohmann::json::array()))
       for (const auto& change : series.value("changes", nlohmann::json::array()))
-        comparisons.insert({change.value("previous_build_name", ""), change.value("build_name", "")});
+        // As the regressions page links them: A the first slow build, B the last before it.
+        comparisons.insert({change.value("build_name", ""), change.value("previous_build_name", "")});
   for (const auto& [a, b] : comparisons) {
     if (a.empty() || b.empty()) continue;
     const ApiResponse r = api_.get("/api/compare", {{"build_a", a}, {"build_b", b}}, authorization_);

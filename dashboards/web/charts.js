@@ -28,12 +28,14 @@ const QgateCharts = (() => {
     if (points.length && points.every((p) => /^mul_mat-m\d+-k\d+/.test(p.profile))) return "test-backend-ops";
     return "imported";
   }
+  // Short enough for a panel's height; the page's note says more.
   const yTitles = {
-    qgate: "tok/s (prefill of the profile's linear layers)",
-    "llama-bench": "tok/s (imported: llama-bench avg_ts, whole model)",
-    "test-backend-ops": "tok/s (imported: test-backend-ops MUL_MAT, n / time)",
+    qgate: "tok/s (prefill of linear layers)",
+    "llama-bench": "tok/s (imported: llama-bench avg_ts)",
+    "test-backend-ops": "tok/s (imported: test-backend-ops n / time)",
     imported: "tok/s (imported)",
   };
+
 
   /// llama-bench's tests (pp512, tg128) are panels of their own: prompt processing and generation run
   /// at tok/s an order of magnitude apart. Other points share one panel ("").
@@ -122,7 +124,8 @@ const QgateCharts = (() => {
     }));
     const ruleX = along === "build" ? { field: "build", type: "ordinal", sort: order } : { field: "t", type: "temporal" };
     const plotWidth = opts.width || width;
-    const legendColumns = Math.max(1, Math.floor((opts.width || 600) / 250));
+    const longest = Math.max(4, ...seriesOrder.map((n) => n.length));
+    const legendColumns = Math.max(1, Math.floor(((opts.width || 600) + 60) / Math.min(250, 40 + 7 * longest)));
     const color = {
       field: "series", type: "nominal", title: "series", sort: seriesOrder,
       scale: { domain: seriesOrder, scheme: seriesOrder.length > 10 ? "category20" : "tableau10" },
@@ -170,7 +173,7 @@ const QgateCharts = (() => {
           encoding: { x: ruleX, tooltip: [{ field: "series" }, { field: "label", title: "change" }] },
         });
       }
-      const view = { width: plotWidth, height: panels.length > 1 ? 200 : 280, layer: layers };
+      const view = { width: plotWidth, height: panels.length > 1 ? 220 : 280, layer: layers };
       if (name) view.title = { text: panelTitle(name), anchor: "start", fontSize: 12, fontWeight: "normal" };
       // Along time the first panel's x scale zooms and pans; the panels share it.
       if (along !== "build" && i === 0) layers[1].params = [{ name: "zoom", select: { type: "interval", encodings: ["x"] }, bind: "scales" }];
