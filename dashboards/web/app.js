@@ -130,7 +130,7 @@
   const ratioText = (r) => (!Number(r) ? "-" : Number(r).toFixed(3));
   const intervalText = (lo, hi) => (!Number(lo) && !Number(hi) ? "-"
     : !(Number(hi) <= 1000) ? `[${Number(lo).toFixed(3)}, unbounded]` : `[${Number(lo).toFixed(3)}, ${Number(hi).toFixed(3)}]`);
-  const plural = (n, word) => `${n} ${word}${n === 1 ? "" : "s"}`;
+  const plural = (n, word) => `${n} ${word}${n === 1 || word.endsWith("series") ? "" : "s"}`;
   const link = (text, view) => {
     const a = document.createElement("a");
     a.textContent = text;
@@ -424,11 +424,12 @@
     tbody.replaceChildren(...answer.rows.map((r, i) => {
       const paired = (r.paired_jobs || []).map((j) => link(`job ${j.job_id}: ${ratioText(j.ratio)} ${intervalText(j.ci_low, j.ci_high)} ` +
         `${Number(j.ratio) ? short(j.comparison) : "no verdict"}`, { job: j.job_id }));
-      const tr = row([r.series, r.settings || "-", fixed(r.tokens_per_s_a, 1), fixed(r.tokens_per_s_b, 1), ratioText(r.ratio),
-        intervalText(r.ci_low, r.ci_high), verdicts[i], `${r.runs_a} / ${r.runs_b} (${r.a.jobs} / ${r.b.jobs})`,
+      const tr = row([r.series, ratioText(r.ratio), intervalText(r.ci_low, r.ci_high), verdicts[i], fixed(r.tokens_per_s_a, 1),
+        fixed(r.tokens_per_s_b, 1), r.settings || "-", `${r.runs_a} / ${r.runs_b} (${r.a.jobs} / ${r.b.jobs})`,
         paired.length ? paired : "-"]);
       tr.dataset.series = r.series;
-      tr.children[6].className = `c-${verdicts[i]}`;
+      tr.children[0].className = "wrap";
+      tr.children[3].className = `c-${verdicts[i]}`;
       return tr;
     }));
     const notes = [...answer.notes, ...answer.rows.flatMap((r) => (r.notes || []).map((n) => `${r.series}: ${n}`))];
@@ -484,9 +485,10 @@
         link("trend", { page: "trends", profile: s.profile, series: [name], zoom: [t - 12 * 3600e3, t + 12 * 3600e3] }),
         job ? link(`job ${job}`, { page: "trends", profile: s.profile, job }) : "imported, no job",
       ];
-      const tr = row([when(c.started_unix_ms), s.series, s.settings || "-", c.previous_build_name, c.build_name, ratioText(c.ratio),
-        intervalText(c.ci_low, c.ci_high), Number(significance).toPrecision(3),
-        fixedBy ? `${fixedBy.build_name} (${plural(c.builds_after, "build")} slow)` : "not yet", open]);
+      const tr = row([when(c.started_unix_ms), ratioText(c.ratio), intervalText(c.ci_low, c.ci_high), c.previous_build_name, c.build_name,
+        fixedBy ? `${fixedBy.build_name} (${plural(c.builds_after, "build")} slow)` : "not yet", Number(significance).toPrecision(3),
+        open, s.series, s.settings || "-"]);
+      tr.children[8].className = "wrap";
       tr.dataset.build = c.build_name;
       tr.dataset.previous = c.previous_build_name;
       return tr;
