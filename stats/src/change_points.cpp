@@ -1,6 +1,8 @@
 // E-divisive means with a permutation test (Matteson & James 2014), hierarchical bisection that searches
 // both ends of each split (so a dip that recovers is found, not only a step), a last pass placing each
-// change again between its final neighbours, and Welch's interval on the step either side of it.
+// change again between its final neighbours, and Welch's interval on the step either side of it. Given
+// a serial correlation, the permutation test's reference series follow it (an AR(1) sieve), so serially
+// correlated builds do not pass for changes.
 #include "qgate/stats/change_points.h"
 
 #include "qgate/stats/unpaired.h"
@@ -22,7 +24,8 @@ struct Segment {
 
 struct Split {
   bool found = false;
-  size_t tau = 0;  // offset inside the segment of the first point of the right side
+  size_t tau = 0;    // offset inside the segment of the first point of the right side
+  size_t kappa = 0;  // offset one past the right side's last point
   double statistic = 0;
 };
 
@@ -68,7 +71,7 @@ Split best_split(const double* x, size_t n, size_t min_segment, double exponent,
       const double energy =
           2.0 * sums.block(0, tau, tau, kappa) / (m * k) - within_x - sums.within(tau, kappa) / (k * (k - 1) / 2);
       const double statistic = m * k / (m + k) * energy;
-      if (!best.found || statistic > best.statistic) best = {true, tau, statistic};
+      if (!best.found || statistic > best.statistic) best = {true, tau, kappa, statistic};
     }
   }
   return best;
@@ -84,6 +87,25 @@ void shuffle(std::vector<double>& values, size_t begin, size_t end, std::mt19937
   for (size_t i = end - begin; i > 1; --i) std::swap(values[begin + i - 1], values[begin + uniform_index(rng, i)]);
 }
 
+// values[begin, end) replaced by a lag-1 autoregression with coefficient `rho` driven by a permutation of
+// the segment's own innovations (its residuals about its mean, each less rho times the one before).
+void ar1_sieve(std::vector<double>& values, size_t begin, size_t end, double rho, std::vector<double>& innovations,
+               std::mt19937_64& rng) {
+  const size_t n = end - begin;
+  double mean = 0;
+  for (size_t i = begin; i < end; ++i) mean += values[i];
+  mean /= static_cast<double>(n);
+  innovations.resize(n);
+  for (size_t i = 0; i < n; ++i)
+    innovations[i] = (values[begin + i] - mean) - (i > 0 ? rho * (values[begin + i - 1] - mean) : 0.0);
+  shuffle(innovations, 0, n, rng);
+  double previous = 0;
+  for (size_t i = 0; i < n; ++i) {
+    previous = rho * previous + innovations[i];
+    values[begin + i] = previous;
+  }
+}
+
 void check(const std::vector<double>& series, const ChangePointOptions& options) {
   auto fail = [](const std::string& what) { throw std::invalid_argument("change points: " + what); };
   if (options.min_segment < 2) fail("min_segment must be at least 2");
@@ -91,6 +113,8 @@ void check(const std::vector<double>& series, const ChangePointOptions& options)
   if (options.permutations == 0) fail("permutations must be at least 1");
   if (!(options.exponent > 0 && options.exponent < 2)) fail("exponent must be in (0, 2)");
   if (!(options.confidence > 0 && options.confidence < 1)) fail("confidence must be in (0, 1)");
+  if (!(options.serial_correlation >= 0 && options.serial_correlation < 1))
+    fail("serial_correlation must be in [0, 1)");
   for (size_t i = 0; i < series.size(); ++i)
     if (!std::isfinite(series[i])) fail("value " + std::to_string(i) + " is not finite");
 }
@@ -104,7 +128,7 @@ std::vector<ChangePoint> detect_change_points(std::span<const double> log_values
   std::vector<Segment> segments{{0, series.size()}};
   std::vector<ChangePoint> changes;
   DistanceSums sums;
-  std::vector<double> permuted;
+  std::vector<double> permuted, innovations;
   std::mt19937_64 rng(options.seed);
 
   while (changes.size() < options.max_changes) {
@@ -130,7 +154,10 @@ std::vector<ChangePoint> detect_change_points(std::span<const double> log_values
       permuted = series;
       double strongest = -INFINITY;
       for (const Segment& segment : segments) {
-        shuffle(permuted, segment.begin, segment.end, rng);
+        if (options.serial_correlation > 0)
+          ar1_sieve(permuted, segment.begin, segment.end, options.serial_correlation, innovations, rng);
+        else
+          shuffle(permuted, segment.begin, segment.end, rng);
         const Split candidate = best_split(permuted.data() + segment.begin, segment.end - segment.begin,
                                            options.min_segment, options.exponent, true, sums);
         if (candidate.found) strongest = std::max(strongest, candidate.statistic);
@@ -192,6 +219,35 @@ std::vector<ChangePoint> detect_change_points(std::span<const double> log_values
     changes[c].upper = std::exp(step.upper);
   }
   return changes;
+}
+
+double lag1_serial_correlation(std::span<const double> log_values, size_t min_segment) {
+  const std::vector<double> series(log_values.begin(), log_values.end());
+  const size_t n = series.size();
+  if (n < 3) return 0;
+  std::vector<size_t> bounds{0};
+  DistanceSums sums;
+  const Split split = best_split(series.data(), n, std::max<size_t>(min_segment, 2), 1.0, true, sums);
+  if (split.found) {
+    bounds.push_back(split.tau);
+    if (split.kappa < n) bounds.push_back(split.kappa);
+  }
+  bounds.push_back(n);
+  double lagged = 0, squares = 0;
+  for (size_t piece = 0; piece + 1 < bounds.size(); ++piece) {
+    const size_t begin = bounds[piece], end = bounds[piece + 1];
+    double mean = 0;
+    for (size_t i = begin; i < end; ++i) mean += series[i];
+    mean /= static_cast<double>(end - begin);
+    for (size_t i = begin; i < end; ++i) {
+      squares += (series[i] - mean) * (series[i] - mean);
+      if (i > begin) lagged += (series[i] - mean) * (series[i - 1] - mean);
+    }
+  }
+  if (!(squares > 0)) return 0;
+  const double r = lagged / squares;
+  const double pieces = static_cast<double>(bounds.size() - 1);
+  return r + (1 + 3 * std::max(r, 0.0)) * pieces / static_cast<double>(n);
 }
 
 }  // namespace qgate::stats

@@ -1,6 +1,8 @@
 // Many series scanned as one query: a first pass finds each series' first split and its p-value, the
 // Benjamini-Hochberg step-up across the tested series selects series, and the selected ones are
-// detected again at the within-series level selected q / m (regression_scan.h).
+// detected again at the within-series level selected q / m (regression_scan.h). The permutation tests
+// allow for serial correlation at least as strong as the series' median estimate, and slowdowns carried
+// by too few builds are labelled transient.
 #include "qgate/stats/regression_scan.h"
 
 #include <algorithm>
@@ -10,6 +12,24 @@
 #include "qgate/stats/multiplicity.h"
 
 namespace qgate::stats {
+
+namespace {
+
+// The median of the tested series' lag-1 estimates (lag1_serial_correlation), clamped to [0, 0.9]; 0 with
+// fewer than min_series_for_pooled_correlation tested series.
+double median_serial_correlation(std::span<const std::vector<double>> series, const RegressionScan& scan,
+                                 const RegressionScanOptions& options) {
+  std::vector<double> estimates;
+  for (size_t s = 0; s < series.size(); ++s)
+    if (scan.series[s].tested) estimates.push_back(lag1_serial_correlation(series[s], options.detector.min_segment));
+  if (estimates.empty() || estimates.size() < options.min_series_for_pooled_correlation) return 0;
+  std::sort(estimates.begin(), estimates.end());
+  const size_t k = estimates.size();
+  const double median = k % 2 ? estimates[k / 2] : (estimates[k / 2 - 1] + estimates[k / 2]) / 2;
+  return std::clamp(median, 0.0, 0.9);
+}
+
+}  // namespace
 
 size_t permutations_for_series(size_t tested, double q, size_t floor, size_t cap) {
   if (!(q > 0 && q < 1)) throw std::invalid_argument("the false discovery rate must be in (0, 1)");
@@ -29,7 +49,16 @@ RegressionScan scan_for_regressions(std::span<const std::vector<double>> series,
   scan.permutations =
       permutations_for_series(scan.tested, q, options.detector.permutations, options.max_permutations);
 
-  ChangePointOptions first_pass = options.detector;
+  // Serial correlation: the permutation tests' reference series follow the median of the tested series'
+  // lag-1 estimates about their best split (docs/change-points.md, "Serially correlated runs"). Not each
+  // series' own: 40 builds estimate it with a standard error near 0.15, and a short deep dip (a burst the
+  // sampler missed, a regression fixed two builds later) raises a series' own estimate until the dip no
+  // longer passes. About the best split, so that a change common to the series does not raise the median.
+  ChangePointOptions detector = options.detector;
+  detector.serial_correlation =
+      std::max(options.detector.serial_correlation, median_serial_correlation(series, scan, options));
+  scan.serial_correlation = detector.serial_correlation;
+  ChangePointOptions first_pass = detector;
   first_pass.permutations = scan.permutations;
   first_pass.stop_after_exceedances = options.stop_after_exceedances;
   first_pass.max_changes = 1;  // only the first split's p-value enters the correction
@@ -61,7 +90,7 @@ RegressionScan scan_for_regressions(std::span<const std::vector<double>> series,
   // With the same seed and permutations the first split and its p-value come out as in the first pass,
   // and that p-value is at most selected q / m, so it passes (the detector keeps p < alpha).
   scan.within_series_alpha = static_cast<double>(scan.selected) * q / static_cast<double>(scan.tested);
-  ChangePointOptions within = options.detector;
+  ChangePointOptions within = detector;
   within.permutations = scan.permutations;
   within.stop_after_exceedances = options.stop_after_exceedances;
   within.alpha = std::nextafter(scan.within_series_alpha, 1.0);
@@ -70,6 +99,7 @@ RegressionScan scan_for_regressions(std::span<const std::vector<double>> series,
     if (!one.selected) continue;
     one.changes = detect_change_points(series[s], within);
     one.slowdowns = slowdown_events(one.changes, options.recovery);
+    label_transient_slowdowns(series[s], one.changes, one.slowdowns, options.min_slow_builds);
   }
   return scan;
 }

@@ -1,6 +1,7 @@
 // The change-point detector: exact answers on clean series, refusals, reproducibility, and seeded
 // simulations of the claims in docs/change-points.md (a 3% step on 1% run noise is found at its build,
-// noise alone rarely gives a change, two steps are both found), with the measured rates printed.
+// noise alone rarely gives a change, two steps are both found), the bias-corrected lag-1 estimate and the
+// AR(1) sieve that allows for serially correlated builds, with the measured rates printed.
 #include "qgate/stats/change_points.h"
 
 #include <gtest/gtest.h>
@@ -91,9 +92,73 @@ TEST(ChangePoints, RefusesBadInput) {
   o = {};
   o.exponent = 2;
   EXPECT_THROW(detect_change_points(series, o), std::invalid_argument);
+  o = {};
+  o.serial_correlation = 1;
+  EXPECT_THROW(detect_change_points(series, o), std::invalid_argument);
+  o.serial_correlation = -0.1;
+  EXPECT_THROW(detect_change_points(series, o), std::invalid_argument);
   std::vector<double> bad(20, 1.0);
   bad[7] = NAN;
   EXPECT_THROW(detect_change_points(bad), std::invalid_argument);
+}
+
+TEST(ChangePoints, Lag1SerialCorrelationIsBiasCorrected) {
+  // Too short to split: about the mean 3, lagged products (-2)(-1) + 0 + 0 + (1)(2) = 4 over squares 10,
+  // so r = 0.4, and the bias correction adds (1 + 3 r) / n = 2.2 / 5.
+  EXPECT_NEAR(lag1_serial_correlation(std::vector<double>{1, 2, 3, 4, 5}), 0.4 + 2.2 / 5, 1e-12);
+  // Alternating: r = -0.75 over 4 values (products -1 three times, squares 4), plus 1 / n only.
+  EXPECT_NEAR(lag1_serial_correlation(std::vector<double>{1, -1, 1, -1}), -0.75 + 0.25, 1e-12);
+  // A step does not pass for correlation: about the two levels the residuals alternate.
+  std::vector<double> step;
+  for (int i = 0; i < 20; ++i) step.push_back((i % 2 ? 0.01 : -0.01) + (i >= 10 ? -0.1 : 0.0));
+  EXPECT_LT(lag1_serial_correlation(step), 0.0);
+  EXPECT_GT(lag1_serial_correlation(step, 11), 0.5) << "too short to split at 11: about the mean";
+  EXPECT_EQ(lag1_serial_correlation(std::vector<double>{1, 2}), 0.0);
+  EXPECT_EQ(lag1_serial_correlation(std::vector<double>(10, 4.0)), 0.0);
+}
+
+// Builds whose values follow a lag-1 autoregression (coefficient 0.6) and never change: the plain
+// permutation test takes their slow wander for changes, the AR(1) sieve at each series' estimated
+// coefficient much less often; and a serial correlation of 0 is the plain permutation.
+TEST(ChangePoints, TheSieveAllowsForSeriallyCorrelatedBuilds) {
+  constexpr int kSeries = 300;
+  ChangePointOptions plain, sieve;
+  plain.alpha = sieve.alpha = 0.05;
+  plain.stop_after_exceedances = sieve.stop_after_exceedances = 10;
+  plain.max_changes = sieve.max_changes = 1;
+  std::mt19937_64 rng(404);
+  std::normal_distribution<double> normal(0.0, 0.01);
+  int plain_changes = 0, sieve_changes = 0;
+  double estimates = 0;
+  for (int s = 0; s < kSeries; ++s) {
+    std::vector<double> series{normal(rng) / std::sqrt(1 - 0.36)};
+    while (series.size() < 40) series.push_back(0.6 * series.back() + normal(rng));
+    estimates += lag1_serial_correlation(series);
+    sieve.serial_correlation = std::clamp(lag1_serial_correlation(series), 0.0, 0.9);
+    plain_changes += !detect_change_points(series, plain).empty();
+    sieve_changes += !detect_change_points(series, sieve).empty();
+  }
+  std::printf("AR(1) 0.6 builds, no change, 40 builds, alpha 5%%: mean estimate %.3f; a change in %d/%d with the "
+              "plain permutation, %d with the sieve at each series' estimate\n",
+              estimates / kSeries, plain_changes, kSeries, sieve_changes);
+  // About the best split, which takes up some of the slow wander: below 0.6, not near 0.
+  EXPECT_GT(estimates / kSeries, 0.4);
+  EXPECT_LT(estimates / kSeries, 0.65);
+  EXPECT_GT(plain_changes, 0.15 * kSeries);
+  EXPECT_LT(sieve_changes, plain_changes / 2);
+
+  ChangePointOptions zero = plain;
+  zero.serial_correlation = 0;
+  zero.alpha = plain.alpha = 0.5;
+  zero.stop_after_exceedances = plain.stop_after_exceedances = 0;
+  const std::vector<double> stepped = history(30, {{15, 0.97}}, 5);
+  const auto a = detect_change_points(stepped, zero);
+  const auto b = detect_change_points(stepped, ChangePointOptions(plain));
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t c = 0; c < a.size(); ++c) {
+    EXPECT_EQ(a[c].index, b[c].index);
+    EXPECT_EQ(a[c].p, b[c].p);
+  }
 }
 
 TEST(ChangePoints, OneSeedGivesOneAnswer) {

@@ -72,50 +72,83 @@ ChangePointOptions uncorrected_detector() {
   return options;
 }
 
+// Whether some series of the scan lists a slowdown: any, or one that is not labelled transient.
+bool lists_slowdown(const RegressionScan& scan, bool sustained_only) {
+  return std::any_of(scan.series.begin(), scan.series.end(), [&](const SeriesRegressions& s) {
+    return std::any_of(s.slowdowns.begin(), s.slowdowns.end(),
+                       [&](const SlowdownEvent& e) { return !sustained_only || !e.transient; });
+  });
+}
+
+constexpr int kQueries = 1000;
+constexpr int kUncorrectedQueries = 500;  // enough to show the multiplicity, which is several times q
+
 }  // namespace
 
 // (a) m = 20 flat series a query. Nothing is real, so any regression is false, and BH at q holds the
 // chance of any at q = 1% (its false discovery rate is its family-wise rate here), within Monte Carlo
-// error, when the builds of a flat series are exchangeable; each series on its own at 1% gives several
-// times that. Serial correlation across runs leaks into consecutive builds' medians, so the permutation
-// test's p-values are too small there, and bursts of slow runs are short dips: those cells are bounded
-// at what they give (docs/change-points.md).
+// error; each series on its own at 1% (the plain permutation test) gives several times that. Under lag-1
+// AR 0.5 across runs the builds of a flat series are not exchangeable (consecutive medians correlate by
+// about 0.14): the scan's permutation tests then follow the median of the series' estimated lag-1
+// correlation (an AR(1) sieve, docs/change-points.md, "Serially correlated runs"), and the bound is q.
 TEST(RegressionRates, AQueryOfFlatSeriesRarelyListsAnyRegression) {
-  struct Cell {
-    NoiseModel noise;
-    double bound;  // the rate claimed for the corrected query
+  const std::vector<NoiseModel> cells{
+      {"white, 1% CV", 0.01},
+      {"white, 3% CV", 0.03},
+      {"lag-1 AR 0.5 across runs, 1% CV", 0.01, 0.5},
+      {"lag-1 AR 0.5 across runs, 3% CV", 0.03, 0.5},
   };
-  const std::vector<Cell> cells{
-      {{"white, 1% CV", 0.01}, kFalseDiscoveryRate},
-      {{"white, 3% CV", 0.03}, kFalseDiscoveryRate},
-      // Builds are not exchangeable here: consecutive medians share correlated runs. Measured 2.7%.
-      {{"lag-1 AR 0.5 across runs, 1% CV", 0.01, 0.5}, 0.03},
-      // A burst the co-tenant sampler missed makes two builds 20% slow: a short real dip to the detector,
-      // not noise it can discount. Not controlled; bounded at what was measured (18.6% at 1% CV, 17.1% at 3%).
-      {{"one burst of 10 runs 20% slower, 1% CV", 0.01, 0, 10, 0.2}, 0.22},
-      {{"one burst of 10 runs 20% slower, 3% CV", 0.03, 0, 10, 0.2}, 0.22},
-  };
-  constexpr int kQueries = 1000;
   uint64_t seed = 27'000;
-  for (const Cell& cell : cells) {
+  for (const NoiseModel& noise : cells) {
     Rng rng(++seed);
     int corrected = 0, uncorrected = 0;
     for (int query = 0; query < kQueries; ++query) {
       std::vector<std::vector<double>> series;
-      for (size_t s = 0; s < kSeriesPerQuery; ++s) series.push_back(simulate_history(cell.noise, rng));
-      const RegressionScan scan = scan_for_regressions(series, {});
-      corrected += std::any_of(scan.series.begin(), scan.series.end(),
-                               [](const SeriesRegressions& s) { return !s.slowdowns.empty(); });
-      uncorrected += std::any_of(series.begin(), series.end(), [](const std::vector<double>& s) {
-        return any_slowdown(detect_change_points(s, uncorrected_detector()));
-      });
+      for (size_t s = 0; s < kSeriesPerQuery; ++s) series.push_back(simulate_history(noise, rng));
+      corrected += lists_slowdown(scan_for_regressions(series, {}), false);
+      if (query < kUncorrectedQueries)
+        uncorrected += std::any_of(series.begin(), series.end(), [](const std::vector<double>& s) {
+          return any_slowdown(detect_change_points(s, uncorrected_detector()));
+        });
     }
-    const double rate = double(corrected) / kQueries, raw = double(uncorrected) / kQueries;
+    const double rate = double(corrected) / kQueries, raw = double(uncorrected) / kUncorrectedQueries;
     std::printf("%zu flat series of %zu builds, %s: any false regression in %.1f%% of queries with BH at q = 1%%, "
-                "%.1f%% without\n",
-                kSeriesPerQuery, kBuilds, cell.noise.name.c_str(), 100 * rate, 100 * raw);
-    EXPECT_LE(rate, cell.bound + monte_carlo::three_standard_errors(cell.bound, kQueries)) << cell.noise.name;
-    EXPECT_GT(raw, 3 * cell.bound) << cell.noise.name << ": the uncorrected query must show the multiplicity";
+                "%.1f%% without (%d queries)\n",
+                kSeriesPerQuery, kBuilds, noise.name.c_str(), 100 * rate, 100 * raw, kUncorrectedQueries);
+    EXPECT_LE(rate, kFalseDiscoveryRate + monte_carlo::three_standard_errors(kFalseDiscoveryRate, kQueries))
+        << noise.name;
+    EXPECT_GT(raw, 3 * kFalseDiscoveryRate) << noise.name << ": the uncorrected query must show the multiplicity";
+  }
+}
+
+// (a') One burst of 10 runs 20% slower that the co-tenant sampler missed, in every series of a query of
+// otherwise flat series. Its two slow builds are a short real dip to the detector; a dip of fewer than
+// min_slow_builds (3) slow builds is labelled transient when listed. A query lists a sustained (not
+// transient) false regression in at most q of queries, as with white noise. With a burst in every series
+// the median serial correlation estimate is raised too, and the scan lists few bursts at all (measured,
+// not bounded: a burst in one series is listed and labelled, (b')).
+TEST(RegressionRates, ABurstTheSamplerMissedIsListedAsTransient) {
+  const std::vector<NoiseModel> cells{
+      {"one burst of 10 runs 20% slower, 1% CV", 0.01, 0, 10, 0.2},
+      {"one burst of 10 runs 20% slower, 3% CV", 0.03, 0, 10, 0.2},
+  };
+  uint64_t seed = 28'000;
+  for (const NoiseModel& noise : cells) {
+    Rng rng(++seed);
+    int listed = 0, sustained = 0;
+    for (int query = 0; query < kQueries; ++query) {
+      std::vector<std::vector<double>> series;
+      for (size_t s = 0; s < kSeriesPerQuery; ++s) series.push_back(simulate_history(noise, rng));
+      const RegressionScan scan = scan_for_regressions(series, {});
+      listed += lists_slowdown(scan, false);
+      sustained += lists_slowdown(scan, true);
+    }
+    const double listed_rate = double(listed) / kQueries, sustained_rate = double(sustained) / kQueries;
+    std::printf("%zu flat series of %zu builds, %s: some regression listed in %.1f%% of queries, a sustained one "
+                "(not transient) in %.1f%%\n",
+                kSeriesPerQuery, kBuilds, noise.name.c_str(), 100 * listed_rate, 100 * sustained_rate);
+    EXPECT_LE(sustained_rate, kFalseDiscoveryRate + monte_carlo::three_standard_errors(kFalseDiscoveryRate, kQueries))
+        << noise.name;
   }
 }
 
@@ -128,13 +161,15 @@ TEST(RegressionRates, ADipThatRecoversIsOneEventWithBothEnds) {
   for (size_t queried : {size_t{1}, kSeriesPerQuery}) {
     for (size_t length : {5, 7, 10}) {
       Rng rng(5'000 + 100 * queried + length);
-      int one_event = 0, exact = 0, found = 0, recovery_listed_alone = 0;
+      int one_event = 0, exact = 0, found = 0, recovery_listed_alone = 0, transient = 0;
       for (int t = 0; t < kTrials; ++t) {
         std::vector<std::vector<double>> series{simulate_history(noise, rng, 20, 20 + length, 0.03)};
         for (size_t s = 1; s < queried; ++s) series.push_back(simulate_history(noise, rng));
         const RegressionScan scan = scan_for_regressions(series, {});
         const SeriesRegressions& dipped = scan.series[0];
         found += !dipped.slowdowns.empty();
+        transient += std::any_of(dipped.slowdowns.begin(), dipped.slowdowns.end(),
+                                 [](const SlowdownEvent& e) { return e.transient; });
         if (dipped.slowdowns.size() != 1 || !dipped.slowdowns[0].recovery) continue;
         const size_t start = dipped.changes[dipped.slowdowns[0].drop].index;
         const size_t end = dipped.changes[*dipped.slowdowns[0].recovery].index;
@@ -146,12 +181,41 @@ TEST(RegressionRates, ADipThatRecoversIsOneEventWithBothEnds) {
           if (dipped.changes[c].ratio > 1 && c != *dipped.slowdowns[0].recovery) ++recovery_listed_alone;
       }
       std::printf("3%% dip of %zu builds from build 20 of %zu, 1%% run noise, %zu series a query: a slowdown in "
-                  "%d/%d, one event with both ends within a build in %d/%d (exact in %d); other speedups %d\n",
-                  length, kBuilds, queried, found, kTrials, one_event, kTrials, exact, recovery_listed_alone);
+                  "%d/%d, one event with both ends within a build in %d/%d (exact in %d); other speedups %d; labelled "
+                  "transient %d\n",
+                  length, kBuilds, queried, found, kTrials, one_event, kTrials, exact, recovery_listed_alone, transient);
       // The floors are what was measured, less three Monte Carlo standard errors (docs/change-points.md).
       const double floor = queried == 1 || length > 5 ? 0.95 : 0.82;
       EXPECT_GE(one_event, floor * kTrials) << length << " builds, " << queried << " series";
+      EXPECT_LE(transient, 0.02 * kTrials) << length << " builds, " << queried << " series: a dip of 5 or more "
+                                                                             "slow builds is sustained";
     }
+  }
+}
+
+// (b') A real 20% dip of 2 builds (as deep and as long as a missed burst) is, when listed, labelled
+// transient, and one of 3 builds is listed as sustained. The label is about how many builds are slow, not
+// about why: the build medians cannot tell a short real dip from a burst. With min_segment 5 the scan
+// seldom lists a dip this short at all (measured and printed).
+TEST(RegressionRates, ADipOfTwoBuildsIsTransientAndOfThreeIsSustained) {
+  constexpr int kTrials = 200;
+  const NoiseModel noise{"white, 1% CV", 0.01};
+  for (size_t length : {2, 3}) {
+    Rng rng(6'000 + length);
+    int listed = 0, transient = 0;
+    for (int t = 0; t < kTrials; ++t) {
+      const std::vector<std::vector<double>> one{simulate_history(noise, rng, 20, 20 + length, 0.2)};
+      const RegressionScan scan = scan_for_regressions(one, {});
+      listed += !scan.series[0].slowdowns.empty();
+      transient += std::any_of(scan.series[0].slowdowns.begin(), scan.series[0].slowdowns.end(),
+                               [](const SlowdownEvent& e) { return e.transient; });
+    }
+    std::printf("20%% dip of %zu builds from build 20 of %zu, 1%% run noise, 1 series: listed in %d/%d, labelled "
+                "transient in %d\n",
+                length, kBuilds, listed, kTrials, transient);
+    EXPECT_GT(listed, 0) << length << " builds";
+    if (length == 2) EXPECT_EQ(transient, listed);
+    else EXPECT_EQ(transient, 0);
   }
 }
 

@@ -1,6 +1,7 @@
-// `qgate regressions` across series: a slowdown paired with the change that fixed it, the permutations a
-// scan draws for its number of series, the sequential permutation p-value, and a scan over clean series
-// where only the series with a dip is kept, as one event with both ends.
+// `qgate regressions` across series: a slowdown paired with the change that fixed it, a slowdown of too
+// few slow builds labelled transient, the permutations a scan draws for its number of series, the
+// sequential permutation p-value, and a scan over clean series where only the series with a dip is kept,
+// as one event with both ends.
 #include "qgate/stats/regression_scan.h"
 
 #include <gtest/gtest.h>
@@ -63,6 +64,56 @@ TEST(SlowdownEvents, ASpeedupTooLateTooSmallOrTooLargeIsNotItsRecovery) {
   EXPECT_THROW(slowdown_events(std::vector<ChangePoint>{}, strict), std::invalid_argument);
 }
 
+TEST(SlowdownEvents, ASlowdownCarriedByTooFewBuildsIsTransient) {
+  // Level 0 for builds 0-9; builds 10-14 are the slow level, of which only 10 and 11 are slow.
+  std::vector<double> values(20, 0.0);
+  values[10] = values[11] = -0.2;
+  const std::vector<ChangePoint> changes{change_at(10, 0.92), change_at(15, 1 / 0.92)};
+  std::vector<SlowdownEvent> events = slowdown_events(changes);
+  label_transient_slowdowns(values, changes, events, 3);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].slow_builds, 2u);  // halfway is -0.04: builds 12-14 at 0 are not slow
+  EXPECT_TRUE(events[0].transient);
+  // Three slow builds of five are a sustained slowdown.
+  values[12] = -0.2;
+  label_transient_slowdowns(values, changes, events, 3);
+  EXPECT_EQ(events[0].slow_builds, 3u);
+  EXPECT_FALSE(events[0].transient);
+  // A slowdown to the series' end counts up to the end.
+  const std::vector<ChangePoint> step{change_at(10, 0.9)};
+  std::vector<double> stepped(20, 0.0);
+  for (size_t i = 10; i < 20; ++i) stepped[i] = -0.1;
+  std::vector<SlowdownEvent> step_events = slowdown_events(step);
+  label_transient_slowdowns(stepped, step, step_events, 3);
+  EXPECT_EQ(step_events[0].slow_builds, 10u);
+  EXPECT_FALSE(step_events[0].transient);
+  // A change beyond the series is refused.
+  EXPECT_THROW(label_transient_slowdowns(std::vector<double>(8, 0.0), changes, events, 3), std::invalid_argument);
+}
+
+TEST(RegressionScan, AllowsForTheMedianSerialCorrelationOfItsSeries) {
+  // 20 series whose builds follow a lag-1 autoregression of 0.6, one of them with a 20% dip of 2 builds.
+  monte_carlo::Rng rng(12);
+  std::vector<std::vector<double>> correlated;
+  for (int s = 0; s < 20; ++s) {
+    std::vector<double> one{0.01 * rng.normal() / 0.8};
+    while (one.size() < 40) one.push_back(0.6 * one.back() + 0.01 * rng.normal());
+    correlated.push_back(one);
+  }
+  correlated[3][20] += std::log(0.8);
+  correlated[3][21] += std::log(0.8);
+  EXPECT_NEAR(scan_for_regressions(correlated, {}).serial_correlation, 0.6, 0.1);
+  // Flat white series: about 0. Fewer than five series: the detector's setting (0) stands.
+  std::vector<std::vector<double>> white;
+  for (uint64_t s = 0; s < 20; ++s) white.push_back(series_with_dip(0, 0, 0, 0.01, 200 + s));
+  EXPECT_LT(scan_for_regressions(white, {}).serial_correlation, 0.1);
+  correlated.resize(4);
+  EXPECT_EQ(scan_for_regressions(correlated, {}).serial_correlation, 0.0);
+  RegressionScanOptions set;
+  set.detector.serial_correlation = 0.3;
+  EXPECT_EQ(scan_for_regressions(correlated, set).serial_correlation, 0.3);
+}
+
 TEST(RegressionScan, PermutationsGrowWithTheSeriesScannedUpToTheCap) {
   // 1 / (R + 1) is half of q / m: 1 series at q 0.01 needs 199 (the default 499 stands), 20 need 3,999.
   EXPECT_EQ(permutations_for_series(1, 0.01, 499, 19'999), 499u);
@@ -118,6 +169,8 @@ TEST(RegressionScan, KeepsOnlyTheSeriesWithADipAndReportsItAsOneEvent) {
     ASSERT_TRUE(one.slowdowns[0].recovery.has_value());
     EXPECT_EQ(*one.slowdowns[0].recovery, 1u);
     EXPECT_NEAR(one.changes[0].ratio, 0.95, 0.01);
+    EXPECT_EQ(one.slowdowns[0].slow_builds, 6u);
+    EXPECT_FALSE(one.slowdowns[0].transient);
   }
   std::vector<std::vector<double>> bad{std::vector<double>(12, 0.0)};
   bad[0][3] = NAN;

@@ -30,6 +30,13 @@ struct ChangePointOptions {
   double confidence = 0.95;
   /// At most this many changes are reported (the search stops earlier when a split is not significant).
   size_t max_changes = 16;
+  /// The lag-1 serial correlation of the builds under "no change", in [0, 1). 0: the builds are
+  /// exchangeable and each reference series of the permutation test is a permutation of its segment.
+  /// Above 0: each reference series is a lag-1 autoregression with this coefficient driven by a
+  /// permutation of the segment's innovations (an AR(1) sieve; with 0 it is the plain permutation). The
+  /// observed statistic is that of the values as they are. scan_for_regressions sets it from the series
+  /// it scans (docs/change-points.md, "Serially correlated runs").
+  double serial_correlation = 0;
   /// Seed of the permutations: one seed and one series give one answer.
   uint64_t seed = 1;
 };
@@ -54,9 +61,18 @@ struct ChangePoint {
 
 /// Changes in `log_values` (log tok/s, one per build, oldest first), sorted by index. Throws
 /// std::invalid_argument on a non-finite value or invalid options (min_segment < 2, alpha outside
-/// (0, 1), no permutations, exponent outside (0, 2), confidence outside (0, 1)). A series shorter than
+/// (0, 1), no permutations, exponent outside (0, 2), confidence outside (0, 1), serial_correlation
+/// outside [0, 1)). A series shorter than
 /// 2 * min_segment has no changes.
 std::vector<ChangePoint> detect_change_points(std::span<const double> log_values,
                                               const ChangePointOptions& options = {});
+
+/// The lag-1 autocorrelation of `log_values` about a level that may change, corrected for its small-sample
+/// bias: the residuals are taken about the means of the pieces of the best E-divisive split (before tau,
+/// tau to kappa, after kappa; each at least `min_segment` values), so a step or a dip of min_segment builds
+/// or more does not pass for correlation, and r + (1 + 3 max(r, 0)) k / n is returned for k pieces of n
+/// values (Marriott & Pope 1954). A shorter deep dip still raises it. About the mean when the series is
+/// shorter than 2 min_segment; 0 for fewer than 3 values or no spread.
+double lag1_serial_correlation(std::span<const double> log_values, size_t min_segment = 5);
 
 }  // namespace qgate::stats

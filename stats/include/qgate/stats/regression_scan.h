@@ -1,7 +1,8 @@
 // `qgate regressions` over many series at once: the change-point detector on every series, corrected for
 // the number of series scanned by Benjamini-Hochberg over the series' first-split p-values, with enough
-// permutations that the smallest reachable p-value can pass the correction, and each slowdown paired with
-// the change that fixed it. docs/change-points.md ("Many series at once") says what it guarantees.
+// permutations that the smallest reachable p-value can pass the correction, serially correlated builds
+// allowed for, and each slowdown paired with the change that fixed it and labelled transient when only one
+// or two builds carry it. docs/change-points.md ("Many series at once") says what it guarantees.
 #pragma once
 
 #include <cstddef>
@@ -22,6 +23,14 @@ struct RegressionScanOptions {
   /// so the many permutations are spent only on splits that could pass.
   size_t stop_after_exceedances = 10;
   RecoveryOptions recovery;
+  /// With at least this many tested series, the median of their lag-1 serial correlation estimates
+  /// (lag1_serial_correlation, clamped to [0, 0.9]) is the serial correlation every permutation test of
+  /// the scan allows for (ChangePointOptions::serial_correlation, when that is not larger). With fewer,
+  /// the detector's own setting stands.
+  size_t min_series_for_pooled_correlation = 5;
+  /// A slowdown with fewer slow builds than this is labelled transient (SlowdownEvent::transient): it is
+  /// listed, but a short real regression and a burst of contention the sampler missed look alike there.
+  size_t min_slow_builds = 3;
 };
 
 /// One series' answer, in the order the series were given.
@@ -48,6 +57,7 @@ struct RegressionScan {
   size_t selected = 0;            // series kept by the correction
   size_t permutations = 0;        // drawn at most per test
   double within_series_alpha = 0;  // the level of each further split in a selected series: selected q / m
+  double serial_correlation = 0;   // the lag-1 coefficient the permutation tests allowed for
 };
 
 /// The permutations a scan of `tested` series at false discovery rate `q` draws at most: the smallest

@@ -26,11 +26,24 @@ struct RecoveryOptions {
 struct SlowdownEvent {
   size_t drop = 0;
   std::optional<size_t> recovery;
+  /// Set by label_transient_slowdowns: the builds on the slow level (from the drop up to the next change)
+  /// that are slower than halfway between the level before and the slow level's mean.
+  size_t slow_builds = 0;
+  /// ... and whether they are fewer than the minimum for a sustained slowdown: a slowdown carried by one
+  /// or two builds, which a short real regression and a burst of contention the co-tenant sampler missed
+  /// both produce (docs/change-points.md, "Transient slowdowns").
+  bool transient = false;
 };
 
 /// The slowdowns among `changes` (sorted by index, as detect_change_points returns them), oldest first,
 /// each with its recovery when the next change is one. Throws std::invalid_argument on a tolerance
 /// outside [0, 1).
 std::vector<SlowdownEvent> slowdown_events(std::span<const ChangePoint> changes, const RecoveryOptions& options = {});
+
+/// Fills `slow_builds` and `transient` of each event from the series the changes were found in
+/// (`log_values`, as given to detect_change_points): transient when fewer than `min_slow_builds` builds are
+/// slow. Throws std::invalid_argument when an event or change does not fit the series.
+void label_transient_slowdowns(std::span<const double> log_values, std::span<const ChangePoint> changes,
+                               std::vector<SlowdownEvent>& events, size_t min_slow_builds);
 
 }  // namespace qgate::stats
