@@ -135,6 +135,12 @@ TEST_F(SnapshotTest, AFailedRequestFailsTheSnapshotByName) {
   }
 }
 
+TEST(SnapshotRequests, ACompareRequestIsEncodedAsThePageEncodesIt) {
+  // The page writes encodeURIComponent(name): letters, digits and -_.!~*'() stay, the rest is %XX.
+  EXPECT_EQ(compare_request("llama.cpp@c01/CUDA/NVIDIA H200", "mmq-tile_1.x!~*'()"),
+            "/api/compare?build_a=llama.cpp%40c01%2FCUDA%2FNVIDIA%20H200&build_b=mmq-tile_1.x!~*'()");
+}
+
 TEST_F(SnapshotTest, MissingAssetsAreRefused) {
   serve(false);
   SnapshotOptions options;
