@@ -251,6 +251,20 @@ try {
   const lookLabels = await page.$$eval("#looks-chart g.role-axis-label text", (t) => t.map((x) => x.textContent).filter((x) => /^look /.test(x)));
   const lookNumbers = lookLabels.map((l) => Number(/^look (\d+)/.exec(l)[1]));
   equal(lookNumbers.join(","), lookNumbers.map((_, i) => i + 1).join(","), "the looks along the axis, in order");
+  // Four looks, the first not yet bounded (no interval to draw): still 1, 2, 3, 4 along the axis.
+  const fourLooks = await page.evaluate(async () => {
+    const div = document.createElement("div");
+    div.style.width = "500px";
+    document.body.appendChild(div);
+    const look = (n, bounded) => ({ look: n, pairs: 4 * n, reached: true, bounded, ratio: 0.97, ci_low: bounded ? 0.9 : 0,
+      ci_high: bounded ? 1.05 : 0, verdict: "VERDICT_INCONCLUSIVE", decision: "continue" });
+    await vegaEmbed(div, QgateCharts.looks({ looks: [look(4, true), look(1, false), look(3, true), look(2, true)] }),
+      { renderer: "svg", actions: false });
+    const labels = [...div.querySelectorAll("g.role-axis-label text")].map((t) => t.textContent).filter((t) => /^look /.test(t));
+    div.remove();
+    return labels.map((l) => /^look (\d+)/.exec(l)[1]).join(",");
+  });
+  equal(fourLooks, "1,2,3,4", "four looks, the first unbounded, along the axis");
 
   const timeline = (snapshot
     ? await page.evaluate((id) => window.QGATE_SNAPSHOT[`/api/jobs/${id}/cotenant`], gate.id)
