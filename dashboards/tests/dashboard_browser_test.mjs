@@ -325,9 +325,12 @@ try {
   expectedRows.sort((a, b) => b.started - a.started);
   const shownRows = await page.$$eval("#regressions-table tbody tr", (trs) => trs.map((tr) => {
     const td = [...tr.children].map((c) => c.textContent);
-    return [td[3], td[4], td[1], td[2], td[5].replace(/ \(.*$/, "")].join(" | ");
+    return [td[5], td[6], td[1], td[2], td[7].replace(/ \(.*$/, "")].join(" | ");
   }));
   equal(shownRows.join("\n"), expectedRows.map((r) => r.text).join("\n"), "regressions rows, newest first, as `qgate regressions` has them");
+  const regressionSeries = await page.$$eval("#regressions-table tbody tr td:nth-child(4)", (tds) => tds.map((t) => t.textContent));
+  const expectedSettings = (regressions.series || []).filter((s) => (s.changes || []).some((c) => c.ratio < 1 && !c.fixes_previous)).map((s) => s.settings);
+  check(expectedSettings.every((x) => !x || regressionSeries.some((t) => t.includes(x))), `regressions name their series' settings: ${regressionSeries.join("; ")}`);
   check(expectedRows.length >= 2 && expectedRows.some((r) => !r.text.endsWith("not yet")),
     `regressions include a dip that recovered, with the build that fixed it (${expectedRows.length} rows)`);
   await page.screenshot({ path: path.join(artifacts, "regressions.png"), fullPage: true });
@@ -364,7 +367,7 @@ try {
   await page.click('#pages a[data-page="regressions"]');
   await page.waitForFunction(() => document.getElementById("regressions-section").dataset.rows > "", { timeout: 20000 });
   const [after, before] = await page.$eval("#regressions-table tbody tr", (tr) => [tr.dataset.build, tr.dataset.previous]);
-  await page.click("#regressions-table tbody tr td:nth-child(8) a");
+  await page.click("#regressions-table tbody tr td:nth-child(5) a");
   await compareShows(after, before, "a regression's two builds");
   await page.screenshot({ path: path.join(artifacts, "compare-regression.png"), fullPage: true });
 

@@ -485,10 +485,13 @@
         link("trend", { page: "trends", profile: s.profile, series: [name], zoom: [t - 12 * 3600e3, t + 12 * 3600e3] }),
         job ? link(`job ${job}`, { page: "trends", profile: s.profile, job }) : "imported, no job",
       ];
-      const tr = row([when(c.started_unix_ms), ratioText(c.ratio), intervalText(c.ci_low, c.ci_high), c.previous_build_name, c.build_name,
-        fixedBy ? `${fixedBy.build_name} (${plural(c.builds_after, "build")} slow)` : "not yet", Number(significance).toPrecision(3),
-        open, s.series, s.settings || "-"]);
-      tr.children[8].className = "wrap";
+      // The series by profile, test (llama-bench's pp512, tg128) or tokens, and its name (type, path,
+      // settings); the daemon's whole description in the cell's tooltip.
+      const test = QgateCharts.panelOf(s) || (Number(s.tokens) ? `${s.tokens} tokens` : "");
+      const tr = row([when(c.started_unix_ms), ratioText(c.ratio), intervalText(c.ci_low, c.ci_high),
+        [s.profile, test, name].filter(Boolean).join(" · "), open, c.previous_build_name, c.build_name,
+        fixedBy ? `${fixedBy.build_name} (${plural(c.builds_after, "build")} slow)` : "not yet", Number(significance).toPrecision(3)]);
+      tr.children[3].title = s.series;
       tr.dataset.build = c.build_name;
       tr.dataset.previous = c.previous_build_name;
       return tr;
