@@ -279,7 +279,7 @@ int main(int argc, char** argv) {
       nlohmann::json report = {
           {"schema_version", 2},
           {"tool", "qgate-store-bench"},
-          {"store_schema_version", qgate::db::sqlite_schema_version_known()},
+          {"store_schema_version", qgate::db::schema_version_known()},
           {"runs", stored_runs},
           {"builds", options.builds},
           {"profiles", kProfiles.size()},

@@ -1,12 +1,13 @@
 -- 0001_initial: the first qgate schema (builds, jobs, runs, samples, parity cases, verdicts, co-tenant).
 --
--- Portable on purpose: a PostgreSQL backend comes later and gets its own migration set with the same
--- tables and columns. Keep to INTEGER / REAL / TEXT, CHECK and REFERENCES; no AUTOINCREMENT, no
--- STRICT/WITHOUT ROWID, no JSON functions. Timestamps are INTEGER unix milliseconds (UTC).
--- Enumerations (job state, verdict, ...) are TEXT validated by the C++ layer rather than CHECK
--- constraints, because SQLite cannot alter a CHECK without rebuilding the table and the sets will grow.
--- Mapping note for the PostgreSQL set: INTEGER there is 32-bit and REAL is float4, so ids and *_ms
--- become BIGINT and REAL becomes DOUBLE PRECISION; the column names and meanings stay as here.
+-- Written once for both engines: SQLite runs it as it is, PostgreSQL after the translation of
+-- db/src/detail/sql_dialect.h (INTEGER to BIGINT, REAL to DOUBLE PRECISION, TEXT to byte-ordered
+-- TEXT, a row id to an identity column). Keep to INTEGER / REAL / TEXT, CHECK and REFERENCES; no
+-- AUTOINCREMENT, no STRICT/WITHOUT ROWID, no JSON functions; lines only one engine runs go between
+-- "-- engine: sqlite" (or "postgresql") and "-- engine: all". Timestamps are INTEGER unix
+-- milliseconds (UTC). Enumerations (job state, verdict, ...) are TEXT validated by the C++ layer
+-- rather than CHECK constraints, because SQLite cannot alter a CHECK without rebuilding the table and
+-- the sets will grow.
 
 -- A kernel build (.so), addressed by its sha256. Several builds may share a name (successive commits).
 CREATE TABLE builds (

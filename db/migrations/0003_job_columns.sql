@@ -4,7 +4,7 @@
 -- jobs.progress_json, which from here on holds live progress only.
 --
 -- This migration uses SQLite's JSON functions, once, to move the old JSON into the new columns;
--- the PostgreSQL set gets its own (jsonb) version of the same moves.
+-- a PostgreSQL database has no such rows (it starts empty at version 0), so the moves are SQLite's.
 
 ALTER TABLE jobs ADD COLUMN disposition TEXT NOT NULL DEFAULT 'unspecified';  -- unspecified|ok|crashed|timeout|incorrect|rejected|error|leaked
 ALTER TABLE jobs ADD COLUMN disposition_detail TEXT NOT NULL DEFAULT '';
@@ -58,6 +58,9 @@ CREATE TABLE verdict_leaks (
 );
 
 -- --- Existing rows ---
+-- SQLite files alone have rows written before this migration (a PostgreSQL database starts empty,
+-- migrated from version 0), so the moves below are SQLite's.
+-- engine: sqlite
 
 -- The disposition, from {"disposition": "DISPOSITION_OK", "disposition_detail": ...}.
 UPDATE jobs
@@ -144,3 +147,4 @@ WHERE json_valid(spec_json) AND json_extract(spec_json, '$.timing') IN ('gemm', 
 UPDATE jobs SET spec_json = json_set(spec_json, '$.parity_shapes',
                                      'SHAPE_SET_' || upper(json_extract(spec_json, '$.parity_shapes')))
 WHERE json_valid(spec_json) AND json_extract(spec_json, '$.parity_shapes') IN ('standard', 'quick', 'none');
+-- engine: all

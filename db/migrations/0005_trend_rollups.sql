@@ -54,7 +54,9 @@ CREATE INDEX trend_rollups_by_time ON trend_rollups (first_ms, path, build_name)
 CREATE INDEX trend_rollups_by_job ON trend_rollups (job_id, build_id);
 
 -- --- Existing runs ---
--- The same statement the store runs at write time (sqlite_store.cpp, kRollupInsert), over every run.
+-- SQLite's alone, as in 0003 (0006 drops this table and its rows anyway).
+-- engine: sqlite
+-- The same statement the store runs at write time (then kRollupInsert), over every run.
 INSERT INTO trend_rollups (job_id, build_id, series_key, profile, weight_type, path, tokens, backend,
                            gpu_name, build_name, build_sha256, commit_sha, first_ms, last_ms, runs,
                            contended_runs, unknown_runs, quiet_runs, quiet_median, quiet_low, quiet_high,
@@ -103,3 +105,4 @@ FROM (
   FROM counted
   GROUP BY job_key, build_id, series_key, profile, weight_type, path, tokens, backend, gpu_name
 ) x JOIN builds b ON b.id = x.build_id;
+-- engine: all

@@ -7,7 +7,7 @@
 -- (QueryTrend job_id), and every raw run two.
 --
 -- This file holds the schema only. The rows are computed by the store's own statement
--- (kRollupRecompute in db/src/sqlite_store.cpp): the write path runs it for the (build, series,
+-- (kRollupRecompute in db/src/store_history.cpp): the write path runs it for the (build, series,
 -- tokens, week) groups a write touched, and the migration runner runs it over every run right after this
 -- file, in the same transaction. 0005's table and its back-fill are superseded and dropped here.
 --

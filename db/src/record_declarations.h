@@ -2,7 +2,7 @@
 // struct (records.h) it holds and how that member is stored. Every insert, upsert, select and row
 // read of these tables is made from the declaration, so a column is named once and no column is read
 // by its position. Engine neutral: a column's value is a StoredValue (NULL, integer, real or text),
-// and each store engine binds and reads those (detail/sqlite_records.h for SQLite).
+// and each store engine binds and reads those (detail/sql_records.h, for both engines).
 #pragma once
 
 #include <cstdint>

@@ -11,7 +11,7 @@
 #include <SQLiteCpp/SQLiteCpp.h>
 
 #include "qgate/db/sqlite_store.h"
-#include "store_test_support.h"
+#include "engine_fixtures.h"
 
 namespace qgate::db {
 namespace {
@@ -109,7 +109,7 @@ TEST_F(OldDatabase, ReportAndDispositionMoveFromProgressJsonToColumns) {
   )sql");
 
   auto store = open_store(path_);
-  EXPECT_EQ(store->schema_version(), sqlite_schema_version_known());
+  EXPECT_EQ(store->schema_version(), schema_version_known());
 
   const auto gate = store->find_job_listing(7);
   ASSERT_TRUE(gate.has_value());
@@ -177,11 +177,11 @@ TEST_F(OldDatabase, ProgressThatIsNotJsonIsLeftAlone) {
 
 // --- The store's job calls ---
 
-class JobsStoreTest : public ::testing::Test {
+class JobsStoreTest : public testing::StoreFixture {
  protected:
   void SetUp() override {
-    path_ = dir_.file("qgate.db");
-    store_ = open_store(path_);
+    StoreFixture::SetUp();
+    if (IsSkipped()) return;
     build_ = store_->insert_build(make_build("mmq-k", "sha-k")).id;
     baseline_ = store_->insert_build(make_build("mmq-base", "sha-base")).id;
   }
@@ -192,14 +192,12 @@ class JobsStoreTest : public ::testing::Test {
     return id;
   }
 
-  TempDir dir_;
-  std::filesystem::path path_;
-  std::unique_ptr<Store> store_;
   RowId build_ = 0;
   RowId baseline_ = 0;
 };
+INSTANTIATE_FOR_BOTH_ENGINES(JobsStoreTest);
 
-TEST_F(JobsStoreTest, SpecColumnsRoundTrip) {
+TEST_P(JobsStoreTest, SpecColumnsRoundTrip) {
   Job job = make_job(build_, 1000);
   job.tokens = 128;
   job.order = RunOrder::Sequential;
@@ -227,7 +225,7 @@ TEST_F(JobsStoreTest, SpecColumnsRoundTrip) {
   EXPECT_EQ(stored->disposition, Disposition::Unspecified);
 }
 
-TEST_F(JobsStoreTest, AVerdictRefersToItsArmsBuildsByIdAndKeepsOnlyLabelsThatSayMore) {
+TEST_P(JobsStoreTest, AVerdictRefersToItsArmsBuildsByIdAndKeepsOnlyLabelsThatSayMore) {
   const RowId job = store_->create_job(make_job(build_, 1000));
   Verdict verdict;
   verdict.job_id = job;
@@ -243,8 +241,12 @@ TEST_F(JobsStoreTest, AVerdictRefersToItsArmsBuildsByIdAndKeepsOnlyLabelsThatSay
   EXPECT_EQ(read->arm_a_label, "mmq-k@sha-k");
   EXPECT_EQ(read->arm_b_build_id, build_);
   EXPECT_EQ(read->arm_b_label, "MINFER_MMQ=0");
-  SQLite::Database raw(path_.string(), SQLite::OPEN_READONLY);
-  EXPECT_EQ(raw.execAndGet("SELECT arm_a_label || '|' || arm_b_label FROM verdicts").getString(), "|MINFER_MMQ=0");
+  {
+    auto connection = raw();
+    detail::ScopedStatement labels(connection->prepared("SELECT arm_a_label || '|' || arm_b_label FROM verdicts"));
+    ASSERT_TRUE(labels->step());
+    EXPECT_EQ(labels->text(0), "|MINFER_MMQ=0");
+  }
 
   // A verdict naming a build that is not stored is refused, and nothing of it is written.
   Verdict dangling = verdict;
@@ -254,7 +256,7 @@ TEST_F(JobsStoreTest, AVerdictRefersToItsArmsBuildsByIdAndKeepsOnlyLabelsThatSay
   EXPECT_EQ(store_->find_verdict(job)->arm_a_label, "mmq-k@sha-k");
 }
 
-TEST_F(JobsStoreTest, FinishWritesTheWholeVerdictAndTheDisposition) {
+TEST_P(JobsStoreTest, FinishWritesTheWholeVerdictAndTheDisposition) {
   const RowId job = running_job();
   ASSERT_TRUE(store_->finish_job_with_verdict(make_verdict(job), {Disposition::Leaked, "1 MiB kept"},
                                               R"({"progress":{"phase":"done"}})"));
@@ -289,7 +291,7 @@ TEST_F(JobsStoreTest, FinishWritesTheWholeVerdictAndTheDisposition) {
   EXPECT_TRUE(replaced->leaks.empty());
 }
 
-TEST_F(JobsStoreTest, FinishOfAJobNoLongerRunningWritesNothing) {
+TEST_P(JobsStoreTest, FinishOfAJobNoLongerRunningWritesNothing) {
   const RowId job = running_job();
   ASSERT_TRUE(store_->end_job(job, JobState::Cancelled, "cancelled", {}, JobState::Running));
   EXPECT_FALSE(store_->finish_job_with_verdict(make_verdict(job), {Disposition::Ok, ""}, "{}"));
@@ -298,7 +300,7 @@ TEST_F(JobsStoreTest, FinishOfAJobNoLongerRunningWritesNothing) {
   EXPECT_EQ(store_->find_job(job)->disposition, Disposition::Unspecified);
 }
 
-TEST_F(JobsStoreTest, EndJobWritesStateErrorAndDispositionTogether) {
+TEST_P(JobsStoreTest, EndJobWritesStateErrorAndDispositionTogether) {
   const RowId job = running_job();
   EXPECT_TRUE(store_->end_job(job, JobState::Failed, "worker died", {Disposition::Crashed, "SIGSEGV"},
                               JobState::Running));
@@ -316,7 +318,7 @@ TEST_F(JobsStoreTest, EndJobWritesStateErrorAndDispositionTogether) {
   EXPECT_THROW(store_->end_job(job, JobState::Running, "", {}, std::nullopt), StoreError);
 }
 
-TEST_F(JobsStoreTest, CountJobsCountsEveryMatchWhateverTheLimit) {
+TEST_P(JobsStoreTest, CountJobsCountsEveryMatchWhateverTheLimit) {
   for (int i = 0; i < 5; ++i) store_->create_job(make_job(build_, 1000 + i));
   Job waiting = make_job(build_, 2000);
   waiting.quiet_only = true;
@@ -335,7 +337,7 @@ TEST_F(JobsStoreTest, CountJobsCountsEveryMatchWhateverTheLimit) {
   EXPECT_EQ(store_->count_jobs(filter), 1);
 }
 
-TEST_F(JobsStoreTest, RemeasureFilterFindsTheReMeasuresOfAJob) {
+TEST_P(JobsStoreTest, RemeasureFilterFindsTheReMeasuresOfAJob) {
   const RowId original = store_->create_job(make_job(build_, 1000));
   Job again = make_job(build_, 2000);
   again.remeasure_of = original;
@@ -350,7 +352,7 @@ TEST_F(JobsStoreTest, RemeasureFilterFindsTheReMeasuresOfAJob) {
   EXPECT_EQ(store_->count_jobs(filter), 0);
 }
 
-TEST_F(JobsStoreTest, ListingsCarryBuildsAndVerdictsNewestFirst) {
+TEST_P(JobsStoreTest, ListingsCarryBuildsAndVerdictsNewestFirst) {
   std::vector<RowId> ids;
   for (int i = 0; i < 4; ++i) {
     Job job = make_job(build_, 1000 + i);
@@ -394,9 +396,9 @@ TEST_F(JobsStoreTest, ListingsCarryBuildsAndVerdictsNewestFirst) {
   EXPECT_FALSE(store_->find_job_listing(ids.back() + 1).has_value());
 }
 
-TEST_F(JobsStoreTest, UnknownEnumTextInARowIsRefusedNamingTheJob) {
+TEST_P(JobsStoreTest, UnknownEnumTextInARowIsRefusedNamingTheJob) {
   const RowId job = store_->create_job(make_job(build_, 1000));
-  raw_exec(path_, "UPDATE jobs SET disposition = 'exploded' WHERE id = " + std::to_string(job));
+  raw()->execute_script("UPDATE jobs SET disposition = 'exploded' WHERE id = " + std::to_string(job));
   try {
     store_->find_job(job);
     FAIL() << "an unknown disposition was read";
@@ -406,11 +408,11 @@ TEST_F(JobsStoreTest, UnknownEnumTextInARowIsRefusedNamingTheJob) {
     EXPECT_NE(message.find("disposition 'exploded'"), std::string::npos) << message;
     EXPECT_NE(message.find("job " + std::to_string(job)), std::string::npos) << message;
   }
-  raw_exec(path_, "UPDATE jobs SET disposition = 'ok', timing = 'wallclock' WHERE id = " + std::to_string(job));
+  raw()->execute_script("UPDATE jobs SET disposition = 'ok', timing = 'wallclock' WHERE id = " + std::to_string(job));
   EXPECT_THROW(store_->list_job_listings(JobFilter{}), StoreError);
-  raw_exec(path_, "UPDATE jobs SET timing = 'gemm', parity_shapes = 'huge' WHERE id = " + std::to_string(job));
+  raw()->execute_script("UPDATE jobs SET timing = 'gemm', parity_shapes = 'huge' WHERE id = " + std::to_string(job));
   EXPECT_THROW(store_->find_job_listing(job), StoreError);
-  raw_exec(path_, "UPDATE jobs SET parity_shapes = 'quick', run_order = 'random' WHERE id = " + std::to_string(job));
+  raw()->execute_script("UPDATE jobs SET parity_shapes = 'quick', run_order = 'random' WHERE id = " + std::to_string(job));
   EXPECT_THROW(store_->list_jobs(JobFilter{}), StoreError);
 }
 

@@ -60,7 +60,7 @@ TEST(Migrations, FreshFileGetsEveryMigrationFile) {
     auto store = open_store(path);
     EXPECT_EQ(store->schema_version(), files);
   }
-  EXPECT_EQ(sqlite_schema_version_known(), files);
+  EXPECT_EQ(schema_version_known(), files);
   EXPECT_EQ(raw_user_version(path), files);
 
   const auto tables = schema_names(path, "table");
@@ -102,7 +102,7 @@ TEST(Migrations, ReopeningIsIdempotentAndKeepsData) {
   }
   for (int reopen = 0; reopen < 2; ++reopen) {
     auto store = open_store(path);
-    EXPECT_EQ(store->schema_version(), sqlite_schema_version_known());
+    EXPECT_EQ(store->schema_version(), schema_version_known());
     ASSERT_TRUE(store->find_build(build_id).has_value());
     EXPECT_EQ(store->integrity_check(), "ok");
   }
@@ -112,7 +112,7 @@ TEST(Migrations, NewerSchemaIsRefusedWithAClearMessage) {
   TempDir dir;
   const auto path = dir.file("qgate.db");
   open_store(path);
-  const int newer = sqlite_schema_version_known() + 1;
+  const int newer = schema_version_known() + 1;
   {
     SQLite::Database raw(path.string(), SQLite::OPEN_READWRITE);
     raw.exec("PRAGMA user_version = " + std::to_string(newer));

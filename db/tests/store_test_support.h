@@ -1,5 +1,6 @@
-// Helpers shared by the store tests: a temporary directory per test, small row builders, and the
-// fixtures (a store in a fresh directory; the same with two builds) the test files derive from.
+// Helpers shared by the store tests and the tests above the store: a temporary directory per test,
+// a SQLite store in it, and small row builders. The fixtures that run a case on both engines are in
+// engine_fixtures.h.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -108,31 +109,5 @@ inline std::int64_t raw_count(const std::filesystem::path& path, const std::stri
   SQLite::Database raw(path.string(), SQLite::OPEN_READONLY);
   return raw.execAndGet("SELECT COUNT(*) FROM " + table).getInt64();
 }
-
-/// A store on qgate.db in a fresh directory.
-class StoreFixture : public ::testing::Test {
- protected:
-  void SetUp() override {
-    path_ = dir_.file("qgate.db");
-    store_ = open_store(path_);
-  }
-
-  TempDir dir_;
-  std::filesystem::path path_;
-  std::unique_ptr<Store> store_;
-};
-
-/// The store with two builds of one kernel's history: mmq-a (sha-a, created at 10) and mmq-b
-/// (sha-b, at 20).
-class TwoBuildsFixture : public StoreFixture {
- protected:
-  void SetUp() override {
-    StoreFixture::SetUp();
-    mmq_a_ = store_->insert_build(make_build("mmq-a", "sha-a", 10)).id;
-    mmq_b_ = store_->insert_build(make_build("mmq-b", "sha-b", 20)).id;
-  }
-
-  RowId mmq_a_ = 0, mmq_b_ = 0;
-};
 
 }  // namespace qgate::db::testing

@@ -3,7 +3,8 @@
 // equal a recomputation from the raw runs done here in C++; the migration runner fills them for a
 // store that predates them (schema 4 and 5) and splits those of schema 6 by timing (0007);
 // query_trend_summaries gives one point per build and
-// series and picks the summary the co-tenant filter asks for.
+// series and picks the summary the co-tenant filter asks for. Every case but the migrations of old
+// SQLite files runs on both engines.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -20,7 +21,7 @@
 
 #include "qgate/db/sqlite_store.h"
 #include "schema_rewind.h"
-#include "store_test_support.h"
+#include "engine_fixtures.h"
 
 namespace qgate::db {
 namespace {
@@ -57,13 +58,13 @@ std::int64_t week_of(std::int64_t ms) {
 }
 using Rollups = std::map<Key, Summary>;
 
-std::optional<std::string> text_or_null(const SQLite::Column& column) {
-  if (column.isNull()) return std::nullopt;
-  return column.getString();
+std::optional<std::string> text_or_null(const detail::SqlStatement& row, int column) {
+  if (row.is_null(column)) return std::nullopt;
+  return row.text(column);
 }
-std::optional<double> real_or_null(const SQLite::Column& column) {
-  if (column.isNull()) return std::nullopt;
-  return column.getDouble();
+std::optional<double> real_or_null(const detail::SqlStatement& row, int column) {
+  if (row.is_null(column)) return std::nullopt;
+  return row.real(column);
 }
 
 std::optional<double> median_of(std::vector<double> values) {
@@ -73,55 +74,55 @@ std::optional<double> median_of(std::vector<double> values) {
   return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
 }
 
-Rollups stored_rollups(const std::filesystem::path& path) {
-  SQLite::Database raw(path.string(), SQLite::OPEN_READONLY);
-  SQLite::Statement select(raw,
+Rollups stored_rollups(detail::SqlConnection& raw) {
+  detail::ScopedStatement statement(raw.prepared(
                            "SELECT build_id, series_key, profile, weight_type, path, tokens, backend, gpu_name, "
                            "runs, contended_runs, unknown_runs, quiet_runs, quiet_median, quiet_low, quiet_high, "
                            "open_runs, open_median, open_low, open_high, all_median, all_low, all_high, first_ms, "
                            "last_ms, build_name, jobs, quiet_last_job, open_last_job, all_last_job, week_ms, timing, host "
-                           "FROM build_rollups");
+                           "FROM build_rollups"));
+  detail::SqlStatement& select = *statement;
   Rollups rollups;
-  while (select.executeStep()) {
-    Key key{select.getColumn(0).getInt64(), select.getColumn(1).getString(), select.getColumn(2).getString(),
-            text_or_null(select.getColumn(3)), select.getColumn(4).getString(),  select.getColumn(5).getInt64(),
-            select.getColumn(6).getString(),   select.getColumn(7).getString(),  select.getColumn(29).getInt64(),
-            select.getColumn(30).getString(),  select.getColumn(31).getString()};
+  while (select.step()) {
+    Key key{select.int64(0), select.text(1), select.text(2),
+            text_or_null(select, 3), select.text(4),  select.int64(5),
+            select.text(6),   select.text(7),  select.int64(29),
+            select.text(30),  select.text(31)};
     Summary s;
-    s.runs = select.getColumn(8).getInt64();
-    s.contended = select.getColumn(9).getInt64();
-    s.unknown = select.getColumn(10).getInt64();
-    s.quiet = select.getColumn(11).getInt64();
-    s.quiet_median = real_or_null(select.getColumn(12));
-    s.quiet_low = real_or_null(select.getColumn(13));
-    s.quiet_high = real_or_null(select.getColumn(14));
-    s.open = select.getColumn(15).getInt64();
-    s.open_median = real_or_null(select.getColumn(16));
-    s.open_low = real_or_null(select.getColumn(17));
-    s.open_high = real_or_null(select.getColumn(18));
-    s.all_median = select.getColumn(19).getDouble();
-    s.all_low = select.getColumn(20).getDouble();
-    s.all_high = select.getColumn(21).getDouble();
-    s.first_ms = select.getColumn(22).getInt64();
-    s.last_ms = select.getColumn(23).getInt64();
-    s.build_name = select.getColumn(24).getString();
-    s.jobs = select.getColumn(25).getInt64();
-    s.quiet_last_job = select.getColumn(26).getInt64();
-    s.open_last_job = select.getColumn(27).getInt64();
-    s.all_last_job = select.getColumn(28).getInt64();
+    s.runs = select.int64(8);
+    s.contended = select.int64(9);
+    s.unknown = select.int64(10);
+    s.quiet = select.int64(11);
+    s.quiet_median = real_or_null(select, 12);
+    s.quiet_low = real_or_null(select, 13);
+    s.quiet_high = real_or_null(select, 14);
+    s.open = select.int64(15);
+    s.open_median = real_or_null(select, 16);
+    s.open_low = real_or_null(select, 17);
+    s.open_high = real_or_null(select, 18);
+    s.all_median = select.real(19);
+    s.all_low = select.real(20);
+    s.all_high = select.real(21);
+    s.first_ms = select.int64(22);
+    s.last_ms = select.int64(23);
+    s.build_name = select.text(24);
+    s.jobs = select.int64(25);
+    s.quiet_last_job = select.int64(26);
+    s.open_last_job = select.int64(27);
+    s.all_last_job = select.int64(28);
     EXPECT_TRUE(rollups.emplace(key, s).second) << "two rollup rows for one build, series and week";
   }
   return rollups;
 }
 
 // The rollups as they should be, from the runs table alone (no SQL aggregation).
-Rollups recomputed_rollups(const std::filesystem::path& path) {
-  SQLite::Database raw(path.string(), SQLite::OPEN_READONLY);
-  SQLite::Statement select(raw,
+Rollups recomputed_rollups(detail::SqlConnection& raw) {
+  detail::ScopedStatement statement(raw.prepared(
                            "SELECT r.job_id, r.build_id, r.series_key, r.profile, r.weight_type, r.path, r.tokens, "
                            "r.backend, r.gpu_name, r.state, r.tokens_per_s, r.contended, r.started_ms, b.name, "
                            "COALESCE(j.timing, ''), r.host "
-                           "FROM runs r JOIN builds b ON b.id = r.build_id LEFT JOIN jobs j ON j.id = r.job_id");
+                           "FROM runs r JOIN builds b ON b.id = r.build_id LEFT JOIN jobs j ON j.id = r.job_id"));
+  detail::SqlStatement& select = *statement;
   struct Runs {
     std::vector<double> all, quiet, open;
     std::set<std::int64_t> jobs;  // every job among the runs (imported runs have none)
@@ -129,29 +130,29 @@ Rollups recomputed_rollups(const std::filesystem::path& path) {
     Summary summary;
   };
   std::map<Key, Runs> groups;
-  while (select.executeStep()) {
-    if (select.getColumn(9).getString() != "done" || select.getColumn(10).isNull()) continue;
-    Key key{select.getColumn(1).getInt64(),
-            select.getColumn(2).getString(),
-            select.getColumn(3).getString(),
-            text_or_null(select.getColumn(4)),
-            select.getColumn(5).getString(),
-            select.getColumn(6).getInt64(),
-            select.getColumn(7).getString(),
-            select.getColumn(8).getString(),
-            week_of(select.getColumn(12).getInt64()),
-            select.getColumn(14).getString(),
-            select.getColumn(15).getString()};
-    const double value = select.getColumn(10).getDouble();
+  while (select.step()) {
+    if (select.text(9) != "done" || select.is_null(10)) continue;
+    Key key{select.int64(1),
+            select.text(2),
+            select.text(3),
+            text_or_null(select, 4),
+            select.text(5),
+            select.int64(6),
+            select.text(7),
+            select.text(8),
+            week_of(select.int64(12)),
+            select.text(14),
+            select.text(15)};
+    const double value = select.real(10);
     const std::optional<int> contended =
-        select.getColumn(11).isNull() ? std::nullopt : std::optional<int>(select.getColumn(11).getInt());
-    const std::int64_t started = select.getColumn(12).getInt64();
+        select.is_null(11) ? std::nullopt : std::optional<int>(select.int64(11));
+    const std::int64_t started = select.int64(12);
     auto [it, added] = groups.try_emplace(key);
     Runs& g = it->second;
     if (added || started < g.summary.first_ms) g.summary.first_ms = started;
     if (added || started > g.summary.last_ms) g.summary.last_ms = started;
-    g.summary.build_name = select.getColumn(13).getString();
-    const std::int64_t job = select.getColumn(0).isNull() ? 0 : select.getColumn(0).getInt64();
+    g.summary.build_name = select.text(13);
+    const std::int64_t job = select.is_null(0) ? 0 : select.int64(0);
     if (job != 0) g.jobs.insert(job);
     if (contended == 0) g.quiet_job = std::max(g.quiet_job, job);
     if (contended != 1) g.open_job = std::max(g.open_job, job);
@@ -192,8 +193,8 @@ Rollups recomputed_rollups(const std::filesystem::path& path) {
 class TrendRollupsTest : public testing::TwoBuildsFixture {
  protected:
   void expect_consistent(const std::string& after) {
-    const Rollups stored = stored_rollups(path_);
-    const Rollups expected = recomputed_rollups(path_);
+    const Rollups stored = stored_rollups(*raw());
+    const Rollups expected = recomputed_rollups(*raw());
     EXPECT_EQ(stored.size(), expected.size()) << "after " << after;
     EXPECT_TRUE(stored == expected) << "rollups differ from the runs after " << after;
   }
@@ -204,13 +205,14 @@ class TrendRollupsTest : public testing::TwoBuildsFixture {
     return store_->create_job(job);
   }
 };
+INSTANTIATE_FOR_BOTH_ENGINES(TrendRollupsTest);
 
-TEST_F(TrendRollupsTest, FreshStoreHasNoRollups) {
-  EXPECT_TRUE(stored_rollups(path_).empty());
+TEST_P(TrendRollupsTest, FreshStoreHasNoRollups) {
+  EXPECT_TRUE(stored_rollups(*raw()).empty());
   EXPECT_TRUE(store_->query_trend_summaries(TrendQuery{}).empty());
 }
 
-TEST_F(TrendRollupsTest, RunsAreSummarisedAsTheyFinish) {
+TEST_P(TrendRollupsTest, RunsAreSummarisedAsTheyFinish) {
   const RowId job = start_job(mmq_a_);
   // A run in progress is not in a trend yet.
   db::Run running = make_job_run(job, mmq_a_, "q4_K", 1000, 0, std::nullopt);
@@ -218,14 +220,14 @@ TEST_F(TrendRollupsTest, RunsAreSummarisedAsTheyFinish) {
   running.tokens_per_s.reset();
   const RowId first = store_->add_run(running);
   expect_consistent("a running run");
-  EXPECT_TRUE(stored_rollups(path_).empty());
+  EXPECT_TRUE(stored_rollups(*raw()).empty());
 
   RunResult result;
   result.tokens_per_s = 400;
   result.contended = false;
   store_->finish_run(first, result, {});
   expect_consistent("finish_run");
-  ASSERT_EQ(stored_rollups(path_).size(), 1u);
+  ASSERT_EQ(stored_rollups(*raw()).size(), 1u);
 
   for (const auto& [started, tps] : {std::pair{2000, 300.0}, std::pair{3000, 500.0}, std::pair{4000, 350.0}}) {
     running.started_ms = started;
@@ -270,7 +272,7 @@ TEST_F(TrendRollupsTest, RunsAreSummarisedAsTheyFinish) {
   EXPECT_DOUBLE_EQ(points[0].median_tokens_per_s, 375.0);
 }
 
-TEST_F(TrendRollupsTest, ABuildsJobsMakeOnePointPerSeries) {
+TEST_P(TrendRollupsTest, ABuildsJobsMakeOnePointPerSeries) {
   // A build measured by three jobs (its own gate, then as the baseline of two others): one point per
   // series over all their runs, naming the newest job; a job's runs are one query away.
   std::vector<RowId> jobs;
@@ -304,7 +306,7 @@ TEST_F(TrendRollupsTest, ABuildsJobsMakeOnePointPerSeries) {
   EXPECT_THROW(store_->query_trend_summaries(one_job), StoreError);
 }
 
-TEST_F(TrendRollupsTest, APointKeepsOneTiming) {
+TEST_P(TrendRollupsTest, APointKeepsOneTiming) {
   // One build gated GEMM-timed and pass-timed in one week: a point per timing, each the median of
   // its own runs, where one point would have mixed two measurements.
   const RowId gemm = start_job(mmq_a_, TimingMode::Gemm);
@@ -340,7 +342,7 @@ TEST_F(TrendRollupsTest, APointKeepsOneTiming) {
   EXPECT_EQ(raw, (std::map<std::optional<TimingMode>, int>{{std::nullopt, 1}, {TimingMode::Gemm, 3}, {TimingMode::Pass, 3}}));
 }
 
-TEST_F(TrendRollupsTest, RunsOfTwoHostsArePointsOfTheirOwn) {
+TEST_P(TrendRollupsTest, RunsOfTwoHostsArePointsOfTheirOwn) {
   // One build measured on the same GPU model by two hosts in one week: a point per host, each the
   // median of its own runs, and the point says its host.
   const RowId job = start_job(mmq_a_);
@@ -374,7 +376,7 @@ TEST_F(TrendRollupsTest, RunsOfTwoHostsArePointsOfTheirOwn) {
   EXPECT_EQ(compare_hosts, raw_hosts);
 }
 
-TEST_F(TrendRollupsTest, APointNamesTheNewestJobAmongTheRunsItKeeps) {
+TEST_P(TrendRollupsTest, APointNamesTheNewestJobAmongTheRunsItKeeps) {
   // A quiet job, then a re-run of the same build that was contended throughout.
   const RowId quiet = start_job(mmq_a_);
   const RowId contended = start_job(mmq_a_);
@@ -398,7 +400,7 @@ TEST_F(TrendRollupsTest, APointNamesTheNewestJobAmongTheRunsItKeeps) {
   EXPECT_EQ(points[0].runs, 6);
 }
 
-TEST_F(TrendRollupsTest, ABuildsWeeksArePointsOfTheirOwn) {
+TEST_P(TrendRollupsTest, ABuildsWeeksArePointsOfTheirOwn) {
   // Monday 2026-11-30 00:00 UTC; one job's runs on either side of it, and a week later.
   constexpr std::int64_t kMonday = 1'795'996'800'000;
   const RowId job = start_job(mmq_a_);
@@ -407,7 +409,7 @@ TEST_F(TrendRollupsTest, ABuildsWeeksArePointsOfTheirOwn) {
     bundles.push_back({make_job_run(job, mmq_a_, "q4_K", started, 100.0 + double(started % 1000), false), {}, {}, {}});
   store_->record_runs(bundles);
   expect_consistent("runs in three weeks");
-  const Rollups stored = stored_rollups(path_);
+  const Rollups stored = stored_rollups(*raw());
   std::vector<std::pair<std::int64_t, std::int64_t>> weeks;  // week, runs
   for (const auto& [key, summary] : stored) weeks.emplace_back(std::get<8>(key), summary.runs);
   using W = std::vector<std::pair<std::int64_t, std::int64_t>>;
@@ -421,7 +423,7 @@ TEST_F(TrendRollupsTest, ABuildsWeeksArePointsOfTheirOwn) {
   EXPECT_EQ(store_->query_trend_summaries(query).size(), 1u);
 }
 
-TEST_F(TrendRollupsTest, AFinishThatSetsTheTokenCountMovesTheRunToItsSeries) {
+TEST_P(TrendRollupsTest, AFinishThatSetsTheTokenCountMovesTheRunToItsSeries) {
   const RowId job = start_job(mmq_a_);
   db::Run running = make_job_run(job, mmq_a_, "q4_K", 1000, 0, false);
   running.state = RunState::Running;
@@ -436,15 +438,15 @@ TEST_F(TrendRollupsTest, AFinishThatSetsTheTokenCountMovesTheRunToItsSeries) {
   result.tokens = 128;  // measured at another token count than planned: another series
   store_->finish_run(second, result, {});
   expect_consistent("a finish with a token count");
-  ASSERT_EQ(stored_rollups(path_).size(), 2u);
+  ASSERT_EQ(stored_rollups(*raw()).size(), 2u);
   // Re-finishing the first run at 128 tokens empties its old point, which goes away.
   store_->finish_run(first, result, {});
   expect_consistent("a run moved to another token count");
-  ASSERT_EQ(stored_rollups(path_).size(), 1u);
-  EXPECT_EQ(std::get<5>(stored_rollups(path_).begin()->first), 128);
+  ASSERT_EQ(stored_rollups(*raw()).size(), 1u);
+  EXPECT_EQ(std::get<5>(stored_rollups(*raw()).begin()->first), 128);
 }
 
-TEST_F(TrendRollupsTest, FailedCancelledAndInterruptedJobsStayConsistent) {
+TEST_P(TrendRollupsTest, FailedCancelledAndInterruptedJobsStayConsistent) {
   const RowId failed = start_job(mmq_a_);
   const RowId cancelled = start_job(mmq_b_);
   std::vector<RunBundle> bundles;
@@ -464,19 +466,19 @@ TEST_F(TrendRollupsTest, FailedCancelledAndInterruptedJobsStayConsistent) {
   running.state = RunState::Running;
   running.tokens_per_s.reset();
   store_->add_run(running);
-  const Rollups before_requeue = stored_rollups(path_);
+  const Rollups before_requeue = stored_rollups(*raw());
   store_->requeue_interrupted_jobs();
   expect_consistent("requeue_interrupted_jobs");
-  EXPECT_TRUE(stored_rollups(path_) == before_requeue);
+  EXPECT_TRUE(stored_rollups(*raw()) == before_requeue);
 
   ASSERT_TRUE(store_->claim_next_job(std::nullopt).has_value());
   ASSERT_TRUE(store_->claim_next_job(std::nullopt).has_value());
   EXPECT_TRUE(store_->end_job(failed, JobState::Failed, "worker crashed", {}, JobState::Running));
   EXPECT_TRUE(store_->end_job(cancelled, JobState::Cancelled, "", {}, JobState::Running));
   expect_consistent("end_job");
-  EXPECT_TRUE(stored_rollups(path_) == before_requeue);  // a job's end changes no run, so no point
+  EXPECT_TRUE(stored_rollups(*raw()) == before_requeue);  // a job's end changes no run, so no point
 
-  const Rollups stored = stored_rollups(path_);
+  const Rollups stored = stored_rollups(*raw());
   ASSERT_EQ(stored.size(), 2u);
   for (const auto& [key, summary] : stored) {
     if (std::get<0>(key) == mmq_a_) {
@@ -492,7 +494,7 @@ TEST_F(TrendRollupsTest, FailedCancelledAndInterruptedJobsStayConsistent) {
   }
 }
 
-TEST_F(TrendRollupsTest, ImportsAreSummarisedPerBuildAndSeries) {
+TEST_P(TrendRollupsTest, ImportsAreSummarisedPerBuildAndSeries) {
   ExternalImport batch;
   Build external = make_build("llama.cpp-b4000", "sha-ext");
   external.external = true;
@@ -507,9 +509,9 @@ TEST_F(TrendRollupsTest, ImportsAreSummarisedPerBuildAndSeries) {
   const ImportOutcome outcome = store_->import_external(batch);
   expect_consistent("import_external");
   // Importing the same file again adds nothing, and the rows stay as they were.
-  const Rollups before = stored_rollups(path_);
+  const Rollups before = stored_rollups(*raw());
   EXPECT_EQ(store_->import_external(batch).runs_already_stored, 5);
-  EXPECT_TRUE(stored_rollups(path_) == before);
+  EXPECT_TRUE(stored_rollups(*raw()) == before);
 
   // Imported runs have no co-tenant reading: they show only when unknown load is kept.
   TrendQuery query;
@@ -537,7 +539,7 @@ TEST_F(TrendRollupsTest, ImportsAreSummarisedPerBuildAndSeries) {
   expect_consistent("a second import");
 }
 
-TEST_F(TrendRollupsTest, SummariesFilterLikeTheRawTrend) {
+TEST_P(TrendRollupsTest, SummariesFilterLikeTheRawTrend) {
   const RowId job_a = start_job(mmq_a_);
   const RowId job_b = start_job(mmq_b_);
   std::vector<RunBundle> bundles;
@@ -609,7 +611,7 @@ class TrendRollupsMigrationTest : public TrendRollupsTest {
     imported.run = make_done_run(mmq_b_, "llama-13b", "q4_0", 9000, 55.0, std::nullopt);
     bundles.push_back(imported);
     store_->record_runs(bundles);
-    const Rollups written = stored_rollups(path_);
+    const Rollups written = stored_rollups(*raw());
     EXPECT_EQ(written.size(), 3u);
     store_.reset();
     return written;
@@ -625,18 +627,21 @@ class TrendRollupsMigrationTest : public TrendRollupsTest {
     raw.exec("PRAGMA user_version = 4");
   }
 };
+// Files from before a migration are SQLite's alone: a PostgreSQL database starts at version 0.
+INSTANTIATE_TEST_SUITE_P(SqliteFiles, TrendRollupsMigrationTest, ::testing::Values(testing::Engine::Sqlite),
+                         testing::engine_name);
 
-TEST_F(TrendRollupsMigrationTest, TheRunnerFillsTheRowsOfAStoreAtSchema4) {
+TEST_P(TrendRollupsMigrationTest, TheRunnerFillsTheRowsOfAStoreAtSchema4) {
   const Rollups written = write_history();
   back_to_schema_4();
-  store_ = open_store(path_);
-  EXPECT_EQ(store_->schema_version(), sqlite_schema_version_known());
+  store_ = reopen();
+  EXPECT_EQ(store_->schema_version(), schema_version_known());
   expect_consistent("migrating from schema 4");
-  EXPECT_TRUE(stored_rollups(path_) == written);
+  EXPECT_TRUE(stored_rollups(*raw()) == written);
   EXPECT_EQ(store_->integrity_check(), "ok");
 }
 
-TEST_F(TrendRollupsMigrationTest, TheRunnerReplacesThePerJobRowsOfAStoreAtSchema5) {
+TEST_P(TrendRollupsMigrationTest, TheRunnerReplacesThePerJobRowsOfAStoreAtSchema5) {
   const Rollups written = write_history();
   back_to_schema_4();
   {
@@ -646,14 +651,14 @@ TEST_F(TrendRollupsMigrationTest, TheRunnerReplacesThePerJobRowsOfAStoreAtSchema
     raw.exec("PRAGMA user_version = 5");
     ASSERT_EQ(raw.execAndGet("SELECT COUNT(*) FROM trend_rollups").getInt64(), 5);  // per job: 2 + 2, import 1
   }
-  store_ = open_store(path_);
+  store_ = reopen();
   expect_consistent("migrating from schema 5");
-  EXPECT_TRUE(stored_rollups(path_) == written);
+  EXPECT_TRUE(stored_rollups(*raw()) == written);
   SQLite::Database raw(path_.string(), SQLite::OPEN_READONLY);
   EXPECT_FALSE(raw.tableExists("trend_rollups"));
 }
 
-TEST_F(TrendRollupsMigrationTest, TheRunnerSplitsTheHostsOfAStoreAtSchema11) {
+TEST_P(TrendRollupsMigrationTest, TheRunnerSplitsTheHostsOfAStoreAtSchema11) {
   // Schema 11 kept one point for a build's runs on two hosts; 0012 recomputes them as a point per host.
   const RowId job = start_job(mmq_a_);
   std::vector<RunBundle> bundles;
@@ -663,7 +668,7 @@ TEST_F(TrendRollupsMigrationTest, TheRunnerSplitsTheHostsOfAStoreAtSchema11) {
     bundles.push_back(bundle);
   }
   store_->record_runs(bundles);
-  const Rollups written = stored_rollups(path_);
+  const Rollups written = stored_rollups(*raw());
   ASSERT_EQ(written.size(), 2u);
   store_.reset();
   {
@@ -673,13 +678,13 @@ TEST_F(TrendRollupsMigrationTest, TheRunnerSplitsTheHostsOfAStoreAtSchema11) {
     raw.exec("UPDATE build_rollups SET runs = 4, all_median = 150, all_low = 100, all_high = 200");
     testing::rewind_schema_to(raw, 11);
   }
-  store_ = open_store(path_);
-  EXPECT_EQ(store_->schema_version(), sqlite_schema_version_known());
+  store_ = reopen();
+  EXPECT_EQ(store_->schema_version(), schema_version_known());
   expect_consistent("migrating from schema 11");
-  EXPECT_TRUE(stored_rollups(path_) == written);
+  EXPECT_TRUE(stored_rollups(*raw()) == written);
 }
 
-TEST_F(TrendRollupsMigrationTest, TheRunnerSplitsTheMixedTimingPointsOfAStoreAtSchema6) {
+TEST_P(TrendRollupsMigrationTest, TheRunnerSplitsTheMixedTimingPointsOfAStoreAtSchema6) {
   // Schema 6 kept one point for a build's GEMM-timed and pass-timed runs of a week; 0007 recomputes
   // them as a point per timing.
   const RowId gemm = start_job(mmq_a_, TimingMode::Gemm);
@@ -690,7 +695,7 @@ TEST_F(TrendRollupsMigrationTest, TheRunnerSplitsTheMixedTimingPointsOfAStoreAtS
     bundles.push_back({make_job_run(pass, mmq_a_, "q8_0", 2000 + i, 300.0 + i, false), {}, {}, {}});
   }
   store_->record_runs(bundles);
-  const Rollups written = stored_rollups(path_);
+  const Rollups written = stored_rollups(*raw());
   ASSERT_EQ(written.size(), 2u);
   store_.reset();
   {
@@ -704,10 +709,10 @@ TEST_F(TrendRollupsMigrationTest, TheRunnerSplitsTheMixedTimingPointsOfAStoreAtS
     raw.exec("CREATE INDEX build_rollups_by_group ON build_rollups (build_id, series_key, tokens, week_ms)");
     raw.exec("PRAGMA user_version = 6");
   }
-  store_ = open_store(path_);
-  EXPECT_EQ(store_->schema_version(), sqlite_schema_version_known());
+  store_ = reopen();
+  EXPECT_EQ(store_->schema_version(), schema_version_known());
   expect_consistent("migrating from schema 6");
-  EXPECT_TRUE(stored_rollups(path_) == written);
+  EXPECT_TRUE(stored_rollups(*raw()) == written);
   EXPECT_EQ(store_->integrity_check(), "ok");
 }
 

@@ -25,6 +25,7 @@
 #include "qgate/cotenant/device_watch.h"
 #include "qgate/cotenant/nvml_sampler.h"
 #include "qgate/cotenant/replay.h"
+#include "qgate/db/postgres_store.h"
 #include "qgate/db/sqlite_store.h"
 #include "qgate/server/worker_cgroups.h"
 #include "qgate/common/default_paths.h"
@@ -209,15 +210,22 @@ void Daemon::start() {
   parts_->data_dir_lock.fd = lock_data_dir(options_.data_dir);
   if (access(options_.worker_binary.c_str(), X_OK) != 0)
     throw std::runtime_error("qgate-worker not found or not executable at " + options_.worker_binary);
-  db::SqliteOptions so;
-  so.path = options_.db_path;
   db::InterruptedJobs interrupted;
   // Why the database cannot be written (empty: it can). SQLite opens a file it cannot write
   // read-only without a word, so the first write is what tells.
   std::string read_only;
   try {
-    parts_->store = db::open_sqlite_store(so);
+    if (!options_.postgres_address.empty()) {
+      db::PostgresOptions po;
+      po.address = options_.postgres_address;
+      parts_->store = db::open_postgres_store(po);
+    } else {
+      db::SqliteOptions so;
+      so.path = options_.db_path;
+      parts_->store = db::open_sqlite_store(so);
+    }
   } catch (const db::StoreError& e) {
+    if (!options_.postgres_address.empty()) throw;  // the server's own words say why
     // A database that must be migrated first cannot be served read-only.
     if (e.kind() == db::StoreErrorKind::ReadOnly || access(options_.db_path.c_str(), W_OK) != 0)
       throw std::runtime_error("the database " + options_.db_path + " (or its directory) is read-only for uid " +
@@ -402,6 +410,10 @@ void Daemon::shutdown() {
 }
 
 std::string Daemon::listening_address() const { return parts_->address; }
+
+std::string Daemon::store_name() const {
+  return options_.postgres_address.empty() ? options_.db_path : "postgresql";
+}
 
 std::string Daemon::dashboard_url() const { return parts_->http_address; }
 

@@ -38,7 +38,7 @@ std::string MetricsExposition::text() const {
              "Always 1; the labels say which qgated this is and the database schema it writes.");
   out.sample({{"version", QGATE_VERSION},
               {"commit", QGATE_COMMIT},
-              {"schema_version", std::to_string(db::sqlite_schema_version_known())}},
+              {"schema_version", std::to_string(db::schema_version_known())}},
              1);
   out.family("qgate_uptime_seconds", MetricType::Gauge, "Seconds since qgated started.");
   out.sample({}, counted.uptime_s);

@@ -8,18 +8,24 @@
 #include <thread>
 
 #include "qgate/common/gpu_list.h"
+#include "qgate/db/postgres_store.h"
 #include "qgate/db/sqlite_store.h"
 #include "qgate/server/daemon.h"
 #include "qgate/server/daemon_log.h"
 
 int main(int argc, char** argv) {
   qgate::server::DaemonOptions o;
-  CLI::App app{"qgated: runs kernel builds' parity sweeps and A/B gates, keeps every figure in SQLite"};
+  CLI::App app{"qgated: runs kernel builds' parity sweeps and A/B gates, keeps every figure in SQLite or PostgreSQL"};
   app.set_version_flag("--version", std::string("qgated ") + QGATE_VERSION + " (" + QGATE_COMMIT + "), database schema " +
-                                        std::to_string(qgate::db::sqlite_schema_version_known()));
+                                        std::to_string(qgate::db::schema_version_known()));
   app.add_option("--listen", o.listen, "unix:///path or host:port (default: <data dir>/qgated.sock)");
   app.add_option("--data-dir", o.data_dir, "state directory (default: $QGATE_DATA_DIR or ~/.local/share/qgate)");
-  app.add_option("--db", o.db_path, "SQLite database (default: <data dir>/qgate.db)");
+  std::string store;
+  auto* db_flag = app.add_option("--db", o.db_path, "SQLite database (default: <data dir>/qgate.db)");
+  app.add_option("--store", store,
+                 "where the history and the queue live: a SQLite file, or a PostgreSQL database shared by a "
+                 "fleet (postgresql://user@host/db; what it leaves out comes from PG* variables; docs/fleet.md)")
+      ->excludes(db_flag);
   app.add_option("--backend", o.backend, "cuda or cpu")->check(CLI::IsMember({"cuda", "cpu"}))->capture_default_str();
   app.add_option("--gpu", o.gpu, "CUDA device ordinal")->check(CLI::NonNegativeNumber)->capture_default_str();
   std::string gpus;
@@ -114,6 +120,7 @@ int main(int argc, char** argv) {
   app.set_config("--config", "", "read flags from this TOML file, each under its flag's name without --");
   app.allow_config_extras(false);
   CLI11_PARSE(app, argc, argv);
+  (qgate::db::is_postgres_address(store) ? o.postgres_address : o.db_path) = store.empty() ? o.db_path : store;
   if (!gpus.empty()) {
     try {
       o.all_gpus = gpus == "all";
@@ -142,7 +149,7 @@ int main(int argc, char** argv) {
     daemon.start();
     // Scripts and tests wait for these two lines (and read the address from the first).
     qgate::server::log_always("listening on " + daemon.listening_address() + " (backend " + daemon.options().backend +
-                              ", device " + std::to_string(daemon.options().gpu) + ", db " + daemon.options().db_path +
+                              ", device " + std::to_string(daemon.options().gpu) + ", db " + daemon.store_name() +
                               ")");
     if (!daemon.dashboard_url().empty()) qgate::server::log_always("dashboard on " + daemon.dashboard_url());
     for (const auto& gpu : daemon.options().served)

@@ -21,7 +21,4 @@ struct SqliteOptions {
 /// the file was migrated by a newer qgate, CannotOpen / Corrupt / ReadOnly as the case may be.
 std::unique_ptr<Store> open_sqlite_store(const SqliteOptions& options);
 
-/// The schema version this library migrates to (the number of embedded migrations).
-int sqlite_schema_version_known();
-
 }  // namespace qgate::db

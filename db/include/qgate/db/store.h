@@ -1,5 +1,6 @@
-// qgate::db::Store: everything qgated keeps, behind one interface. SQLite is the embedded
-// implementation (sqlite_store.h); a PostgreSQL one for fleets is meant to be an addition beside it.
+// qgate::db::Store: everything qgated keeps, behind one interface, on one of two engines: SQLite, the
+// embedded default (sqlite_store.h), or PostgreSQL, which a fleet of daemons shares
+// (postgres_store.h). Both run the same store code, tables and migrations.
 //
 // Every method either completes or throws StoreError and leaves the database as it was: each write
 // is one transaction. Implementations are safe to call from several threads.
@@ -25,11 +26,15 @@ struct InterruptedJobs {
 /// The daemon deaths a job survives: the second ends it (docs/security.md).
 inline constexpr int kMaxDaemonDeaths = 2;
 
+/// The schema version this library migrates to (the number of migrations), on either engine.
+int schema_version_known();
+
 class Store {
  public:
   virtual ~Store() = default;
 
-  /// The schema version the open database is at (SQLite: PRAGMA user_version).
+  /// The schema version the open database is at (SQLite: PRAGMA user_version; PostgreSQL: the
+  /// table schema_migrations).
   virtual int schema_version() = 0;
 
   // --- Builds ---

@@ -23,6 +23,9 @@ class Daemon {
   std::string listening_address() const;
   /// The dashboard's URL ("http://127.0.0.1:8080/"), empty without --http.
   std::string dashboard_url() const;
+  /// Where the store lives, for the log: the SQLite file, or the PostgreSQL address's scheme alone
+  /// (an address may carry a password).
+  std::string store_name() const;
 
  private:
   struct Parts;

@@ -17,6 +17,8 @@ struct DaemonOptions : jobs::JobPolicy {
   std::string listen;                 // "unix:///path" or "host:port"; empty = <data dir>/qgated.sock
   std::string data_dir;               // empty = qgate::paths::default_data_dir()
   std::string db_path;                // empty = <data dir>/qgate.db
+  // A PostgreSQL store (postgresql://..., docs/fleet.md) instead of the SQLite file db_path.
+  std::string postgres_address;
   // Several GPUs (docs/two-gpus.md): --gpus 0,1 or all serves each with its own queue and sampler;
   // empty = just `gpu`. On the CPU backend each is a fake device: cpu_device_names gives their names
   // (one per entry, default "cpu") and cpu_slowdowns a simulated slowdown each (tests, default 1).

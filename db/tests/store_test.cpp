@@ -1,6 +1,6 @@
-// Tests of the SQLite store's behaviour: builds, the job lifecycle and crash recovery, runs and their
-// atomicity, parity cases, verdicts, co-tenant rows, trend and compare queries, and failure paths
-// (read-only file, full disk).
+// Tests of the store's behaviour, each case on both engines (SQLite and PostgreSQL): builds, the job
+// lifecycle and crash recovery, runs and their atomicity, parity cases, verdicts, co-tenant rows,
+// trend and compare queries; and SQLite's failure paths (read-only file, full disk).
 #include <gtest/gtest.h>
 
 #include <map>
@@ -17,7 +17,7 @@
 #include <SQLiteCpp/SQLiteCpp.h>
 
 #include "qgate/db/sqlite_store.h"
-#include "store_test_support.h"
+#include "engine_fixtures.h"
 
 namespace qgate::db {
 namespace {
@@ -29,32 +29,34 @@ using testing::open_store;
 using testing::raw_count;
 using testing::TempDir;
 
-class SqliteStoreTest : public testing::StoreFixture {
+class StoreTest : public testing::StoreFixture {
  protected:
   void SetUp() override {
     StoreFixture::SetUp();
+    if (IsSkipped()) return;
     build_id_ = store_->insert_build(make_build("mmq-k", "sha-base")).id;
   }
 
   RowId build_id_ = 0;
 };
+INSTANTIATE_FOR_BOTH_ENGINES(StoreTest);
 
 // --- Builds ---
 
-TEST_F(SqliteStoreTest, BuildsAreUniqueBySha256) {
+TEST_P(StoreTest, BuildsAreUniqueBySha256) {
   const BuildInsert first = store_->insert_build(make_build("a", "sha-x"));
   EXPECT_TRUE(first.inserted);
   const BuildInsert again = store_->insert_build(make_build("renamed", "sha-x"));
   EXPECT_FALSE(again.inserted);
   EXPECT_EQ(again.id, first.id);
-  EXPECT_EQ(raw_count(path_, "builds"), 2);  // sha-base and sha-x
+  EXPECT_EQ(raw_count("builds"), 2);  // sha-base and sha-x
   ASSERT_TRUE(store_->find_build_by_sha256("sha-x").has_value());
   EXPECT_EQ(store_->find_build_by_sha256("sha-x")->name, "a");  // the first stays as stored
   EXPECT_FALSE(store_->find_build_by_sha256("sha-none").has_value());
   EXPECT_FALSE(store_->find_build(9999).has_value());
 }
 
-TEST_F(SqliteStoreTest, BuildFieldsRoundTrip) {
+TEST_P(StoreTest, BuildFieldsRoundTrip) {
   Build build = make_build("ext", "sha-ext", 1234);
   build.flags = "-O3";
   build.size_bytes = 1 << 20;
@@ -75,7 +77,7 @@ TEST_F(SqliteStoreTest, BuildFieldsRoundTrip) {
   EXPECT_EQ(read->created_ms, 1234);
 }
 
-TEST_F(SqliteStoreTest, LookupByNameReturnsTheNewestBuild) {
+TEST_P(StoreTest, LookupByNameReturnsTheNewestBuild) {
   const RowId old_build = store_->insert_build(make_build("kern", "sha-1", 100)).id;
   const RowId newest = store_->insert_build(make_build("kern", "sha-2", 300)).id;
   const RowId middle = store_->insert_build(make_build("kern", "sha-3", 200)).id;
@@ -90,7 +92,7 @@ TEST_F(SqliteStoreTest, LookupByNameReturnsTheNewestBuild) {
 
 // --- Jobs ---
 
-TEST_F(SqliteStoreTest, JobLifecycleClaimsOldestFirst) {
+TEST_P(StoreTest, JobLifecycleClaimsOldestFirst) {
   // Created out of id order: the claim must follow created_ms, not the id.
   const RowId newer = store_->create_job(make_job(build_id_, 2000));
   const RowId oldest = store_->create_job(make_job(build_id_, 1000));
@@ -129,7 +131,7 @@ TEST_F(SqliteStoreTest, JobLifecycleClaimsOldestFirst) {
   EXPECT_THROW(store_->update_job_progress(777, "{}"), StoreError);
 }
 
-TEST_F(SqliteStoreTest, ListJobsIsNewestFirstAndFilters) {
+TEST_P(StoreTest, ListJobsIsNewestFirstAndFilters) {
   const RowId a = store_->create_job(make_job(build_id_, 1000));
   const RowId b = store_->create_job(make_job(build_id_, 3000));
   const RowId c = store_->create_job(make_job(build_id_, 2000));
@@ -147,7 +149,7 @@ TEST_F(SqliteStoreTest, ListJobsIsNewestFirstAndFilters) {
   EXPECT_EQ(store_->list_jobs(JobFilter{std::nullopt, 1}).size(), 1u);
 }
 
-TEST_F(SqliteStoreTest, ClaimTakesOnlyTheAskedDevice) {
+TEST_P(StoreTest, ClaimTakesOnlyTheAskedDevice) {
   const RowId on_zero = store_->create_job(make_job(build_id_, 1000, 0));
   const RowId on_one = store_->create_job(make_job(build_id_, 2000, 1));
   EXPECT_EQ(store_->claim_next_job(1)->id, on_one);
@@ -155,7 +157,7 @@ TEST_F(SqliteStoreTest, ClaimTakesOnlyTheAskedDevice) {
   EXPECT_EQ(store_->claim_next_job(0)->id, on_zero);
 }
 
-TEST_F(SqliteStoreTest, QuietOnlyJobsWaitUntilTheGpuIsQuiet) {
+TEST_P(StoreTest, QuietOnlyJobsWaitUntilTheGpuIsQuiet) {
   Job waiting = make_job(build_id_, 1000);
   waiting.quiet_only = true;
   waiting.deadline_ms = 99'000;
@@ -176,7 +178,7 @@ TEST_F(SqliteStoreTest, QuietOnlyJobsWaitUntilTheGpuIsQuiet) {
   EXPECT_THROW(store_->set_job_quiet_only(777, false), StoreError);
 }
 
-TEST_F(SqliteStoreTest, FindsDoneJobsWithContendedRuns) {
+TEST_P(StoreTest, FindsDoneJobsWithContendedRuns) {
   const RowId contended_job = store_->create_job(make_job(build_id_, 5000));
   const RowId quiet_job = store_->create_job(make_job(build_id_, 6000));
   const RowId old_job = store_->create_job(make_job(build_id_, 100));
@@ -199,11 +201,11 @@ TEST_F(SqliteStoreTest, FindsDoneJobsWithContendedRuns) {
   EXPECT_EQ(store_->jobs_with_contended_runs(0), (std::vector<RowId>{contended_job, old_job}));
 }
 
-TEST_F(SqliteStoreTest, ConcurrentClaimsNeverShareAJob) {
+TEST_P(StoreTest, ConcurrentClaimsNeverShareAJob) {
   constexpr int kJobs = 40;
   for (int i = 0; i < kJobs; ++i) store_->create_job(make_job(build_id_, 1000 + i));
   // Two daemons' worth of connections on one file, two threads each.
-  auto other = open_store(path_);
+  auto other = reopen();
   std::mutex claimed_mutex;
   std::vector<RowId> claimed;
   auto claim_all = [&](Store& store) {
@@ -223,7 +225,7 @@ TEST_F(SqliteStoreTest, ConcurrentClaimsNeverShareAJob) {
             static_cast<std::size_t>(kJobs));
 }
 
-TEST_F(SqliteStoreTest, RunningJobsAreRequeuedAfterACrash) {
+TEST_P(StoreTest, RunningJobsAreRequeuedAfterACrash) {
   const RowId crashed = store_->create_job(make_job(build_id_, 1000));
   const RowId waiting = store_->create_job(make_job(build_id_, 2000));
   ASSERT_EQ(store_->claim_next_job(std::nullopt)->id, crashed);
@@ -234,7 +236,7 @@ TEST_F(SqliteStoreTest, RunningJobsAreRequeuedAfterACrash) {
   const RowId run_id = store_->add_run(run);
 
   store_.reset();  // the daemon dies: nothing is finished or cleaned up
-  store_ = open_store(path_);
+  store_ = reopen();
 
   const std::vector<RowId> requeued = store_->requeue_interrupted_jobs().requeued;
   ASSERT_EQ(requeued, std::vector<RowId>{crashed});
@@ -249,7 +251,7 @@ TEST_F(SqliteStoreTest, RunningJobsAreRequeuedAfterACrash) {
 
   // The daemon dies under it a second time: it is not run again, and says why.
   store_.reset();
-  store_ = open_store(path_);
+  store_ = reopen();
   const db::InterruptedJobs second = store_->requeue_interrupted_jobs();
   EXPECT_TRUE(second.requeued.empty());
   ASSERT_EQ(second.given_up, std::vector<RowId>{crashed});
@@ -263,7 +265,7 @@ TEST_F(SqliteStoreTest, RunningJobsAreRequeuedAfterACrash) {
   EXPECT_EQ(store_->claim_next_job(std::nullopt)->id, waiting) << "the given-up job is never claimed again";
 }
 
-TEST_F(SqliteStoreTest, AnOrderlyStopRequeuesRunningJobsWithoutCountingADeath) {
+TEST_P(StoreTest, AnOrderlyStopRequeuesRunningJobsWithoutCountingADeath) {
   const RowId job = store_->create_job(make_job(build_id_, 1000));
   for (int stop = 0; stop < 3; ++stop) {
     ASSERT_EQ(store_->claim_next_job(std::nullopt)->id, job);
@@ -277,7 +279,7 @@ TEST_F(SqliteStoreTest, AnOrderlyStopRequeuesRunningJobsWithoutCountingADeath) {
 
 // --- Runs ---
 
-TEST_F(SqliteStoreTest, FinishRunStoresResultAndSamples) {
+TEST_P(StoreTest, FinishRunStoresResultAndSamples) {
   const RowId job = store_->create_job(make_job(build_id_, 1000));
   db::Run run = make_done_run(build_id_, "llama-7b", "q4_K", 5000, 0.0, std::nullopt);
   run.job_id = job;
@@ -315,7 +317,7 @@ TEST_F(SqliteStoreTest, FinishRunStoresResultAndSamples) {
 // A job's run of a profile with several weight types is stored whole, and each type's GEMMs as a part:
 // a run row of its own, with the type, its figures and the whole run's placement and co-tenant mark.
 // A part is a series of its own in trends; a job's own listing and count read whole runs only.
-TEST_F(SqliteStoreTest, RunsOfOtherSettingsAreOtherSeriesAndTheirPointsNameThem) {
+TEST_P(StoreTest, RunsOfOtherSettingsAreOtherSeriesAndTheirPointsNameThem) {
   // One llama-bench test at two micro-batch sizes: two series, never one pooled point.
   db::Run batched = make_done_run(build_id_, "llama 8B Q4_K - Medium", "", 5000, 11000.0, std::nullopt);
   db::Run smaller = batched;
@@ -346,7 +348,7 @@ TEST_F(SqliteStoreTest, RunsOfOtherSettingsAreOtherSeriesAndTheirPointsNameThem)
   EXPECT_NE(compared[0].settings, compared[1].settings);
 }
 
-TEST_F(SqliteStoreTest, ARunsPartsAreRunsOfTheirTypeThatAJobsOwnListingLeavesOut) {
+TEST_P(StoreTest, ARunsPartsAreRunsOfTheirTypeThatAJobsOwnListingLeavesOut) {
   const RowId job = store_->create_job(make_job(build_id_, 1000));
   db::Run run = make_done_run(build_id_, "llama-7b-q4_K_M", "", 5000, 0.0, std::nullopt);
   run.weight_type.reset();
@@ -426,7 +428,7 @@ TEST_F(SqliteStoreTest, ARunsPartsAreRunsOfTheirTypeThatAJobsOwnListingLeavesOut
   EXPECT_EQ(store_->count_runs(std::nullopt), 2);
 }
 
-TEST_F(SqliteStoreTest, RunWhoseSampleFailsMidwayLeavesNoRow) {
+TEST_P(StoreTest, RunWhoseSampleFailsMidwayLeavesNoRow) {
   RunBundle good;
   good.run = make_done_run(build_id_, "llama-7b", "q4_K", 1000, 400.0, false);
   good.samples = {{"tokens_per_s", "tok/s", 400.0}};
@@ -435,18 +437,18 @@ TEST_F(SqliteStoreTest, RunWhoseSampleFailsMidwayLeavesNoRow) {
 
   EXPECT_THROW(store_->record_runs(std::vector<RunBundle>{bad}), StoreError);
   EXPECT_EQ(store_->count_runs(std::nullopt), 0);
-  EXPECT_EQ(raw_count(path_, "samples"), 0);
+  EXPECT_EQ(raw_count("samples"), 0);
 
   // A good run before the bad one in the same batch goes too: the batch is one transaction.
   EXPECT_THROW(store_->record_runs(std::vector<RunBundle>{good, bad}), StoreError);
   EXPECT_EQ(store_->count_runs(std::nullopt), 0);
-  EXPECT_EQ(raw_count(path_, "samples"), 0);
+  EXPECT_EQ(raw_count("samples"), 0);
 
   EXPECT_EQ(store_->record_runs(std::vector<RunBundle>{good}).size(), 1u);
   EXPECT_EQ(store_->count_runs(std::nullopt), 1);
 }
 
-TEST_F(SqliteStoreTest, ImportStoresBuildsAndRunsTogetherOrNothing) {
+TEST_P(StoreTest, ImportStoresBuildsAndRunsTogetherOrNothing) {
   ExternalImport batch;
   Build external = make_build("llama.cpp@abc/CUDA0/NVIDIA H200", "ext-sha-1");
   external.external = true;
@@ -483,7 +485,7 @@ TEST_F(SqliteStoreTest, ImportStoresBuildsAndRunsTogetherOrNothing) {
   EXPECT_EQ(store_->count_runs(std::nullopt), 2);
 }
 
-TEST_F(SqliteStoreTest, FailedFinishLeavesTheRunUnfinished) {
+TEST_P(StoreTest, FailedFinishLeavesTheRunUnfinished) {
   db::Run run = make_done_run(build_id_, "llama-7b", "q4_K", 1000, 0.0, std::nullopt);
   run.state = RunState::Running;
   run.tokens_per_s.reset();
@@ -500,7 +502,7 @@ TEST_F(SqliteStoreTest, FailedFinishLeavesTheRunUnfinished) {
 
 // --- Parity, verdicts, co-tenant ---
 
-TEST_F(SqliteStoreTest, ParityCasesAreStoredAsOneBatch) {
+TEST_P(StoreTest, ParityCasesAreStoredAsOneBatch) {
   const RowId job = store_->create_job(make_job(build_id_, 1000));
   ParityCaseRecord parity;
   parity.job_id = job;
@@ -531,7 +533,7 @@ TEST_F(SqliteStoreTest, ParityCasesAreStoredAsOneBatch) {
   EXPECT_GT(cases[0].created_ms, 0);
 }
 
-TEST_F(SqliteStoreTest, VerdictIsInsertedThenReplaced) {
+TEST_P(StoreTest, VerdictIsInsertedThenReplaced) {
   const RowId job = store_->create_job(make_job(build_id_, 1000));
   Verdict verdict;
   verdict.job_id = job;
@@ -555,11 +557,11 @@ TEST_F(SqliteStoreTest, VerdictIsInsertedThenReplaced) {
   EXPECT_EQ(stored->comparison, Comparison::Same);
   EXPECT_EQ(stored->ratio, 0.987);
   EXPECT_EQ(stored->reasons, verdict.reasons);
-  EXPECT_EQ(raw_count(path_, "verdicts"), 1);
+  EXPECT_EQ(raw_count("verdicts"), 1);
   EXPECT_FALSE(store_->find_verdict(job + 1).has_value());
 }
 
-TEST_F(SqliteStoreTest, FinishingAJobWritesItsVerdictAndStateTogether) {
+TEST_P(StoreTest, FinishingAJobWritesItsVerdictAndStateTogether) {
   const RowId job = store_->create_job(make_job(build_id_, 1000));
   Verdict verdict;
   verdict.job_id = job;
@@ -583,7 +585,7 @@ TEST_F(SqliteStoreTest, FinishingAJobWritesItsVerdictAndStateTogether) {
   EXPECT_THROW(store_->finish_job_with_verdict(Verdict{.job_id = 777}, ok, "{}"), StoreError);
 }
 
-TEST_F(SqliteStoreTest, CotenantSummaryMarksTheRunAndKeepsSamples) {
+TEST_P(StoreTest, CotenantSummaryMarksTheRunAndKeepsSamples) {
   const RowId run_id = store_->add_run(make_done_run(build_id_, "p", "q4_0", 1000, 155.0, std::nullopt));
   CotenantSummary summary;
   summary.run_id = run_id;
@@ -612,7 +614,7 @@ TEST_F(SqliteStoreTest, CotenantSummaryMarksTheRunAndKeepsSamples) {
   store_->put_cotenant(summary, std::vector<CotenantSample>(samples.begin(), samples.begin() + 1));
   EXPECT_EQ(store_->find_run(run_id)->contended, false);
   EXPECT_EQ(store_->cotenant_samples(run_id).size(), 1u);
-  EXPECT_EQ(raw_count(path_, "cotenant"), 1);
+  EXPECT_EQ(raw_count("cotenant"), 1);
 
   summary.run_id = 99999;
   EXPECT_THROW(store_->put_cotenant(summary, {}), StoreError);
@@ -624,6 +626,7 @@ class TrendTest : public testing::TwoBuildsFixture {
  protected:
   void SetUp() override {
     TwoBuildsFixture::SetUp();
+    if (IsSkipped()) return;
     f16_ = store_->insert_build(make_build("f16-x", "sha-f", 30)).id;
     std::vector<RunBundle> bundles;
     auto add = [&](RowId build, const char* profile, const char* type, std::int64_t started,
@@ -660,8 +663,9 @@ class TrendTest : public testing::TwoBuildsFixture {
   RowId f16_ = 0;
   std::vector<RowId> ids_;
 };
+INSTANTIATE_FOR_BOTH_ENGINES(TrendTest);
 
-TEST_F(TrendTest, DefaultsToQuietRunsOnly) {
+TEST_P(TrendTest, DefaultsToQuietRunsOnly) {
   TrendQuery query;
   query.profile = "llama-7b";
   query.weight_type = "q4_K";
@@ -670,7 +674,7 @@ TEST_F(TrendTest, DefaultsToQuietRunsOnly) {
   EXPECT_EQ(run_ids(query), pick({0, 1, 3, 5, 6}));
 }
 
-TEST_F(TrendTest, FiltersByProfileTypeSinceAndGlob) {
+TEST_P(TrendTest, FiltersByProfileTypeSinceAndGlob) {
   TrendQuery query;
   query.profile = "llama-7b";
   EXPECT_EQ(run_ids(query), pick({0, 2, 3, 5}));
@@ -691,7 +695,7 @@ TEST_F(TrendTest, FiltersByProfileTypeSinceAndGlob) {
   EXPECT_EQ(run_ids(limited), pick({0, 2}));
 }
 
-TEST_F(TrendTest, RowsCarryBuildNameAndSha) {
+TEST_P(TrendTest, RowsCarryBuildNameAndSha) {
   TrendQuery query;
   query.build_name_glob = "f16-?";
   const auto rows = store_->query_trend(query);
@@ -703,7 +707,7 @@ TEST_F(TrendTest, RowsCarryBuildNameAndSha) {
   EXPECT_EQ(rows[0].contended, false);
 }
 
-TEST_F(TrendTest, CompareRunsReturnsOneBuildsFinishedRunsWithTheirSeriesFields) {
+TEST_P(TrendTest, CompareRunsReturnsOneBuildsFinishedRunsWithTheirSeriesFields) {
   CompareRunsQuery query;
   query.build_id = mmq_a_;
   const auto runs = store_->compare_runs(query);
@@ -732,7 +736,7 @@ TEST_F(TrendTest, CompareRunsReturnsOneBuildsFinishedRunsWithTheirSeriesFields) 
   EXPECT_EQ(store_->compare_runs(query)[0].run_id, ids_[4]);
 }
 
-TEST_F(TrendTest, CompareRunsCarryTheirJobAndItsTiming) {
+TEST_P(TrendTest, CompareRunsCarryTheirJobAndItsTiming) {
   Job job;
   job.kind = "gate";
   job.build_id = mmq_a_;

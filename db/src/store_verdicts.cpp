@@ -1,12 +1,12 @@
-// The SQLite store's parity cases, verdicts (with their per-type ratios, leaks and output identity)
+// The store's parity cases, verdicts (with their per-type ratios, leaks and output identity)
 // and the co-tenant load recorded for each run.
-#include "detail/sqlite_store_impl.h"
+#include "detail/sql_store_impl.h"
 
 namespace qgate::db::detail {
 
-void SqliteStore::add_parity_cases(std::span<const ParityCaseRecord> cases) {
+void SqlStore::add_parity_cases(std::span<const ParityCaseRecord> cases) {
   guarded("add_parity_cases", [&] {
-    SQLite::Transaction transaction(database_, SQLite::TransactionBehavior::IMMEDIATE);
+    SqlTransaction transaction(*connection_, TransactionKind::Write);
     const std::int64_t now = now_ms();
     for (const ParityCaseRecord& parity : cases) {
       ParityCaseRecord row = parity;
@@ -19,31 +19,31 @@ void SqliteStore::add_parity_cases(std::span<const ParityCaseRecord> cases) {
   });
 }
 
-std::vector<ParityCaseRecord> SqliteStore::parity_cases(RowId job_id) {
+std::vector<ParityCaseRecord> SqlStore::parity_cases(RowId job_id) {
   return guarded("parity_cases", [&] {
     ScopedStatement select(prepared(
         fmt::format("SELECT {} FROM parity_cases WHERE job_id = ? ORDER BY id", parity_case_record().column_list())));
     bind_all(*select, job_id);
     std::vector<ParityCaseRecord> cases;
-    while (select->executeStep()) cases.push_back(read_record(parity_case_record(), *select));
+    while (select->step()) cases.push_back(read_record(parity_case_record(), *select));
     return cases;
   });
 }
 
-void SqliteStore::put_verdict(const Verdict& verdict) {
+void SqlStore::put_verdict(const Verdict& verdict) {
   guarded("put_verdict", [&] {
-    SQLite::Transaction transaction(database_, SQLite::TransactionBehavior::IMMEDIATE);
+    SqlTransaction transaction(*connection_, TransactionKind::Write);
     upsert_verdict(verdict);
     transaction.commit();
   });
 }
 
-bool SqliteStore::finish_job_with_verdict(const Verdict& verdict, const JobEnding& ending,
+bool SqlStore::finish_job_with_verdict(const Verdict& verdict, const JobEnding& ending,
                              std::string_view progress_json) {
   return guarded("finish_job_with_verdict", [&] {
     // One transaction: a crash leaves either a running job without a verdict (re-run at the next
     // start) or a done job with its verdict, never a verdict on a job that will run again.
-    SQLite::Transaction transaction(database_, SQLite::TransactionBehavior::IMMEDIATE);
+    SqlTransaction transaction(*connection_, TransactionKind::Write);
     ScopedStatement update(prepared(
         "UPDATE jobs SET state = 'done', progress_json = ?, finished_ms = ?, disposition = ?, "
         "disposition_detail = ? WHERE id = ? AND state = 'running'"));
@@ -60,20 +60,20 @@ bool SqliteStore::finish_job_with_verdict(const Verdict& verdict, const JobEndin
   });
 }
 
-std::optional<Verdict> SqliteStore::find_verdict(RowId job_id) {
+std::optional<Verdict> SqlStore::find_verdict(RowId job_id) {
   return guarded("find_verdict", [&]() -> std::optional<Verdict> {
-    SQLite::Transaction transaction(database_, SQLite::TransactionBehavior::DEFERRED);
+    SqlTransaction transaction(*connection_, TransactionKind::Read);
     std::optional<Verdict> verdict;
     {
       ScopedStatement select(
           prepared(fmt::format("SELECT {} FROM verdicts WHERE job_id = ?", verdict_record().column_list())));
       bind_all(*select, job_id);
-      if (!select->executeStep()) return std::nullopt;
+      if (!select->step()) return std::nullopt;
       verdict = with_labels(read_record(verdict_record(), *select), Labels::Read);
     }
     std::vector<JobListing> one(1);
     one.front().verdict = std::move(verdict);
-    attach_verdict_children(one, "SELECT ?", [&](SQLite::Statement& statement) {
+    attach_verdict_children(one, "SELECT ?", [&](SqlStatement& statement) {
       detail::bind_value(statement, 1, job_id);
     });
     transaction.commit();
@@ -81,10 +81,10 @@ std::optional<Verdict> SqliteStore::find_verdict(RowId job_id) {
   });
 }
 
-void SqliteStore::put_cotenant(const CotenantSummary& summary,
+void SqlStore::put_cotenant(const CotenantSummary& summary,
                   std::span<const CotenantSample> samples) {
   guarded("put_cotenant", [&] {
-    SQLite::Transaction transaction(database_, SQLite::TransactionBehavior::IMMEDIATE);
+    SqlTransaction transaction(*connection_, TransactionKind::Write);
     upsert_cotenant(summary.run_id, summary);
     ScopedStatement clear(prepared("DELETE FROM cotenant_samples WHERE run_id = ?"));
     bind_all(*clear, summary.run_id);
@@ -102,27 +102,27 @@ void SqliteStore::put_cotenant(const CotenantSummary& summary,
   });
 }
 
-std::optional<CotenantSummary> SqliteStore::find_cotenant(RowId run_id) {
+std::optional<CotenantSummary> SqlStore::find_cotenant(RowId run_id) {
   return guarded("find_cotenant", [&]() -> std::optional<CotenantSummary> {
     ScopedStatement select(prepared(
         fmt::format("SELECT {} FROM cotenant WHERE run_id = ?", cotenant_record().column_list())));
     bind_all(*select, run_id);
-    if (!select->executeStep()) return std::nullopt;
+    if (!select->step()) return std::nullopt;
     return read_record(cotenant_record(), *select);
   });
 }
 
-std::vector<CotenantSample> SqliteStore::cotenant_samples(RowId run_id) {
+std::vector<CotenantSample> SqlStore::cotenant_samples(RowId run_id) {
   return guarded("cotenant_samples", [&] {
     ScopedStatement select(prepared(child_select_sql(cotenant_sample_record(), "= ?", "t_ms, id")));
     bind_all(*select, run_id);
     std::vector<CotenantSample> samples;
-    while (select->executeStep()) samples.push_back(read_record(cotenant_sample_record(), *select, 1));
+    while (select->step()) samples.push_back(read_record(cotenant_sample_record(), *select, 1));
     return samples;
   });
 }
 
-void SqliteStore::upsert_verdict(const Verdict& verdict) {
+void SqlStore::upsert_verdict(const Verdict& verdict) {
   // INSERT ... ON CONFLICT DO UPDATE is spelled the same in PostgreSQL.
   {
     Verdict row = with_labels(verdict, Labels::Stored);
@@ -153,7 +153,7 @@ void SqliteStore::upsert_verdict(const Verdict& verdict) {
   }
 }
 
-Verdict SqliteStore::with_labels(Verdict verdict, Labels as) {
+Verdict SqlStore::with_labels(Verdict verdict, Labels as) {
   for (auto [id, label] : {std::pair{verdict.arm_a_build_id, &verdict.arm_a_label},
                            std::pair{verdict.arm_b_build_id, &verdict.arm_b_label}}) {
     if (!id) continue;
@@ -164,7 +164,7 @@ Verdict SqliteStore::with_labels(Verdict verdict, Labels as) {
   return verdict;
 }
 
-void SqliteStore::upsert_cotenant(RowId run_id, const CotenantSummary& summary) {
+void SqlStore::upsert_cotenant(RowId run_id, const CotenantSummary& summary) {
   CotenantSummary row = summary;
   row.run_id = run_id;
   ScopedStatement upsert(prepared(upsert_sql(cotenant_record())));
@@ -172,7 +172,7 @@ void SqliteStore::upsert_cotenant(RowId run_id, const CotenantSummary& summary) 
   upsert->exec();
 }
 
-void SqliteStore::insert_cotenant_samples(RowId run_id, std::span<const CotenantSample> samples) {
+void SqlStore::insert_cotenant_samples(RowId run_id, std::span<const CotenantSample> samples) {
   for (const CotenantSample& sample : samples) {
     ScopedStatement insert(prepared(child_insert_sql(cotenant_sample_record())));
     bind_child(*insert, cotenant_sample_record(), run_id, 0, sample);

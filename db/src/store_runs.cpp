@@ -1,14 +1,14 @@
-// The SQLite store's runs: a run's start and finish (with its samples and its per-weight-type parts),
+// The store's runs: a run's start and finish (with its samples and its per-weight-type parts),
 // bulk recording, imports from other tools, and the reads of single runs.
 #include <set>
 
-#include "detail/sqlite_store_impl.h"
+#include "detail/sql_store_impl.h"
 
 namespace qgate::db::detail {
 
-RowId SqliteStore::add_run(const Run& run) {
+RowId SqlStore::add_run(const Run& run) {
   return guarded("add_run", [&] {
-    SQLite::Transaction transaction(database_, SQLite::TransactionBehavior::IMMEDIATE);
+    SqlTransaction transaction(*connection_, TransactionKind::Write);
     const RowId id = insert_run(run, run.contended);
     refresh_rollups_of_run(id);
     transaction.commit();
@@ -16,9 +16,9 @@ RowId SqliteStore::add_run(const Run& run) {
   });
 }
 
-void SqliteStore::finish_run(RowId run_id, const RunResult& result, std::span<const Sample> samples) {
+void SqlStore::finish_run(RowId run_id, const RunResult& result, std::span<const Sample> samples) {
   guarded("finish_run", [&] {
-    SQLite::Transaction transaction(database_, SQLite::TransactionBehavior::IMMEDIATE);
+    SqlTransaction transaction(*connection_, TransactionKind::Write);
     // The result may set the token count, which moves the run to another point: both are redone.
     RollupScopes scopes;
     add_group_of_run(run_id, scopes);
@@ -39,9 +39,9 @@ void SqliteStore::finish_run(RowId run_id, const RunResult& result, std::span<co
   });
 }
 
-std::vector<RowId> SqliteStore::record_runs(std::span<const RunBundle> bundles) {
+std::vector<RowId> SqlStore::record_runs(std::span<const RunBundle> bundles) {
   return guarded("record_runs", [&] {
-    SQLite::Transaction transaction(database_, SQLite::TransactionBehavior::IMMEDIATE);
+    SqlTransaction transaction(*connection_, TransactionKind::Write);
     std::vector<RowId> ids;
     ids.reserve(bundles.size());
     RollupScopes scopes;
@@ -63,12 +63,13 @@ std::vector<RowId> SqliteStore::record_runs(std::span<const RunBundle> bundles) 
   });
 }
 
-ImportOutcome SqliteStore::import_external(const ExternalImport& batch) {
+ImportOutcome SqlStore::import_external(const ExternalImport& batch) {
   return guarded("import_external", [&] {
-    SQLite::Transaction transaction(database_, SQLite::TransactionBehavior::IMMEDIATE);
+    SqlTransaction transaction(*connection_, TransactionKind::Write);
     ImportOutcome outcome;
     RollupScopes scopes;
     for (const Build& build : batch.builds) {
+      connection_->lock_key("build " + build.sha256);
       if (auto existing = select_build("sha256 = ?", build.sha256)) {
         outcome.build_ids.push_back(existing->id);
         continue;
@@ -77,8 +78,7 @@ ImportOutcome SqliteStore::import_external(const ExternalImport& batch) {
       row.created_ms = or_now(row.created_ms);
       ScopedStatement insert(prepared(insert_sql(build_record())));
       bind_record(*insert, build_record(), row);
-      insert->exec();
-      outcome.build_ids.push_back(database_.getLastInsertRowid());
+      outcome.build_ids.push_back(insert->exec_returning_key());
       ++outcome.builds_added;
     }
     for (const ImportedRun& imported : batch.runs) {
@@ -91,9 +91,9 @@ ImportOutcome SqliteStore::import_external(const ExternalImport& batch) {
       run.build_id = outcome.build_ids[imported.build_index];
       ScopedStatement same(prepared(
           "SELECT 1 FROM runs WHERE job_id IS NULL AND build_id = ? AND started_ms = ? AND profile = ? "
-          "AND path = ? AND tokens = ? AND tokens_per_s IS ? LIMIT 1"));
+          "AND path = ? AND tokens = ? AND tokens_per_s IS NOT DISTINCT FROM ? LIMIT 1"));
       bind_all(*same, run.build_id, run.started_ms, run.profile, run.path, run.tokens, run.tokens_per_s);
-      if (same->executeStep()) {
+      if (same->step()) {
         ++outcome.runs_already_stored;
         continue;
       }
@@ -108,7 +108,7 @@ ImportOutcome SqliteStore::import_external(const ExternalImport& batch) {
   });
 }
 
-void SqliteStore::import_checks(const ImportedChecks& checks, ImportOutcome& outcome) {
+void SqlStore::import_checks(const ImportedChecks& checks, ImportOutcome& outcome) {
   if (checks.build_index >= outcome.build_ids.size()) {
     throw StoreError(StoreErrorKind::Constraint, fmt::format("imported checks name build {} of {}",
                                                              checks.build_index, outcome.build_ids.size()));
@@ -120,7 +120,7 @@ void SqliteStore::import_checks(const ImportedChecks& checks, ImportOutcome& out
   ScopedStatement same(prepared(
       "SELECT 1 FROM jobs WHERE build_id = ? AND kind = ? AND profile = ? AND created_ms = ? LIMIT 1"));
   bind_all(*same, job.build_id, job.kind, job.profile, job.created_ms);
-  if (same->executeStep()) {
+  if (same->step()) {
     outcome.check_jobs.emplace_back();
     return;
   }
@@ -130,8 +130,7 @@ void SqliteStore::import_checks(const ImportedChecks& checks, ImportOutcome& out
   job.finished_ms = job.created_ms;
   ScopedStatement insert(prepared(insert_sql(job_record())));
   bind_record(*insert, job_record(), job);
-  insert->exec();
-  const RowId job_id = database_.getLastInsertRowid();
+  const RowId job_id = insert->exec_returning_key();
   for (const ParityCaseRecord& parity : checks.cases) {
     ParityCaseRecord row = parity;
     row.job_id = job_id;
@@ -148,36 +147,36 @@ void SqliteStore::import_checks(const ImportedChecks& checks, ImportOutcome& out
   outcome.check_jobs.emplace_back(job_id);
 }
 
-std::optional<Run> SqliteStore::find_run(RowId id) {
+std::optional<Run> SqlStore::find_run(RowId id) {
   return guarded("find_run", [&]() -> std::optional<Run> {
     ScopedStatement select(prepared(fmt::format("SELECT {} FROM runs WHERE id = ?", run_record().column_list())));
     bind_all(*select, id);
-    if (!select->executeStep()) return std::nullopt;
+    if (!select->step()) return std::nullopt;
     return read_record(run_record(), *select);
   });
 }
 
-std::vector<Sample> SqliteStore::run_samples(RowId run_id) {
+std::vector<Sample> SqlStore::run_samples(RowId run_id) {
   return guarded("run_samples", [&] {
     ScopedStatement select(prepared(child_select_sql(sample_record(), "= ?")));
     bind_all(*select, run_id);
     std::vector<Sample> samples;
-    while (select->executeStep()) samples.push_back(read_record(sample_record(), *select, 1));
+    while (select->step()) samples.push_back(read_record(sample_record(), *select, 1));
     return samples;
   });
 }
 
-std::int64_t SqliteStore::count_runs(std::optional<RowId> job_id) {
+std::int64_t SqlStore::count_runs(std::optional<RowId> job_id) {
   return guarded("count_runs", [&] {
     ScopedStatement select(prepared(job_id ? "SELECT COUNT(*) FROM runs WHERE job_id = ? AND part_of IS NULL"
                                            : "SELECT COUNT(*) FROM runs"));
     if (job_id) bind_all(*select, *job_id);
-    select->executeStep();
-    return select->getColumn(0).getInt64();
+    select->step();
+    return select->int64(0);
   });
 }
 
-void SqliteStore::insert_parts(RowId run_id, std::span<const RunPart> parts, RollupScopes& scopes) {
+void SqlStore::insert_parts(RowId run_id, std::span<const RunPart> parts, RollupScopes& scopes) {
   for (RowId old : part_ids(run_id)) add_group_of_run(old, scopes);
   ScopedStatement clear(prepared("DELETE FROM runs WHERE part_of = ?"));
   bind_all(*clear, run_id);
@@ -185,7 +184,7 @@ void SqliteStore::insert_parts(RowId run_id, std::span<const RunPart> parts, Rol
   if (parts.empty()) return;
   ScopedStatement select(prepared(fmt::format("SELECT {} FROM runs WHERE id = ?", run_record().column_list())));
   bind_all(*select, run_id);
-  if (!select->executeStep()) return;
+  if (!select->step()) return;
   const Run whole = read_record(run_record(), *select);
   for (const RunPart& part : parts) {
     Run row = whole;
@@ -199,15 +198,15 @@ void SqliteStore::insert_parts(RowId run_id, std::span<const RunPart> parts, Rol
   }
 }
 
-std::vector<RowId> SqliteStore::part_ids(RowId run_id) {
+std::vector<RowId> SqlStore::part_ids(RowId run_id) {
   ScopedStatement select(prepared("SELECT id FROM runs WHERE part_of = ?"));
   bind_all(*select, run_id);
   std::vector<RowId> ids;
-  while (select->executeStep()) ids.push_back(select->getColumn(0).getInt64());
+  while (select->step()) ids.push_back(select->int64(0));
   return ids;
 }
 
-RowId SqliteStore::insert_run(const Run& run, std::optional<bool> contended, RollupScopes* scopes) {
+RowId SqlStore::insert_run(const Run& run, std::optional<bool> contended, RollupScopes* scopes) {
   const std::string series_key =
       run.series_key.empty() ? make_series_key(build_name(run.build_id), run) : run.series_key;
   Run row = run;
@@ -216,13 +215,12 @@ RowId SqliteStore::insert_run(const Run& run, std::optional<bool> contended, Rol
   row.contended = contended;
   ScopedStatement insert(prepared(insert_sql(run_record())));
   bind_record(*insert, run_record(), row);
-  insert->exec();
-  const RowId id = database_.getLastInsertRowid();
+  const RowId id = insert->exec_returning_key();
   if (scopes) add_group_of_run(id, *scopes);
   return id;
 }
 
-void SqliteStore::insert_samples(RowId run_id, std::span<const Sample> samples) {
+void SqlStore::insert_samples(RowId run_id, std::span<const Sample> samples) {
   for (const Sample& sample : samples) {
     ScopedStatement insert(prepared(child_insert_sql(sample_record())));
     bind_child(*insert, sample_record(), run_id, 0, sample);

@@ -1,37 +1,20 @@
-// The SQLite side of the record declarations (record_declarations.h): the SQL of an insert, upsert or
-// select made from a declaration, binding a row's columns, and reading a row back by the
-// declaration's columns rather than by hand-counted positions.
+// The SQL side of the record declarations (record_declarations.h), for every engine: the SQL of an
+// insert, upsert or select made from a declaration, binding a row's columns, and reading a row back
+// by the declaration's columns rather than by hand-counted positions.
 #pragma once
-
-#include <sqlite3.h>
 
 #include <string>
 
-#include <SQLiteCpp/SQLiteCpp.h>
 #include <fmt/format.h>
 
 #include "../record_declarations.h"
 #include "qgate/db/store_error.h"
+#include "sql_connection.h"
 
 namespace qgate::db::detail {
 
-inline void bind_stored(SQLite::Statement& statement, int index, const StoredValue& value) {
-  if (const auto* i = std::get_if<std::int64_t>(&value)) statement.bind(index, *i);
-  else if (const auto* d = std::get_if<double>(&value)) statement.bind(index, *d);
-  else if (const auto* s = std::get_if<std::string>(&value)) statement.bind(index, *s);
-  else statement.bind(index);  // NULL
-}
-
-inline StoredValue read_stored(const SQLite::Column& column) {
-  switch (column.getType()) {
-    case SQLITE_INTEGER: return column.getInt64();
-    case SQLITE_FLOAT: return column.getDouble();
-    case SQLITE_NULL: return std::monostate{};
-    default: return column.getString();
-  }
-}
-
-/// "INSERT INTO table (columns but a generated key) VALUES (?, ...)".
+/// "INSERT INTO table (columns but a generated key) VALUES (?, ...)", and "RETURNING key" when the
+/// engine generates the key: step() the statement once to read the new row's key.
 template <class Row>
 std::string insert_sql(const RecordDeclaration<Row>& record) {
   std::string names, marks;
@@ -39,7 +22,8 @@ std::string insert_sql(const RecordDeclaration<Row>& record) {
     names += fmt::format("{}{}", names.empty() ? "" : ", ", column->name);
     marks += marks.empty() ? "?" : ", ?";
   }
-  return fmt::format("INSERT INTO {} ({}) VALUES ({})", record.table, names, marks);
+  return fmt::format("INSERT INTO {} ({}) VALUES ({}){}", record.table, names, marks,
+                     record.generated_key ? fmt::format(" RETURNING {}", record.key) : "");
 }
 
 /// insert_sql, and on a conflict on the key every other column replaced (spelled the same in
@@ -51,14 +35,20 @@ std::string upsert_sql(const RecordDeclaration<Row>& record) {
     if (column->name == record.key) continue;
     updates += fmt::format("{}{} = excluded.{}", updates.empty() ? "" : ", ", column->name, column->name);
   }
-  return fmt::format("{} ON CONFLICT ({}) DO UPDATE SET {}", insert_sql(record), record.key, updates);
+  std::string names, marks;
+  for (const auto* column : record.inserted()) {
+    names += fmt::format("{}{}", names.empty() ? "" : ", ", column->name);
+    marks += marks.empty() ? "?" : ", ?";
+  }
+  return fmt::format("INSERT INTO {} ({}) VALUES ({}) ON CONFLICT ({}) DO UPDATE SET {}", record.table, names,
+                     marks, record.key, updates);
 }
 
 /// Binds the inserted columns of `row` from parameter 1 on, in insert_sql's order.
 template <class Row>
-void bind_record(SQLite::Statement& statement, const RecordDeclaration<Row>& record, const Row& row) {
+void bind_record(SqlStatement& statement, const RecordDeclaration<Row>& record, const Row& row) {
   int index = 1;
-  for (const auto* column : record.inserted()) bind_stored(statement, index++, column->store(row));
+  for (const auto* column : record.inserted()) statement.bind(index++, column->store(row));
 }
 
 /// A child record's insert: its parent's key, its position when it is positioned, then its columns.
@@ -72,12 +62,12 @@ std::string child_insert_sql(const RecordDeclaration<Row>& record) {
 
 /// Binds a child row under `parent` (and at `position` when the record is positioned).
 template <class Row>
-void bind_child(SQLite::Statement& statement, const RecordDeclaration<Row>& record, std::int64_t parent,
+void bind_child(SqlStatement& statement, const RecordDeclaration<Row>& record, std::int64_t parent,
                 std::int64_t position, const Row& row) {
   int index = 1;
   statement.bind(index++, parent);
   if (record.positioned) statement.bind(index++, position);
-  for (const auto& column : record.columns) bind_stored(statement, index++, column.store(row));
+  for (const auto& column : record.columns) statement.bind(index++, column.store(row));
 }
 
 /// "SELECT parent_key, columns FROM table WHERE parent_key <condition> ORDER BY parent_key[, position]":
@@ -93,20 +83,20 @@ std::string child_select_sql(const RecordDeclaration<Row>& record, std::string_v
 /// can read one record after another. A stored value a member cannot take is StoreError naming the
 /// row ("job 7: ...").
 template <class Row>
-Row read_record(const RecordDeclaration<Row>& record, SQLite::Statement& statement, int first = 0) {
+Row read_record(const RecordDeclaration<Row>& record, const SqlStatement& statement, int first = 0) {
   // The row's key, for an error: its own key column, or a child's parent key, the column before its
   // own (child_select_sql). Read only when a value does not load.
   auto key_of_row = [&]() -> std::string {
     for (int i = 0; i < record.count(); ++i) {
-      if (record.columns[static_cast<size_t>(i)].name == record.key) return statement.getColumn(first + i).getString();
+      if (record.columns[static_cast<size_t>(i)].name == record.key) return statement.text(first + i);
     }
-    return first > 0 ? statement.getColumn(first - 1).getString() : "?";
+    return first > 0 ? statement.text(first - 1) : "?";
   };
   Row row;
   for (int i = 0; i < record.count(); ++i) {
     const auto& column = record.columns[static_cast<size_t>(i)];
     try {
-      column.load(row, read_stored(statement.getColumn(first + i)));
+      column.load(row, statement.value(first + i));
     } catch (const StoreError& error) {
       throw StoreError(error.kind(), fmt::format("{} {}: {}", record.row_name, key_of_row(), error.what()));
     }

@@ -1,7 +1,7 @@
-// The SQLite store's one class, declared once for the files that define it by table group:
-// sqlite_store.cpp (opening, migrations, statements), sqlite_builds_jobs.cpp, sqlite_runs.cpp,
-// sqlite_verdicts.cpp and sqlite_history.cpp (trends, compares and the trend points kept in
-// build_rollups). Private to db/.
+// The store's one class, declared once for the files that define it by table group: sql_store.cpp
+// (opening, migrations), store_builds_jobs.cpp, store_runs.cpp, store_verdicts.cpp and
+// store_history.cpp (trends, compares and the trend points kept in build_rollups). It speaks SQL
+// that both engines run, through an SqlConnection (SQLite or PostgreSQL). Private to db/.
 #pragma once
 
 #include <chrono>
@@ -20,12 +20,12 @@
 #include <utility>
 #include <vector>
 
-#include <SQLiteCpp/SQLiteCpp.h>
 #include <fmt/format.h>
 
-#include "qgate/db/sqlite_store.h"
-#include "sqlite_checked.h"
-#include "sqlite_records.h"
+#include "qgate/db/store.h"
+#include "sql_checked.h"
+#include "sql_connection.h"
+#include "sql_records.h"
 
 namespace qgate::db::detail {
 
@@ -44,15 +44,14 @@ inline std::int64_t or_now(std::int64_t ms) { return ms != 0 ? ms : now_ms(); }
 int build_rollups_version();
 
 /// The statement that recomputes the trend points (build_rollups) of the runs that `scope`, a
-/// condition on runs r, selects (sqlite_history.cpp).
+/// condition on runs r, selects (store_history.cpp).
 std::string rollup_recompute(std::string_view scope);
 
-class SqliteStore final : public Store {
+class SqlStore final : public Store {
  public:
-  explicit SqliteStore(const SqliteOptions& options)
-      : path_(options.path.string()), read_only_(options.read_only),
-        database_(open_database(options)) {
-    configure(options);
+  /// Migrates the database unless read_only (then it must be at this library's version already).
+  SqlStore(std::unique_ptr<SqlConnection> connection, bool read_only)
+      : read_only_(read_only), connection_(std::move(connection)) {
     migrate();
   }
   int schema_version() override;
@@ -114,20 +113,6 @@ class SqliteStore final : public Store {
   /// One external build's checks as a finished parity job, inside import_external's transaction.
   void import_checks(const ImportedChecks& checks, ImportOutcome& outcome);
 
-  // Switches the connection to synchronous=FULL for one commit and back to NORMAL afterwards.
-  class DurableCommitScope {
-   public:
-    explicit DurableCommitScope(SQLite::Database& database) : database_(database) {
-      database_.exec("PRAGMA synchronous = FULL");
-    }
-    ~DurableCommitScope() { database_.tryExec("PRAGMA synchronous = NORMAL"); }
-    DurableCommitScope(const DurableCommitScope&) = delete;
-    DurableCommitScope& operator=(const DurableCommitScope&) = delete;
-
-   private:
-    SQLite::Database& database_;
-  };
-
   // A build's name (in the series key) and label (in a verdict's arms); remembered because bulk
   // loads ask for the same few. A build row never changes.
   struct BuildNaming {
@@ -145,20 +130,14 @@ class SqliteStore final : public Store {
                std::source_location where = std::source_location::current())
       -> std::invoke_result_t<Body&> {
     std::lock_guard lock(mutex_);
-    return detail::checked_sqlite(operation, path_, std::forward<Body>(body), where);
-  }
-
-  template <class... Values>
-  static void bind_all_from(SQLite::Statement& statement, int first, const Values&... values) {
-    int index = first - 1;
-    (detail::bind_value(statement, ++index, values), ...);
+    return detail::checked_sql(operation, connection_->where(), std::forward<Body>(body), where);
   }
 
   template <class Key>
   std::optional<Build> select_build(const char* where, const Key& key) {
     ScopedStatement select(prepared(fmt::format("SELECT {} FROM builds WHERE {}", build_record().column_list(), where)));
     bind_all(*select, key);
-    if (!select->executeStep()) return std::nullopt;
+    if (!select->step()) return std::nullopt;
     return read_record(build_record(), *select);
   }
 
@@ -178,13 +157,13 @@ class SqliteStore final : public Store {
     const int build_first = job_record().count();
     const int baseline_first = build_first + build_record().count();
     const int verdict_first = baseline_first + build_record().count();
-    while (select->executeStep()) {
+    while (select->step()) {
       JobListing listing;
       listing.job = read_record(job_record(), *select);
       listing.build = read_record(build_record(), *select, build_first);
-      if (!select->getColumn(baseline_first).isNull())
+      if (!select->is_null(baseline_first))
         listing.baseline = read_record(build_record(), *select, baseline_first);
-      if (!select->getColumn(verdict_first).isNull())
+      if (!select->is_null(verdict_first))
         listing.verdict = with_labels(read_record(verdict_record(), *select, verdict_first), Labels::Read);
       listings.push_back(std::move(listing));
     }
@@ -205,36 +184,33 @@ class SqliteStore final : public Store {
     {
       ScopedStatement select(prepared(child_select_sql(type_ratio_record(), in_jobs)));
       bind(*select);
-      while (select->executeStep()) {
-        const auto found = by_job.find(select->getColumn(0).getInt64());
+      while (select->step()) {
+        const auto found = by_job.find(select->int64(0));
         if (found != by_job.end()) found->second->per_type.push_back(read_record(type_ratio_record(), *select, 1));
       }
     }
     {
       ScopedStatement select(prepared(child_select_sql(leak_record(), in_jobs)));
       bind(*select);
-      while (select->executeStep()) {
-        const auto found = by_job.find(select->getColumn(0).getInt64());
+      while (select->step()) {
+        const auto found = by_job.find(select->int64(0));
         if (found != by_job.end()) found->second->leaks.push_back(read_record(leak_record(), *select, 1));
       }
     }
     ScopedStatement select(prepared(child_select_sql(output_identity_record(), in_jobs, "job_id")));
     bind(*select);
-    while (select->executeStep()) {
-      const auto found = by_job.find(select->getColumn(0).getInt64());
+    while (select->step()) {
+      const auto found = by_job.find(select->int64(0));
       if (found != by_job.end()) found->second->identity = read_record(output_identity_record(), *select, 1);
     }
   }
 
-  static SQLite::Database open_database(const SqliteOptions& options);
-  void configure(const SqliteOptions& options);
   void migrate();
 
   /// What a migration needs done in code, in its transaction: the rows that the store's own
   /// statements compute, so a migration file never repeats them.
   void after_migration(int version);
-  int read_user_version();
-  SQLite::Statement& prepared(const std::string& sql);
+  SqlStatement& prepared(const std::string& sql) { return connection_->prepared(sql); }
   std::optional<Job> select_job(RowId id);
 
   // The verdict upsert with its child rows (replaced), inside the caller's transaction.
@@ -268,12 +244,9 @@ class SqliteStore final : public Store {
   void upsert_cotenant(RowId run_id, const CotenantSummary& summary);
   void insert_cotenant_samples(RowId run_id, std::span<const CotenantSample> samples);
 
-  std::string path_;
   bool read_only_;
   std::mutex mutex_;
-  SQLite::Database database_;
-  // Declared after database_ so the statements are finalized before the connection closes.
-  std::unordered_map<std::string, std::unique_ptr<SQLite::Statement>> statements_;
+  std::unique_ptr<SqlConnection> connection_;
   std::unordered_map<RowId, BuildNaming> build_namings_;
 };
 

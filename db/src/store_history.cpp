@@ -1,7 +1,7 @@
-// The SQLite store's history: trend points (kept in build_rollups and rewritten with the runs that
+// The store's history: trend points (kept in build_rollups and rewritten with the runs that
 // change them), trend summaries, and the runs that compare reads.
 #include "detail/compare_runs_sql.h"
-#include "detail/sqlite_store_impl.h"
+#include "detail/sql_store_impl.h"
 
 namespace qgate::db::detail {
 
@@ -22,6 +22,14 @@ const std::string kWeekOfRun =
 /// migration 0010).
 constexpr const char* kRollupKeyHead = "build_id, series_key, week_ms, timing, part";
 
+/// A run's co-tenant filters as conditions on its contended flag c, in SQL both engines run (no
+/// SQLite "c IS 0"): quiet is known quiet, open is not known contended (quiet or unknown).
+constexpr const char* kQuietRun = "(c IS NOT NULL AND c = 0)";
+constexpr const char* kOpenRun = "(c IS NULL OR c <> 1)";
+/// The partitions of the rank windows need a value rather than a condition: 1 where it holds.
+constexpr const char* kQuietRunFlag = "CASE WHEN c IS NOT NULL AND c = 0 THEN 1 ELSE 0 END";
+constexpr const char* kOpenRunFlag = "CASE WHEN c IS NULL OR c <> 1 THEN 1 ELSE 0 END";
+
 constexpr const char* kRollupRecompute = R"sql(INSERT INTO build_rollups ({key_head}, {series}, build_name, build_sha256, commit_sha,
                            first_ms, last_ms, jobs, runs, contended_runs, unknown_runs, quiet_runs, quiet_median,
                            quiet_low, quiet_high, quiet_last_job, open_runs, open_median, open_low, open_high,
@@ -29,22 +37,22 @@ constexpr const char* kRollupRecompute = R"sql(INSERT INTO build_rollups ({key_h
 WITH scoped AS (
   SELECT build_id, series_key, {week} AS week_ms,
          COALESCE((SELECT j.timing FROM jobs j WHERE j.id = r.job_id), '') AS timing,
-         (part_of IS NOT NULL) AS part, {series}, job_id, started_ms, tokens_per_s AS v, contended AS c
+         CASE WHEN part_of IS NULL THEN 0 ELSE 1 END AS part, {series}, job_id, started_ms, tokens_per_s AS v, contended AS c
   FROM runs r
   WHERE r.state = 'done' AND r.tokens_per_s IS NOT NULL AND {scope}
 ),
 ranked AS (
   SELECT scoped.*,
          row_number() OVER (PARTITION BY {group} ORDER BY v) AS all_rank,
-         row_number() OVER (PARTITION BY {group}, c IS 0 ORDER BY v) AS quiet_rank,
-         row_number() OVER (PARTITION BY {group}, c IS NOT 1 ORDER BY v) AS open_rank
+         row_number() OVER (PARTITION BY {group}, {quiet_flag} ORDER BY v) AS quiet_rank,
+         row_number() OVER (PARTITION BY {group}, {open_flag} ORDER BY v) AS open_rank
   FROM scoped
 ),
 counted AS (
   SELECT ranked.*,
          count(*) OVER g AS all_n,
-         sum(c IS 0) OVER g AS quiet_n,
-         sum(c IS NOT 1) OVER g AS open_n
+         count(CASE WHEN {quiet} THEN 1 END) OVER g AS quiet_n,
+         count(CASE WHEN {open} THEN 1 END) OVER g AS open_n
   FROM ranked
   WINDOW g AS (PARTITION BY {group})
 )
@@ -57,17 +65,17 @@ FROM (
   SELECT {group},
          min(started_ms) AS first_ms, max(started_ms) AS last_ms,
          count(DISTINCT job_id) AS jobs, count(*) AS runs,
-         sum(c IS 1) AS contended_runs, sum(c IS NULL) AS unknown_runs,
-         sum(c IS 0) AS quiet_runs,
-         avg(CASE WHEN c IS 0 AND quiet_rank IN ((quiet_n + 1) / 2, (quiet_n + 2) / 2) THEN v END) AS quiet_median,
-         min(CASE WHEN c IS 0 THEN v END) AS quiet_low,
-         max(CASE WHEN c IS 0 THEN v END) AS quiet_high,
-         COALESCE(max(CASE WHEN c IS 0 THEN job_id END), 0) AS quiet_last_job,
-         sum(c IS NOT 1) AS open_runs,
-         avg(CASE WHEN c IS NOT 1 AND open_rank IN ((open_n + 1) / 2, (open_n + 2) / 2) THEN v END) AS open_median,
-         min(CASE WHEN c IS NOT 1 THEN v END) AS open_low,
-         max(CASE WHEN c IS NOT 1 THEN v END) AS open_high,
-         COALESCE(max(CASE WHEN c IS NOT 1 THEN job_id END), 0) AS open_last_job,
+         count(CASE WHEN c = 1 THEN 1 END) AS contended_runs, count(CASE WHEN c IS NULL THEN 1 END) AS unknown_runs,
+         count(CASE WHEN {quiet} THEN 1 END) AS quiet_runs,
+         avg(CASE WHEN {quiet} AND quiet_rank IN ((quiet_n + 1) / 2, (quiet_n + 2) / 2) THEN v END) AS quiet_median,
+         min(CASE WHEN {quiet} THEN v END) AS quiet_low,
+         max(CASE WHEN {quiet} THEN v END) AS quiet_high,
+         COALESCE(max(CASE WHEN {quiet} THEN job_id END), 0) AS quiet_last_job,
+         count(CASE WHEN {open} THEN 1 END) AS open_runs,
+         avg(CASE WHEN {open} AND open_rank IN ((open_n + 1) / 2, (open_n + 2) / 2) THEN v END) AS open_median,
+         min(CASE WHEN {open} THEN v END) AS open_low,
+         max(CASE WHEN {open} THEN v END) AS open_high,
+         COALESCE(max(CASE WHEN {open} THEN job_id END), 0) AS open_last_job,
          avg(CASE WHEN all_rank IN ((all_n + 1) / 2, (all_n + 2) / 2) THEN v END) AS all_median,
          min(v) AS all_low, max(v) AS all_high, COALESCE(max(job_id), 0) AS all_last_job
   FROM counted
@@ -76,12 +84,13 @@ FROM (
 
 /// Binds a trend query's time bound and the filters it gives (profile, weight type, path, build
 /// name pattern), in that order from index 1, as both trend reads spell them; returns the next index.
-int bind_trend_filters(SQLite::Statement& statement, const TrendQuery& query) {
+int bind_trend_filters(SqlStatement& statement, const TrendQuery& query, const SqlConnection& connection) {
   int index = 1;
   detail::bind_value(statement, index++, query.since_ms);
-  for (const auto* filter : {&query.profile, &query.weight_type, &query.path, &query.build_name_glob}) {
+  for (const auto* filter : {&query.profile, &query.weight_type, &query.path}) {
     if (*filter) detail::bind_value(statement, index++, **filter);
   }
+  if (query.build_name_glob) detail::bind_value(statement, index++, connection.glob_argument(*query.build_name_glob));
   return index;
 }
 
@@ -91,10 +100,12 @@ std::string rollup_recompute(std::string_view scope) {
   static const std::string group = fmt::format("{}, {}", kRollupKeyHead, series_column_list());
   return fmt::format(kRollupRecompute, fmt::arg("scope", scope), fmt::arg("group", group),
                      fmt::arg("key_head", kRollupKeyHead), fmt::arg("series", series_column_list()),
-                     fmt::arg("x_series", series_column_list("x")), fmt::arg("week", kWeekOfRun));
+                     fmt::arg("x_series", series_column_list("x")), fmt::arg("week", kWeekOfRun),
+                     fmt::arg("quiet", kQuietRun), fmt::arg("open", kOpenRun),
+                     fmt::arg("quiet_flag", kQuietRunFlag), fmt::arg("open_flag", kOpenRunFlag));
 }
 
-std::vector<TrendRow> SqliteStore::query_trend(const TrendQuery& query) {
+std::vector<TrendRow> SqlStore::query_trend(const TrendQuery& query) {
   return guarded("query_trend", [&] {
     // Only the filters given go into the SQL (rather than "? IS NULL OR col = ?"), so the planner
     // sees plain equalities and uses runs_by_profile_type / runs_by_series. Each shape of query
@@ -107,7 +118,7 @@ std::vector<TrendRow> SqliteStore::query_trend(const TrendQuery& query) {
     // A weight type asked for is that type's runs, parts included; none is whole runs (docs/trends.md).
     sql += query.weight_type ? " AND r.weight_type = ?" : " AND r.part_of IS NULL";
     if (query.path) sql += " AND r.path = ?";
-    if (query.build_name_glob) sql += " AND b.name GLOB ?";
+    if (query.build_name_glob) sql += " AND " + connection_->glob_condition("b.name");
     if (query.job_id) sql += " AND r.job_id = ? AND r.part_of IS NULL";  // a job's own runs are whole
     if (!query.include_contended)
       sql += query.include_unknown ? " AND (r.contended = 0 OR r.contended IS NULL)" : " AND r.contended = 0";
@@ -115,17 +126,17 @@ std::vector<TrendRow> SqliteStore::query_trend(const TrendQuery& query) {
     if (query.limit) sql += " LIMIT ?";
 
     ScopedStatement select(prepared(sql));
-    int index = bind_trend_filters(*select, query);
+    int index = bind_trend_filters(*select, query, *connection_);
     if (query.job_id) detail::bind_value(*select, index++, *query.job_id);
     if (query.limit) detail::bind_value(*select, index++, *query.limit);
 
     std::vector<TrendRow> rows;
-    while (select->executeStep()) rows.push_back(read_record(trend_row_projection(), *select));
+    while (select->step()) rows.push_back(read_record(trend_row_projection(), *select));
     return rows;
   });
 }
 
-std::vector<TrendSummary> SqliteStore::query_trend_summaries(const TrendQuery& query) {
+std::vector<TrendSummary> SqlStore::query_trend_summaries(const TrendQuery& query) {
   return guarded("query_trend_summaries", [&] {
     if (query.job_id) {
       throw StoreError(StoreErrorKind::InvalidValue,
@@ -141,24 +152,24 @@ std::vector<TrendSummary> SqliteStore::query_trend_summaries(const TrendQuery& q
     if (query.profile) sql += " AND profile = ?";
     sql += query.weight_type ? " AND weight_type = ?" : " AND part = 0";
     if (query.path) sql += " AND path = ?";
-    if (query.build_name_glob) sql += " AND build_name GLOB ?";
+    if (query.build_name_glob) sql += " AND " + connection_->glob_condition("build_name");
     if (!query.include_contended) sql += fmt::format(" AND {}_runs > 0", set);
     sql += " ORDER BY first_ms, id";
     if (query.limit) sql += " LIMIT ?";
 
     ScopedStatement select(prepared(sql));
-    int index = bind_trend_filters(*select, query);
+    int index = bind_trend_filters(*select, query, *connection_);
     if (query.limit) detail::bind_value(*select, index++, *query.limit);
 
     std::vector<TrendSummary> rows;
-    while (select->executeStep()) rows.push_back(read_record(projection, *select));
+    while (select->step()) rows.push_back(read_record(projection, *select));
     return rows;
   });
 }
 
-std::vector<CompareRun> SqliteStore::compare_runs(const CompareRunsQuery& query) {
+std::vector<CompareRun> SqlStore::compare_runs(const CompareRunsQuery& query) {
   return guarded("compare_runs", [&] {
-    // The build's runs come through runs_by_build_series (with a profile SQLite may pick
+    // The build's runs come through runs_by_build_series (with a profile the planner may pick
     // runs_by_profile_time); the optional filters are added only when given, so each shape of
     // the query is one cached statement.
     std::string sql = detail::compare_run_select() +
@@ -174,24 +185,26 @@ std::vector<CompareRun> SqliteStore::compare_runs(const CompareRunsQuery& query)
     if (query.tokens) detail::bind_value(*select, index++, *query.tokens);
     if (query.weight_type) detail::bind_value(*select, index++, *query.weight_type);
     std::vector<CompareRun> runs;
-    while (select->executeStep()) runs.push_back(read_record(compare_run_projection(), *select));
+    while (select->step()) runs.push_back(read_record(compare_run_projection(), *select));
     return runs;
   });
 }
 
-std::vector<CompareRun> SqliteStore::job_compare_runs(RowId job_id) {
+std::vector<CompareRun> SqlStore::job_compare_runs(RowId job_id) {
   return guarded("job_compare_runs", [&] {
     // runs_by_job: the job's own rows, never its builds' (detail/compare_runs_sql.h).
     ScopedStatement select(prepared(detail::job_compare_runs_sql()));
     bind_all(*select, job_id);
     std::vector<CompareRun> runs;
-    while (select->executeStep()) runs.push_back(read_record(compare_run_projection(), *select));
+    while (select->step()) runs.push_back(read_record(compare_run_projection(), *select));
     return runs;
   });
 }
 
-void SqliteStore::refresh_rollups(const RollupScopes& scopes) {
+void SqlStore::refresh_rollups(const RollupScopes& scopes) {
   for (const auto& [build_id, series_key, tokens, week_ms] : scopes.groups) {
+    // Two daemons finishing runs of one point must not interleave its delete and insert.
+    connection_->lock_key(fmt::format("rollup {} {} {} {}", build_id, series_key, tokens, week_ms));
     ScopedStatement clear(prepared(
         "DELETE FROM build_rollups WHERE build_id = ? AND series_key = ? AND tokens = ? AND week_ms = ?"));
     bind_all(*clear, build_id, series_key, tokens, week_ms);
@@ -205,16 +218,16 @@ void SqliteStore::refresh_rollups(const RollupScopes& scopes) {
   }
 }
 
-void SqliteStore::add_group_of_run(RowId run_id, RollupScopes& scopes) {
+void SqlStore::add_group_of_run(RowId run_id, RollupScopes& scopes) {
   ScopedStatement select(prepared(
       fmt::format("SELECT build_id, series_key, tokens, {} FROM runs WHERE id = ?", kWeekOfRun)));
   bind_all(*select, run_id);
-  if (!select->executeStep()) return;
-  scopes.groups.emplace(select->getColumn(0).getInt64(), select->getColumn(1).getString(),
-                        select->getColumn(2).getInt64(), select->getColumn(3).getInt64());
+  if (!select->step()) return;
+  scopes.groups.emplace(select->int64(0), select->text(1),
+                        select->int64(2), select->int64(3));
 }
 
-void SqliteStore::refresh_rollups_of_run(RowId run_id) {
+void SqlStore::refresh_rollups_of_run(RowId run_id) {
   RollupScopes scopes;
   add_group_of_run(run_id, scopes);
   refresh_rollups(scopes);

@@ -1,7 +1,7 @@
-// The SQLite store's builds and jobs: uploads stored once by SHA-256, the queue (claim, requeue after
+// The store's builds and jobs: uploads stored once by SHA-256, the queue (claim, requeue after
 // a daemon's death), job states and endings, and the listings that join a job with its builds and
 // verdict.
-#include "detail/sqlite_store_impl.h"
+#include "detail/sql_store_impl.h"
 
 namespace qgate::db::detail {
 
@@ -22,7 +22,7 @@ std::string job_filter_sql(const JobFilter& filter, std::string_view alias) {
 }
 
 /// Binds a JobFilter's parameters from `index` on; returns the next free index.
-int bind_job_filter(SQLite::Statement& statement, const JobFilter& filter, int index) {
+int bind_job_filter(SqlStatement& statement, const JobFilter& filter, int index) {
   if (filter.state) detail::bind_value(statement, index++, to_string(*filter.state));
   if (filter.quiet_only) detail::bind_value(statement, index++, *filter.quiet_only);
   if (filter.remeasure_of) detail::bind_value(statement, index++, *filter.remeasure_of);
@@ -31,9 +31,10 @@ int bind_job_filter(SQLite::Statement& statement, const JobFilter& filter, int i
 
 }  // namespace
 
-BuildInsert SqliteStore::insert_build(const Build& build) {
+BuildInsert SqlStore::insert_build(const Build& build) {
   return guarded("insert_build", [&] {
-    SQLite::Transaction transaction(database_, SQLite::TransactionBehavior::IMMEDIATE);
+    SqlTransaction transaction(*connection_, TransactionKind::Write);
+    connection_->lock_key("build " + build.sha256);
     if (auto existing = select_build("sha256 = ?", build.sha256)) {
       return BuildInsert{existing->id, false};
     }
@@ -41,47 +42,44 @@ BuildInsert SqliteStore::insert_build(const Build& build) {
     row.created_ms = or_now(row.created_ms);
     ScopedStatement insert(prepared(insert_sql(build_record())));
     bind_record(*insert, build_record(), row);
-    insert->exec();
-    const RowId id = database_.getLastInsertRowid();
+    const RowId id = insert->exec_returning_key();
     transaction.commit();
     return BuildInsert{id, true};
   });
 }
 
-std::optional<Build> SqliteStore::find_build(RowId id) {
+std::optional<Build> SqlStore::find_build(RowId id) {
   return guarded("find_build", [&] { return select_build("id = ?", id); });
 }
 
-std::optional<Build> SqliteStore::find_build_by_sha256(std::string_view sha256) {
+std::optional<Build> SqlStore::find_build_by_sha256(std::string_view sha256) {
   return guarded("find_build_by_sha256", [&] { return select_build("sha256 = ?", sha256); });
 }
 
-std::optional<Build> SqliteStore::find_latest_build_by_name(std::string_view name) {
+std::optional<Build> SqlStore::find_latest_build_by_name(std::string_view name) {
   return guarded("find_latest_build_by_name", [&] {
     return select_build("name = ? ORDER BY created_ms DESC, id DESC LIMIT 1", name);
   });
 }
 
-std::vector<Build> SqliteStore::list_builds(std::optional<std::string_view> name, int limit) {
+std::vector<Build> SqlStore::list_builds(std::optional<std::string_view> name, int limit) {
   return guarded("list_builds", [&] {
     std::vector<Build> out;
-    ScopedStatement select(prepared(fmt::format(
-        "SELECT {} FROM builds WHERE (? IS NULL OR name = ?) ORDER BY created_ms DESC, id DESC LIMIT ?",
-        build_record().column_list())));
-    std::optional<std::string> n;
-    if (name) n = std::string(*name);
-    bind_all(*select, n, n, limit);
-    while (select->executeStep()) out.push_back(read_record(build_record(), *select));
+    ScopedStatement select(prepared(fmt::format("SELECT {} FROM builds{} ORDER BY created_ms DESC, id DESC LIMIT ?",
+                                                build_record().column_list(), name ? " WHERE name = ?" : "")));
+    if (name) bind_all(*select, *name, limit);
+    else bind_all(*select, limit);
+    while (select->step()) out.push_back(read_record(build_record(), *select));
     return out;
   });
 }
 
-RowId SqliteStore::create_job(const Job& job) {
+RowId SqlStore::create_job(const Job& job) {
   return guarded("create_job", [&] {
-    // The submit RPC's promise: this commit alone is synced as well (synchronous=FULL), so an
+    // The submit RPC's promise: this commit is synced to stable storage before it returns, so an
     // acknowledged job survives a power cut, not only a daemon crash.
-    DurableCommitScope durable(database_);
-    SQLite::Transaction transaction(database_, SQLite::TransactionBehavior::IMMEDIATE);
+    connection_->make_next_commit_durable();
+    SqlTransaction transaction(*connection_, TransactionKind::Write);
     Job row = job;
     row.state = JobState::Queued;
     row.created_ms = or_now(row.created_ms);
@@ -89,21 +87,20 @@ RowId SqliteStore::create_job(const Job& job) {
     row.finished_ms.reset();
     ScopedStatement insert(prepared(insert_sql(job_record())));
     bind_record(*insert, job_record(), row);
-    insert->exec();
-    const RowId id = database_.getLastInsertRowid();
+    const RowId id = insert->exec_returning_key();
     transaction.commit();
     return id;
   });
 }
 
-std::optional<Job> SqliteStore::find_job(RowId id) {
+std::optional<Job> SqlStore::find_job(RowId id) {
   return guarded("find_job", [&] { return select_job(id); });
 }
 
-bool SqliteStore::update_job_state(RowId id, JobState state, std::optional<std::string> error,
+bool SqlStore::update_job_state(RowId id, JobState state, std::optional<std::string> error,
                       std::optional<JobState> only_if) {
   return guarded("update_job_state", [&] {
-    SQLite::Transaction transaction(database_, SQLite::TransactionBehavior::IMMEDIATE);
+    SqlTransaction transaction(*connection_, TransactionKind::Write);
     const std::string sql = fmt::format(
         "UPDATE jobs SET state = ?1, error = COALESCE(?2, error), "
         "started_ms = CASE WHEN ?1 = 'running' AND started_ms IS NULL THEN ?3 ELSE started_ms END, "
@@ -122,9 +119,9 @@ bool SqliteStore::update_job_state(RowId id, JobState state, std::optional<std::
   });
 }
 
-void SqliteStore::update_job_progress(RowId id, std::string_view progress_json) {
+void SqlStore::update_job_progress(RowId id, std::string_view progress_json) {
   guarded("update_job_progress", [&] {
-    SQLite::Transaction transaction(database_, SQLite::TransactionBehavior::IMMEDIATE);
+    SqlTransaction transaction(*connection_, TransactionKind::Write);
     ScopedStatement update(prepared("UPDATE jobs SET progress_json = ? WHERE id = ?"));
     bind_all(*update, progress_json, id);
     if (update->exec() == 0) {
@@ -135,14 +132,14 @@ void SqliteStore::update_job_progress(RowId id, std::string_view progress_json) 
   });
 }
 
-bool SqliteStore::end_job(RowId id, JobState state, const std::string& error, const JobEnding& ending,
+bool SqlStore::end_job(RowId id, JobState state, const std::string& error, const JobEnding& ending,
              std::optional<JobState> only_if) {
   return guarded("end_job", [&] {
     if (!is_terminal(state)) {
       throw StoreError(StoreErrorKind::InvalidValue,
                        fmt::format("end_job: {} is not an end state", to_string(state)));
     }
-    SQLite::Transaction transaction(database_, SQLite::TransactionBehavior::IMMEDIATE);
+    SqlTransaction transaction(*connection_, TransactionKind::Write);
     const std::string sql = fmt::format(
         "UPDATE jobs SET state = ?, error = ?, finished_ms = ?, disposition = ?, "
         "disposition_detail = ? WHERE id = ?{}",
@@ -160,7 +157,7 @@ bool SqliteStore::end_job(RowId id, JobState state, const std::string& error, co
   });
 }
 
-std::vector<Job> SqliteStore::list_jobs(const JobFilter& filter) {
+std::vector<Job> SqlStore::list_jobs(const JobFilter& filter) {
   return guarded("list_jobs", [&] {
     const std::string sql =
         fmt::format("SELECT {} FROM jobs j{} ORDER BY j.created_ms DESC, j.id DESC LIMIT ?",
@@ -169,35 +166,35 @@ std::vector<Job> SqliteStore::list_jobs(const JobFilter& filter) {
     const int next = bind_job_filter(*select, filter, 1);
     detail::bind_value(*select, next, filter.limit);
     std::vector<Job> jobs;
-    while (select->executeStep()) jobs.push_back(read_record(job_record(), *select));
+    while (select->step()) jobs.push_back(read_record(job_record(), *select));
     return jobs;
   });
 }
 
-std::int64_t SqliteStore::count_jobs(const JobFilter& filter) {
+std::int64_t SqlStore::count_jobs(const JobFilter& filter) {
   return guarded("count_jobs", [&] {
     ScopedStatement select(
         prepared(fmt::format("SELECT COUNT(*) FROM jobs j{}", job_filter_sql(filter, "j"))));
     bind_job_filter(*select, filter, 1);
-    select->executeStep();
-    return select->getColumn(0).getInt64();
+    select->step();
+    return select->int64(0);
   });
 }
 
-std::vector<JobListing> SqliteStore::list_job_listings(const JobFilter& filter) {
+std::vector<JobListing> SqlStore::list_job_listings(const JobFilter& filter) {
   return guarded("list_job_listings", [&] {
     // One read transaction, so the three queries see one snapshot.
-    SQLite::Transaction transaction(database_, SQLite::TransactionBehavior::DEFERRED);
+    SqlTransaction transaction(*connection_, TransactionKind::Read);
     const std::string matching =
         fmt::format("SELECT j.id FROM jobs j{} ORDER BY j.created_ms DESC, j.id DESC LIMIT ?",
                     job_filter_sql(filter, "j"));
     std::vector<JobListing> listings = select_listings(
         fmt::format("j.id IN ({}) ORDER BY j.created_ms DESC, j.id DESC", matching),
-        [&](SQLite::Statement& statement) {
+        [&](SqlStatement& statement) {
           const int next = bind_job_filter(statement, filter, 1);
           detail::bind_value(statement, next, filter.limit);
         });
-    attach_verdict_children(listings, matching, [&](SQLite::Statement& statement) {
+    attach_verdict_children(listings, matching, [&](SqlStatement& statement) {
       const int next = bind_job_filter(statement, filter, 1);
       detail::bind_value(statement, next, filter.limit);
     });
@@ -206,10 +203,10 @@ std::vector<JobListing> SqliteStore::list_job_listings(const JobFilter& filter) 
   });
 }
 
-std::optional<JobListing> SqliteStore::find_job_listing(RowId id) {
+std::optional<JobListing> SqlStore::find_job_listing(RowId id) {
   return guarded("find_job_listing", [&]() -> std::optional<JobListing> {
-    SQLite::Transaction transaction(database_, SQLite::TransactionBehavior::DEFERRED);
-    auto bind_id = [&](SQLite::Statement& statement) { detail::bind_value(statement, 1, id); };
+    SqlTransaction transaction(*connection_, TransactionKind::Read);
+    auto bind_id = [&](SqlStatement& statement) { detail::bind_value(statement, 1, id); };
     std::vector<JobListing> listings = select_listings("j.id = ?", bind_id);
     attach_verdict_children(listings, "SELECT ?", bind_id);
     transaction.commit();
@@ -218,19 +215,20 @@ std::optional<JobListing> SqliteStore::find_job_listing(RowId id) {
   });
 }
 
-std::optional<Job> SqliteStore::claim_next_job(std::optional<int> device, bool gpu_quiet) {
+std::optional<Job> SqlStore::claim_next_job(std::optional<int> device, bool gpu_quiet) {
   return guarded("claim_next_job", [&]() -> std::optional<Job> {
-    // IMMEDIATE takes the write lock before the SELECT, so two claimers (threads or daemons
-    // sharing the file) cannot both see the same queued job.
-    SQLite::Transaction transaction(database_, SQLite::TransactionBehavior::IMMEDIATE);
+    // A write transaction: SQLite takes the write lock before the SELECT, and PostgreSQL locks the
+    // row it picks (skipping rows other claimers hold), so two claimers (threads or daemons sharing
+    // the database) never take the same queued job.
+    SqlTransaction transaction(*connection_, TransactionKind::Write);
     const std::string sql = fmt::format(
-        "SELECT id FROM jobs WHERE state = 'queued'{}{} ORDER BY created_ms, id LIMIT 1",
-        device ? " AND device = ?" : "", gpu_quiet ? "" : " AND quiet_only = 0");
+        "SELECT id FROM jobs WHERE state = 'queued'{}{} ORDER BY created_ms, id LIMIT 1{}",
+        device ? " AND device = ?" : "", gpu_quiet ? "" : " AND quiet_only = 0", connection_->claim_lock_clause());
     std::optional<RowId> id;
     {
       ScopedStatement select(prepared(sql));
       if (device) bind_all(*select, *device);
-      if (select->executeStep()) id = select->getColumn(0).getInt64();
+      if (select->step()) id = select->int64(0);
     }
     if (!id) return std::nullopt;
     ScopedStatement update(prepared(
@@ -243,9 +241,9 @@ std::optional<Job> SqliteStore::claim_next_job(std::optional<int> device, bool g
   });
 }
 
-bool SqliteStore::set_job_quiet_only(RowId id, bool quiet_only) {
+bool SqlStore::set_job_quiet_only(RowId id, bool quiet_only) {
   return guarded("set_job_quiet_only", [&] {
-    SQLite::Transaction transaction(database_, SQLite::TransactionBehavior::IMMEDIATE);
+    SqlTransaction transaction(*connection_, TransactionKind::Write);
     ScopedStatement update(prepared("UPDATE jobs SET quiet_only = ? WHERE id = ? AND state = 'queued'"));
     bind_all(*update, quiet_only, id);
     const int changed = update->exec();
@@ -257,27 +255,27 @@ bool SqliteStore::set_job_quiet_only(RowId id, bool quiet_only) {
   });
 }
 
-std::vector<RowId> SqliteStore::jobs_with_contended_runs(std::int64_t since_ms) {
+std::vector<RowId> SqlStore::jobs_with_contended_runs(std::int64_t since_ms) {
   return guarded("jobs_with_contended_runs", [&] {
     std::vector<RowId> ids;
     ScopedStatement select(prepared(
         "SELECT DISTINCT j.id FROM jobs j JOIN runs r ON r.job_id = j.id JOIN cotenant c ON c.run_id = r.id "
         "WHERE j.state = 'done' AND j.created_ms >= ? AND c.contended = 1 ORDER BY j.id"));
     bind_all(*select, since_ms);
-    while (select->executeStep()) ids.push_back(select->getColumn(0).getInt64());
+    while (select->step()) ids.push_back(select->int64(0));
     return ids;
   });
 }
 
-InterruptedJobs SqliteStore::requeue_interrupted_jobs(int max_daemon_deaths, bool daemon_died) {
+InterruptedJobs SqlStore::requeue_interrupted_jobs(int max_daemon_deaths, bool daemon_died) {
   return guarded("requeue_interrupted_jobs", [&] {
-    SQLite::Transaction transaction(database_, SQLite::TransactionBehavior::IMMEDIATE);
+    SqlTransaction transaction(*connection_, TransactionKind::Write);
     InterruptedJobs out;
     {
       ScopedStatement select(prepared("SELECT id, attempts FROM jobs WHERE state = 'running' ORDER BY id"));
-      while (select->executeStep())
-        (daemon_died && select->getColumn(1).getInt() + 1 >= max_daemon_deaths ? out.given_up : out.requeued)
-            .push_back(select->getColumn(0).getInt64());
+      while (select->step())
+        (daemon_died && select->int64(1) + 1 >= max_daemon_deaths ? out.given_up : out.requeued)
+            .push_back(select->int64(0));
     }
     // Their half-done runs would otherwise stay 'running' forever; they are kept (for the record)
     // but marked, and never show in trends.
@@ -305,20 +303,20 @@ InterruptedJobs SqliteStore::requeue_interrupted_jobs(int max_daemon_deaths, boo
   });
 }
 
-std::optional<Job> SqliteStore::select_job(RowId id) {
+std::optional<Job> SqlStore::select_job(RowId id) {
   ScopedStatement select(prepared(fmt::format("SELECT {} FROM jobs j WHERE j.id = ?", job_record().column_list("j"))));
   bind_all(*select, id);
-  if (!select->executeStep()) return std::nullopt;
+  if (!select->step()) return std::nullopt;
   return read_record(job_record(), *select);
 }
 
-bool SqliteStore::job_exists(RowId id) {
+bool SqlStore::job_exists(RowId id) {
   ScopedStatement select(prepared("SELECT 1 FROM jobs WHERE id = ?"));
   bind_all(*select, id);
-  return select->executeStep();
+  return select->step();
 }
 
-const SqliteStore::BuildNaming& SqliteStore::build_naming(RowId build_id) {
+const SqlStore::BuildNaming& SqlStore::build_naming(RowId build_id) {
   if (auto cached = build_namings_.find(build_id); cached != build_namings_.end()) {
     return cached->second;
   }
@@ -328,6 +326,6 @@ const SqliteStore::BuildNaming& SqliteStore::build_naming(RowId build_id) {
       .first->second;
 }
 
-const std::string& SqliteStore::build_name(RowId build_id) { return build_naming(build_id).name; }
+const std::string& SqlStore::build_name(RowId build_id) { return build_naming(build_id).name; }
 
 }  // namespace qgate::db::detail
