@@ -185,7 +185,12 @@ try {
   const permalink = `${url}#page=trends&profile=${encodeURIComponent(benchProfile)}&series=${encodeURIComponent(pickedSeries)}&zoom=${zoom.join("~")}`;
   const checkPermalinkView = async (when) => {
     await page.waitForSelector("body[data-ready]", { timeout: 30000 });
-    await page.waitForFunction(() => document.getElementById("trend-chart").dataset.rendered === "1", { timeout: 20000 });
+    // The view drawn for this URL (a fragment-only navigation redraws after its hashchange); if it never
+    // comes, the checks below say what is shown instead.
+    await page.waitForFunction((p, z) => {
+      const el = document.getElementById("trend-chart");
+      return el.dataset.rendered === "1" && el.dataset.profile === p && el.dataset.zoom === z;
+    }, { timeout: 20000 }, benchProfile, zoom.join("~")).catch(() => {});
     equal(await page.$eval("#trend-profile", (s) => s.value), benchProfile, `${when}: the profile`);
     equal(await page.$eval("#trend-chart", (e) => e.dataset.zoom), zoom.join("~"), `${when}: the zoom window`);
     equal(await page.$eval("#trend-chart", (e) => e.dataset.xDomain), zoom.join("~"), `${when}: the time axis shows the window`);
@@ -202,6 +207,23 @@ try {
   await page.reload({ waitUntil: "load" });
   await checkPermalinkView("the permalink reloaded");
   await page.screenshot({ path: path.join(artifacts, "permalink-trend.png"), clip: await (await page.$("#trend-section")).boundingBox() });
+  // A permalink with a weight type: that type's points only, after a reload too.
+  const gemmPoints = allPoints.filter((p) => /^mul_mat-/.test(p.profile));
+  const gemmType = gemmPoints.length ? gemmPoints[0].weight_type : "";
+  check(Boolean(gemmType), `test-backend-ops points carry a weight type (${gemmType})`);
+  await page.goto(`${url}#page=trends&profile=${encodeURIComponent(gemmPoints[0].profile)}&type=${encodeURIComponent(gemmType)}`, { waitUntil: "load" });
+  for (const when of ["a permalink with a type opened", "the permalink with a type reloaded"]) {
+    if (when.includes("reloaded")) await page.reload({ waitUntil: "load" });
+    await page.waitForSelector("body[data-ready]", { timeout: 30000 });
+    await page.waitForFunction((t) => {
+      const el = document.getElementById("trend-chart");
+      return el.dataset.rendered === "1" && el.dataset.type === t;
+    }, { timeout: 20000 }, gemmType).catch(() => {});
+    equal(await page.$eval("#trend-type", (s) => s.value), gemmType, `${when}: the type`);
+    equal(await symbols("#trend-chart"), gemmPoints.filter((p) => p.weight_type === gemmType).length, `${when}: the type's points`);
+  }
+  await page.goto(permalink, { waitUntil: "load" });
+  await checkPermalinkView("the permalink opened again");
   // Zooming with the wheel writes the new window into the URL.
   const box = await (await page.$("#trend-chart svg")).boundingBox();
   await page.mouse.move(box.x + box.width / 2, box.y + 100);

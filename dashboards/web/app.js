@@ -14,15 +14,16 @@
 
   // --- The view's state and its permalink ---
 
-  /// What the URL holds: page ("trends", "regressions", "compare"), the trend's profile, axis ("time" or
-  /// "build"), picked series (null: all), zoom window ([from, to] in ms, along time), the open job, and
-  /// the builds compared with whether contended runs count.
-  const state = { page: "trends", profile: "", x: "time", series: null, zoom: null, job: 0, a: "", b: "", contended: false };
+  /// What the URL holds: page ("trends", "regressions", "compare"), the trend's profile, weight type ("":
+  /// all), axis ("time" or "build"), picked series (null: all), zoom window ([from, to] in ms, along
+  /// time), the open job, and the builds compared with whether contended runs count.
+  const state = { page: "trends", profile: "", type: "", x: "time", series: null, zoom: null, job: 0, a: "", b: "", contended: false };
 
   function readState() {
     const q = new URLSearchParams(location.hash.replace(/^#/, ""));
     state.page = ["trends", "regressions", "compare"].includes(q.get("page")) ? q.get("page") : "trends";
     state.profile = q.get("profile") || "";
+    state.type = q.get("type") || "";
     state.x = q.get("x") === "build" ? "build" : "time";
     state.series = q.has("series") ? q.getAll("series").filter((s) => s !== "") : null;
     const zoom = (q.get("zoom") || "").split("~").map(Number);
@@ -39,6 +40,7 @@
     q.set("page", s.page);
     if (s.page === "trends") {
       if (s.profile) q.set("profile", s.profile);
+      if (s.type) q.set("type", s.type);
       if (s.x === "build") q.set("x", "build");
       if (s.series) (s.series.length ? s.series : [""]).forEach((name) => q.append("series", name));
       if (s.zoom && s.x !== "build") q.set("zoom", s.zoom.map(Math.round).join("~"));
@@ -134,7 +136,7 @@
   const link = (text, view) => {
     const a = document.createElement("a");
     a.textContent = text;
-    a.href = fragment({ page: "trends", x: "time", series: null, zoom: null, job: 0, ...view });
+    a.href = fragment({ page: "trends", type: "", x: "time", series: null, zoom: null, job: 0, ...view });
     return a;
   };
   function row(cells) {
@@ -199,11 +201,20 @@
   async function drawTrend() {
     const { points: everything, series: changeSeries } = await trendData();
     const profile = state.profile;
-    const all = everything.filter((p) => p.profile === profile);
+    const ofProfile = everything.filter((p) => p.profile === profile);
+    // The weight-type filter, where the profile has more than one type.
+    const types = [...new Set(ofProfile.map((p) => p.weight_type).filter(Boolean))].sort();
+    if (state.type && !types.includes(state.type)) state.type = "";
+    $("trend-type-label").hidden = types.length < 2;
+    const typeSelect = $("trend-type");
+    if ([...typeSelect.options].map((o) => o.value).join("|") !== ["", ...types].join("|"))
+      typeSelect.replaceChildren(new Option("all types", ""), ...types.map((t) => new Option(t, t)));
+    typeSelect.value = state.type;
+    const all = ofProfile.filter((p) => !state.type || p.weight_type === state.type);
     const many = QgateCharts.variety(all);
     const names = [...new Set(all.map((p) => QgateCharts.seriesName(p, many)))].sort();
-    if ($("series-list").dataset.profile !== profile || $("series-list").children.length !== names.length) {
-      $("series-list").dataset.profile = profile;
+    if ($("series-list").dataset.profile !== `${profile}|${state.type}` || $("series-list").children.length !== names.length) {
+      $("series-list").dataset.profile = `${profile}|${state.type}`;
       fillSeriesPicker(names);
     }
     for (const box of $("series-list").querySelectorAll("input")) box.checked = !state.series || state.series.includes(box.value);
@@ -211,7 +222,7 @@
     const points = all.filter((p) => picked(QgateCharts.seriesName(p, many)));
     const changes = [];
     for (const s of changeSeries)
-      if (s.profile === profile && picked(QgateCharts.seriesName(s, many)))
+      if (s.profile === profile && (!state.type || s.weight_type === state.type) && picked(QgateCharts.seriesName(s, many)))
         for (const c of s.changes || []) changes.push({ change: c, series: s });
     const shown = new Set(points.map((p) => QgateCharts.seriesName(p, many))).size;
     $("series-count").textContent = `${shown} of ${names.length} shown`;
@@ -220,6 +231,7 @@
       `${plural(points.length, "point")}, ${contended} with contended runs, ${plural(changes.length, "change point")}`;
     const el = $("trend-chart");
     el.dataset.profile = profile;
+    el.dataset.type = state.type;
     el.dataset.along = state.x;
     el.dataset.series = String(shown);
     el.dataset.changes = String(changes.length);
@@ -289,7 +301,7 @@
     tr.addEventListener("click", () => {
       state.job = job.id;
       saveState(true);
-      openJob(job.id).catch(showError);
+      openJob(job.id).then(() => $("job-section").scrollIntoView({ block: "start" })).catch(showError);
     });
     return tr;
   }
@@ -526,9 +538,16 @@
     $("source").textContent = snapshot ? "snapshot opened from disk" : `live from ${location.host}`;
     $("trend-profile").addEventListener("change", () => {
       state.profile = $("trend-profile").value;
+      state.type = "";
       state.series = null;
       state.zoom = null;
       saveState(true);
+      drawTrend().catch(showError);
+    });
+    $("trend-type").addEventListener("change", () => {
+      state.type = $("trend-type").value;
+      state.series = null;
+      saveState(false);
       drawTrend().catch(showError);
     });
     $("trend-x").addEventListener("change", () => { state.x = $("trend-x").value; saveState(false); drawTrend().catch(showError); });
