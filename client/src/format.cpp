@@ -845,6 +845,7 @@ std::string format_regressions(const v1::QueryChangesResponse& response) {
     std::vector<std::string> cells;
   };
   std::vector<Row> rows;
+  int transient_rows = 0;
   for (const auto& series : response.series()) {
     const auto& changes = series.changes();
     for (int i = 0; i < changes.size(); ++i) {
@@ -856,10 +857,14 @@ std::string format_regressions(const v1::QueryChangesResponse& response) {
         fixed = fmt::format("{} ({} build{} slow)", changes[i + 1].build_name(), c.builds_after(),
                             c.builds_after() == 1 ? "" : "s");
       const double significance = response.correction().empty() ? c.p_value() : series.q_value();
+      // How many builds carry the slowdown; one or two make it transient (SeriesChange.transient).
+      const std::string slow_builds =
+          c.transient() ? fmt::format("{} transient", c.slow_builds()) : std::to_string(c.slow_builds());
+      if (c.transient()) ++transient_rows;
       rows.push_back({c.started_unix_ms(),
                       {c.previous_build_name(), c.build_name(), format_ratio(c.ratio()),
                        format_interval(c.ci_low(), c.ci_high()), fmt::format("{:.3g}", significance),
-                       format_timestamp(c.started_unix_ms()), fixed, series.series()}});
+                       format_timestamp(c.started_unix_ms()), fixed, slow_builds, series.series()}});
     }
   }
   std::string note = detector_note(response);
@@ -869,11 +874,16 @@ std::string format_regressions(const v1::QueryChangesResponse& response) {
   if (rows.empty()) return "no slowdowns\n" + note;
   std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.started < b.started; });
   Table table{{"LAST BUILD BEFORE", "FIRST BUILD AFTER", "RATIO", "95% CI", response.correction().empty() ? "p" : "q",
-               "STARTED", "FIXED BY", "SERIES"},
-              {false, false, true, false, true, false, false, false},
+               "STARTED", "FIXED BY", "SLOW BUILDS", "SERIES"},
+              {false, false, true, false, true, false, false, false, false},
               {}};
+  const size_t listed = rows.size();
   for (Row& r : rows) table.rows.push_back(std::move(r.cells));
   return format_table(table) + "ratio: new level / old (geometric means of per-build medians); < 1 is slower\n" +
+         fmt::format("slow builds: builds on the slow level slower than halfway to it; transient: fewer than 3 ({} of {} "
+                     "slowdown{}),\n  which a short real dip and a burst of contention the co-tenant sampler missed "
+                     "both give\n",
+                     transient_rows, listed, listed == 1 ? "" : "s") +
          note;
 }
 

@@ -616,6 +616,36 @@ TEST(Regressions, ADipThatRecoveredIsOneRowNamingItsFixAndTheCorrectionIsSaid) {
   EXPECT_NE(text.find("benjamini-hochberg over 20 series, false discovery rate 0.01"), std::string::npos) << text;
 }
 
+TEST(Regressions, EachRowSaysItsSlowBuildsAndWhetherTheSlowdownIsTransient) {
+  v1::QueryChangesResponse r = two_series_with_changes();
+  r.set_correction("benjamini-hochberg");
+  r.set_series_tested(2);
+  // mmq: a slowdown carried by 2 slow builds, fixed by mmq-20; f16: 9 slow builds.
+  v1::SeriesChange* burst = r.mutable_series(0)->mutable_changes(0);
+  burst->set_builds_after(7);
+  burst->set_slow_builds(2);
+  burst->set_transient(true);
+  r.mutable_series(0)->mutable_changes(1)->set_fixes_previous(true);
+  r.mutable_series(1)->mutable_changes(0)->set_slow_builds(9);
+  const std::string text = format_regressions(r);
+  // The row of the slowdown whose first slow build is `build`.
+  const auto row_of = [&text](const std::string& build) {
+    const size_t at = text.find("  " + build + " ");
+    if (at == std::string::npos) return std::string();
+    const size_t begin = text.rfind('\n', at) + 1;
+    return text.substr(begin, text.find('\n', at) - begin);
+  };
+  const auto row_has = [&row_of](const std::string& build, const std::string& part) {
+    return row_of(build).find(part) != std::string::npos;
+  };
+  EXPECT_NE(text.find("SLOW BUILDS"), std::string::npos) << text;
+  EXPECT_TRUE(row_has("mmq-13", "2 transient")) << text;
+  EXPECT_FALSE(row_has("f16-05", "transient")) << text;
+  EXPECT_TRUE(row_has("f16-05", "  9  ")) << text;
+  EXPECT_NE(text.find("transient: fewer than 3 (1 of 2 slowdowns)"), std::string::npos) << text;
+  EXPECT_NE(text.find("co-tenant sampler missed"), std::string::npos) << text;
+}
+
 TEST(Import, CountsRunsNamesTheBuildsAndTheTrendToRun) {
   v1::ImportResultsResponse r;
   r.set_runs_added(3);

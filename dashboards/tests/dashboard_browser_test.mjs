@@ -5,7 +5,8 @@
 // the axis naming the tool, pp and tg in panels of their own; a permalink with a series and a zoom
 // window reloaded; then clicks the gate and checks its A/B view (a point per pair, a square per reached
 // look, the looks in order), its parity matrix (a cell per type and shape, passing cells not red) and its
-// co-tenant timeline; the regressions page against `qgate regressions`, the compare page against
+// co-tenant timeline; the regressions page against `qgate regressions` (with each slowdown's slow builds and
+// transient label), the compare page against
 // `qgate compare`; and at phone width (390 px) that no page is wider than the window. Screenshots go to
 // ARTIFACTS, at desktop width and as phone-*.png. With QGATE_SNAPSHOT=1 the URL is a snapshot opened
 // from disk.
@@ -341,15 +342,21 @@ try {
       if (c.ratio >= 1 || c.fixes_previous) return;
       const next = changes[i + 1];
       expectedRows.push({ started: c.started_unix_ms, text: [c.previous_build_name, c.build_name, ratioText(c.ratio),
-        intervalText(c.ci_low, c.ci_high), next && next.fixes_previous ? next.build_name : "not yet"].join(" | ") });
+        intervalText(c.ci_low, c.ci_high), next && next.fixes_previous ? next.build_name : "not yet",
+        c.transient ? `${c.slow_builds} transient` : String(c.slow_builds)].join(" | "), transient: c.transient });
     });
   }
   expectedRows.sort((a, b) => b.started - a.started);
   const shownRows = await page.$$eval("#regressions-table tbody tr", (trs) => trs.map((tr) => {
     const td = [...tr.children].map((c) => c.textContent);
-    return [td[5], td[6], td[1], td[2], td[7].replace(/ \(.*$/, "")].join(" | ");
+    return [td[5], td[6], td[1], td[2], td[7].replace(/ \(.*$/, ""), td[8]].join(" | ");
   }));
-  equal(shownRows.join("\n"), expectedRows.map((r) => r.text).join("\n"), "regressions rows, newest first, as `qgate regressions` has them");
+  equal(shownRows.join("\n"), expectedRows.map((r) => r.text).join("\n"), "regressions rows, newest first, as `qgate regressions` has them (slow builds and transient label too)");
+  check(expectedRows.some((r) => r.transient) && expectedRows.some((r) => !r.transient),
+    `regressions include a transient slowdown (the 2-build dip) and a sustained one (${expectedRows.length} rows)`);
+  const transientShown = await page.$eval("#regressions-summary", (p) => p.textContent);
+  check(transientShown.includes(`${expectedRows.filter((r) => r.transient).length} of them transient`),
+    `the summary counts the transient slowdowns: ${transientShown}`);
   const regressionSeries = await page.$$eval("#regressions-table tbody tr td:nth-child(4)", (tds) => tds.map((t) => t.textContent));
   const expectedSettings = (regressions.series || []).filter((s) => (s.changes || []).some((c) => c.ratio < 1 && !c.fixes_previous)).map((s) => s.settings);
   check(expectedSettings.every((x) => !x || regressionSeries.some((t) => t.includes(x))), `regressions name their series' settings: ${regressionSeries.join("; ")}`);

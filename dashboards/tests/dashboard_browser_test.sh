@@ -3,7 +3,8 @@
 # qgate_dashboard_browser_test). Seeds a fresh data directory through the CLI on the CPU backend, in
 # three daemon sessions that each replay a recorded co-tenant trace (quiet, busy, then mixed), so the
 # store holds quiet, contended and unknown-load points: a parity job, a gate, A/B jobs, llama-bench
-# results imported in three series (settings of their own, a 9% step, a dip that recovered) and
+# results imported in four series (settings of their own, a 9% step, a dip that recovered, a 2-build
+# dip labelled transient) and
 # test-backend-ops' MUL_MAT results of 26 weight types. Then serves it with --http and runs
 # dashboard_browser_test.mjs, which saves its screenshots under ARTIFACTS.
 # Usage: dashboard_browser_test.sh BIN_DIR REF_LIBRARY NPM_DIR ARTIFACTS
@@ -119,6 +120,14 @@ for i in $(seq 1 15); do
   bench_row "$i" 512 0 $((12000 + (i * 53) % 70)) '"n_batch":2048,"n_ubatch":1024,"flash_attn":1,'
   bench_row "$i" 0 128 $(((i >= 6 && i <= 10 ? 150 : 170) + (i * 7) % 3)) '"n_batch":2048,"n_ubatch":512,"flash_attn":0,'
 done >"$work/llama-bench.jsonl"
+# Another model's prefill over 150 builds, 10 minutes apart, 20% slower at builds 143 and 144 only: a
+# transient slowdown (2 slow builds, as a burst of contention the co-tenant sampler missed gives).
+for i in $(seq 1 150); do
+  when=$(date -u -d "@$((now_s - 86400 - (150 - i) * 600))" +%Y-%m-%dT%H:%M:%SZ)
+  ts=$(((i == 143 || i == 144 ? 2400 : 3000) + (i * 13) % 5))
+  printf '{"build_commit":"e%03d2c3d","build_number":%d,"gpu_info":"NVIDIA H200","backends":"CUDA","model_type":"qwen2 1.5B Q8_0","n_batch":2048,"n_ubatch":512,"flash_attn":0,"n_prompt":512,"n_gen":0,"test_time":"%s","avg_ns":%d,"stddev_ns":1000,"avg_ts":%d.5,"stddev_ts":5.0}\n' \
+    "$i" "$((5000 + i))" "$when" "$((512 * 1000000000 / ts))" "$ts"
+done >>"$work/llama-bench.jsonl"
 cli import "$work/llama-bench.jsonl" >>"$work/seed.log" 2>&1
 # test-backend-ops' MUL_MAT perf rows of 26 weight types at two commits (--output sql): a profile of
 # imported GEMMs with one series per type.

@@ -474,18 +474,29 @@
     return rows.sort((x, y) => Number(y.change.started_unix_ms) - Number(x.change.started_unix_ms));
   }
 
+  /// The slowdown's slow builds (SeriesChange.slow_builds), "transient" after them when they are too few
+  /// for a sustained slowdown (SeriesChange.transient), as `qgate regressions` shows them.
+  function slowBuildsText(c) {
+    const n = Number(c.slow_builds) || 0;
+    return c.transient ? `${n} transient` : String(n);
+  }
+
   async function renderRegressions() {
     const section = $("regressions-section");
     section.dataset.rows = "";
     const [answer, { points }] = await Promise.all([api("/api/regressions", "regressions"), trendData()]);
     const rows = regressionRows(answer);
     $("regressions-significance").textContent = answer.correction ? "q" : "p";
+    const transientRows = rows.filter((r) => r.change.transient).length;
     $("regressions-summary").textContent = rows.length
-      ? `${plural(rows.length, "slowdown")} in ${plural(answer.series_tested || (answer.series || []).length, "series")} tested.`
+      ? `${plural(rows.length, "slowdown")} in ${plural(answer.series_tested || (answer.series || []).length, "series")} tested` +
+        `, ${transientRows} of them transient.`
       : "No slowdowns.";
     $("regressions-note").textContent = "Ratio: the new level / the old (geometric means of per-build medians of uncontended runs); < 1 is slower. " +
       `E-divisive means, permutation p < ${answer.alpha} (${answer.permutations} permutations), at least ${answer.min_segment} builds a level` +
-      (answer.correction ? `; across series ${answer.correction} over ${answer.series_tested} series, q being the series' adjusted p.` : ".");
+      (answer.correction ? `; across series ${answer.correction} over ${answer.series_tested} series, q being the series' adjusted p.` : ".") +
+      " Slow builds: the builds on the slow level slower than halfway to it; transient when fewer than 3, which a short real dip" +
+      " and a burst of contention the co-tenant sampler missed both give.";
     $("regressions-table").querySelector("tbody").replaceChildren(...rows.map(({ series: s, change: c, fixedBy, significance }) => {
       // The job that measured the first slow build in this series (0: imported results, no job).
       const job = points.filter((p) => p.profile === s.profile && p.path === s.path && p.build_name === c.build_name &&
@@ -502,8 +513,14 @@
       const test = QgateCharts.panelOf(s) || (Number(s.tokens) ? `${s.tokens} tokens` : "");
       const tr = row([when(c.started_unix_ms), ratioText(c.ratio), intervalText(c.ci_low, c.ci_high),
         [s.profile, test, name].filter(Boolean).join(" · "), open, c.previous_build_name, c.build_name,
-        fixedBy ? `${fixedBy.build_name} (${plural(c.builds_after, "build")} slow)` : "not yet", Number(significance).toPrecision(3)]);
+        fixedBy ? `${fixedBy.build_name} (${plural(c.builds_after, "build")} slow)` : "not yet",
+        slowBuildsText(c), Number(significance).toPrecision(3)]);
       tr.children[3].title = s.series;
+      if (c.transient) {
+        tr.children[8].className = "transient";
+        tr.children[8].title = "Fewer than 3 slow builds: a short real dip, or a burst of contention the co-tenant sampler missed";
+      }
+      tr.dataset.transient = c.transient ? "1" : "0";
       tr.dataset.build = c.build_name;
       tr.dataset.previous = c.previous_build_name;
       return tr;

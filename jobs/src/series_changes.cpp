@@ -1,6 +1,7 @@
 // SeriesChanges: files quiet runs by series and build, takes each build's median log tok/s, and runs the
 // change-point detector over each series' builds in time order; for `qgate regressions`, as one scan
-// corrected across the series (Benjamini-Hochberg), each slowdown followed by the change that fixed it.
+// corrected across the series (Benjamini-Hochberg), each slowdown followed by the change that fixed it and
+// labelled transient when only one or two of its builds are slow.
 #include "qgate/jobs/series_changes.h"
 
 #include <algorithm>
@@ -152,7 +153,9 @@ v1::QueryChangesResponse SeriesChanges::find(const ChangesQuery& query) const {
     v1::ChangeSeries out = series_message(all[s]);
     out.set_q_value(found.q_value);
     for (const stats::SlowdownEvent& event : found.slowdowns) {
-      add_change(found.changes[event.drop], all[s].points, out);
+      v1::SeriesChange& drop = add_change(found.changes[event.drop], all[s].points, out);
+      drop.set_slow_builds(static_cast<int>(event.slow_builds));
+      drop.set_transient(event.transient);
       if (event.recovery) add_change(found.changes[*event.recovery], all[s].points, out).set_fixes_previous(true);
     }
     *response.add_series() = std::move(out);
