@@ -232,8 +232,12 @@ std::optional<Job> SqlStore::claim_next_job(std::optional<int> device, bool gpu_
     }
     if (!id) return std::nullopt;
     ScopedStatement update(prepared(
-        "UPDATE jobs SET state = 'running', started_ms = ? WHERE id = ? AND state = 'queued'"));
-    bind_all(*update, now_ms(), *id);
+        "UPDATE jobs SET state = 'running', started_ms = ?, claimed_by = ?, lease_expires_ms = ? "
+        "WHERE id = ? AND state = 'queued'"));
+    const std::int64_t now = now_ms();
+    const std::optional<std::int64_t> lease =
+        claimant_.id.empty() ? std::nullopt : std::optional<std::int64_t>(now + claimant_.lease_ms);
+    bind_all(*update, now, claimant_.id, lease, *id);
     update->exec();
     auto job = select_job(*id);
     transaction.commit();
@@ -270,37 +274,79 @@ std::vector<RowId> SqlStore::jobs_with_contended_runs(std::int64_t since_ms) {
 InterruptedJobs SqlStore::requeue_interrupted_jobs(int max_daemon_deaths, bool daemon_died) {
   return guarded("requeue_interrupted_jobs", [&] {
     SqlTransaction transaction(*connection_, TransactionKind::Write);
-    InterruptedJobs out;
-    {
-      ScopedStatement select(prepared("SELECT id, attempts FROM jobs WHERE state = 'running' ORDER BY id"));
-      while (select->step())
-        (daemon_died && select->int64(1) + 1 >= max_daemon_deaths ? out.given_up : out.requeued)
-            .push_back(select->int64(0));
-    }
-    // Their half-done runs would otherwise stay 'running' forever; they are kept (for the record)
-    // but marked, and never show in trends.
-    ScopedStatement interrupt_runs(prepared(
-        "UPDATE runs SET state = 'interrupted', finished_ms = ? "
-        "WHERE state = 'running' AND job_id IN (SELECT id FROM jobs WHERE state = 'running')"));
-    bind_all(*interrupt_runs, now_ms());
-    interrupt_runs->exec();
-    if (daemon_died) {
-      ScopedStatement give_up(prepared(
-          "UPDATE jobs SET state = 'failed', attempts = attempts + 1, finished_ms = ?, disposition = 'crashed', "
-          "disposition_detail = ?, error = ? WHERE state = 'running' AND attempts + 1 >= ?"));
-      const std::string why = "the daemon died " + std::to_string(max_daemon_deaths) +
-                              " times while this job ran; it is not run again (a build that kills its parent "
-                              "would take every restarted daemon down)";
-      bind_all(*give_up, now_ms(), why, why, max_daemon_deaths);
-      give_up->exec();
-    }
-    ScopedStatement requeue(prepared(
-        "UPDATE jobs SET state = 'queued', attempts = attempts + ?, started_ms = NULL WHERE state = 'running'"));
-    bind_all(*requeue, daemon_died ? 1 : 0);
-    requeue->exec();
+    // This daemon's own earlier life's jobs, and those claimed with no claimant (before leases).
+    InterruptedJobs out = recover_running_jobs(RecoveredScope{"(claimed_by = ? OR claimed_by = '')", claimant_.id},
+                                               max_daemon_deaths, daemon_died);
     transaction.commit();
     return out;
   });
+}
+
+InterruptedJobs SqlStore::requeue_expired_leases(int max_daemon_deaths) {
+  return guarded("requeue_expired_leases", [&] {
+    SqlTransaction transaction(*connection_, TransactionKind::Write);
+    InterruptedJobs out = recover_running_jobs(
+        RecoveredScope{"lease_expires_ms IS NOT NULL AND lease_expires_ms < ?", now_ms()}, max_daemon_deaths, true);
+    transaction.commit();
+    return out;
+  });
+}
+
+void SqlStore::set_claimant(const Claimant& claimant) {
+  std::lock_guard lock(mutex_);
+  claimant_ = claimant;
+}
+
+int SqlStore::renew_leases() {
+  return guarded("renew_leases", [&]() -> int {
+    if (claimant_.id.empty()) return 0;
+    SqlTransaction transaction(*connection_, TransactionKind::Write);
+    ScopedStatement renew(prepared("UPDATE jobs SET lease_expires_ms = ? WHERE state = 'running' AND claimed_by = ?"));
+    bind_all(*renew, now_ms() + claimant_.lease_ms, claimant_.id);
+    const auto renewed = renew->exec();
+    transaction.commit();
+    return static_cast<int>(renewed);
+  });
+}
+
+InterruptedJobs SqlStore::recover_running_jobs(const RecoveredScope& scope, int max_daemon_deaths,
+                                                bool daemon_died) {
+  // Every statement reads "state = 'running' AND <scope>", the scope's value bound last.
+  const std::string running = fmt::format("state = 'running' AND {}", scope.condition);
+  InterruptedJobs out;
+  {
+    ScopedStatement select(prepared(fmt::format("SELECT id, attempts FROM jobs WHERE {} ORDER BY id", running)));
+    bind_all(*select, scope.value);
+    while (select->step())
+      (daemon_died && select->int64(1) + 1 >= max_daemon_deaths ? out.given_up : out.requeued)
+          .push_back(select->int64(0));
+  }
+  // Their half-done runs would otherwise stay 'running' forever; they are kept (for the record)
+  // but marked, and never show in trends.
+  ScopedStatement interrupt_runs(prepared(fmt::format(
+      "UPDATE runs SET state = 'interrupted', finished_ms = ? "
+      "WHERE state = 'running' AND job_id IN (SELECT id FROM jobs WHERE {})",
+      running)));
+  bind_all(*interrupt_runs, now_ms(), scope.value);
+  interrupt_runs->exec();
+  if (daemon_died) {
+    ScopedStatement give_up(prepared(fmt::format(
+        "UPDATE jobs SET state = 'failed', attempts = attempts + 1, finished_ms = ?, disposition = 'crashed', "
+        "disposition_detail = ?, error = ?, lease_expires_ms = NULL WHERE {} AND attempts + 1 >= ?",
+        running)));
+    const std::string why = "the daemon died " + std::to_string(max_daemon_deaths) +
+                            " times while this job ran; it is not run again (a build that kills its parent "
+                            "would take every restarted daemon down)";
+    bind_all(*give_up, now_ms(), why, why, scope.value, max_daemon_deaths);
+    give_up->exec();
+  }
+  ScopedStatement requeue(prepared(fmt::format(
+      "UPDATE jobs SET state = 'queued', attempts = attempts + ?, started_ms = NULL, claimed_by = '', "
+      "lease_expires_ms = NULL WHERE {}",
+      running)));
+  bind_all(*requeue, daemon_died ? 1 : 0, scope.value);
+  requeue->exec();
+  return out;
 }
 
 std::optional<Job> SqlStore::select_job(RowId id) {

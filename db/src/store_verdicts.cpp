@@ -44,11 +44,14 @@ bool SqlStore::finish_job_with_verdict(const Verdict& verdict, const JobEnding& 
     // One transaction: a crash leaves either a running job without a verdict (re-run at the next
     // start) or a done job with its verdict, never a verdict on a job that will run again.
     SqlTransaction transaction(*connection_, TransactionKind::Write);
+    // Only the claimant that runs the job writes its verdict: a daemon whose lease ran out while it
+    // ran (the job went back to the queue, another may run it now) writes nothing.
     ScopedStatement update(prepared(
         "UPDATE jobs SET state = 'done', progress_json = ?, finished_ms = ?, disposition = ?, "
-        "disposition_detail = ? WHERE id = ? AND state = 'running'"));
+        "disposition_detail = ?, lease_expires_ms = NULL WHERE id = ? AND state = 'running' "
+        "AND (? = '' OR claimed_by = ?)"));
     bind_all(*update, progress_json, now_ms(), to_string(ending.disposition), ending.detail,
-             verdict.job_id);
+             verdict.job_id, claimant_.id, claimant_.id);
     if (update->exec() == 0) {
       if (!job_exists(verdict.job_id))
         throw StoreError(StoreErrorKind::NotFound, fmt::format("finish_job_with_verdict: no job {}", verdict.job_id));

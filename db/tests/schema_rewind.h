@@ -18,6 +18,8 @@ inline void rewind_schema_to(SQLite::Database& raw, int version) {
     std::vector<std::string> statements;
   };
   static const std::vector<Undo> undos = {
+      {13,
+       {"DROP INDEX jobs_by_lease", "ALTER TABLE jobs DROP COLUMN claimed_by", "ALTER TABLE jobs DROP COLUMN lease_expires_ms"}},
       {12, {"ALTER TABLE build_rollups DROP COLUMN host"}},
       {11, {"ALTER TABLE runs DROP COLUMN settings", "ALTER TABLE build_rollups DROP COLUMN settings"}},
       {10,

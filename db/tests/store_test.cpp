@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -275,6 +276,90 @@ TEST_P(StoreTest, AnOrderlyStopRequeuesRunningJobsWithoutCountingADeath) {
   }
   EXPECT_EQ(store_->find_job(job)->attempts, 0);
   EXPECT_EQ(store_->find_job(job)->state, JobState::Queued);
+}
+
+// --- Leases: several daemons on one database ---
+
+/// The claimant a job is held by, read past the store.
+std::string claimed_by(detail::SqlConnection& raw, RowId job) {
+  detail::ScopedStatement select(raw.prepared("SELECT claimed_by FROM jobs WHERE id = ?"));
+  select->bind(1, job);
+  return select->step() ? select->text(0) : "(no job)";
+}
+
+TEST_P(StoreTest, AStartingDaemonTakesBackItsOwnJobsAndNoOtherLiveDaemons) {
+  const RowId mine = store_->create_job(make_job(build_id_, 1000));
+  const RowId theirs = store_->create_job(make_job(build_id_, 2000));
+  store_->set_claimant({"host-a:/var/lib/qgate", 60000});
+  auto other = reopen();
+  other->set_claimant({"host-b:/var/lib/qgate", 60000});
+  ASSERT_EQ(store_->claim_next_job(std::nullopt)->id, mine);
+  ASSERT_EQ(other->claim_next_job(std::nullopt)->id, theirs);
+  EXPECT_EQ(claimed_by(*raw(), mine), "host-a:/var/lib/qgate");
+  EXPECT_EQ(claimed_by(*raw(), theirs), "host-b:/var/lib/qgate");
+
+  store_ = reopen();  // host-a's daemon dies and starts again, with the same id
+  store_->set_claimant({"host-a:/var/lib/qgate", 60000});
+  EXPECT_EQ(store_->requeue_interrupted_jobs().requeued, std::vector<RowId>{mine});
+  EXPECT_EQ(store_->find_job(mine)->state, JobState::Queued);
+  EXPECT_EQ(store_->find_job(mine)->attempts, 1);
+  EXPECT_EQ(store_->find_job(theirs)->state, JobState::Running);  // host-b is alive: left alone
+  EXPECT_EQ(claimed_by(*raw(), theirs), "host-b:/var/lib/qgate");
+  EXPECT_TRUE(store_->requeue_expired_leases().requeued.empty());  // its lease holds
+}
+
+TEST_P(StoreTest, AJobWhoseLeaseRanOutGoesBackToTheQueueCountedAsADaemonsDeath) {
+  const RowId job = store_->create_job(make_job(build_id_, 1000));
+  auto dying = reopen();
+  dying->set_claimant({"host-a:/d", 1000});
+  ASSERT_EQ(dying->claim_next_job(std::nullopt)->id, job);
+  db::Run run = make_done_run(build_id_, "llama-7b", "q4_K", 5000, 0.0, std::nullopt);
+  run.job_id = job;
+  run.state = RunState::Running;
+  run.tokens_per_s.reset();
+  const RowId run_id = dying->add_run(run);
+  // Renewed, the lease holds past its first term.
+  // (Margins of a second, so a loaded machine's stalls cannot decide it.)
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  EXPECT_EQ(dying->renew_leases(), 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  store_->set_claimant({"host-b:/d", 60000});
+  EXPECT_TRUE(store_->requeue_expired_leases().requeued.empty());
+  // Then its daemon stops renewing (it died, or lost the database): the next sweep takes it back.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  EXPECT_EQ(store_->requeue_expired_leases().requeued, std::vector<RowId>{job});
+  const auto queued = store_->find_job(job);
+  EXPECT_EQ(queued->state, JobState::Queued);
+  EXPECT_EQ(queued->attempts, 1);
+  EXPECT_EQ(store_->find_run(run_id)->state, RunState::Interrupted);  // recorded, never in a trend
+  EXPECT_EQ(claimed_by(*raw(), job), "");
+  EXPECT_EQ(store_->claim_next_job(std::nullopt)->id, job);  // any daemon may run it now
+  EXPECT_EQ(claimed_by(*raw(), job), "host-b:/d");
+  EXPECT_EQ(dying->renew_leases(), 0);  // the old claimant holds nothing any more
+}
+
+TEST_P(StoreTest, OnlyTheJobsClaimantWritesItsVerdictSoItIsWrittenOnce) {
+  const RowId job = store_->create_job(make_job(build_id_, 1000));
+  auto lost = reopen();
+  lost->set_claimant({"host-a:/d", 1});
+  ASSERT_EQ(lost->claim_next_job(std::nullopt)->id, job);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  store_->set_claimant({"host-b:/d", 60000});
+  ASSERT_EQ(store_->requeue_expired_leases().requeued, std::vector<RowId>{job});
+  ASSERT_EQ(store_->claim_next_job(std::nullopt)->id, job);
+
+  Verdict verdict;
+  verdict.job_id = job;
+  verdict.verdict = qgate::Verdict::Pass;
+  verdict.comparison = Comparison::Same;
+  const JobEnding ok{Disposition::Ok, ""};
+  verdict.pairs = 4;
+  EXPECT_FALSE(lost->finish_job_with_verdict(verdict, ok, "{}"));  // its lease ran out: nothing written
+  EXPECT_FALSE(store_->find_verdict(job).has_value());
+  verdict.pairs = 8;
+  EXPECT_TRUE(store_->finish_job_with_verdict(verdict, ok, "{}"));
+  EXPECT_EQ(store_->find_verdict(job)->pairs, 8);
+  EXPECT_EQ(raw_count("verdicts"), 1);
 }
 
 // --- Runs ---

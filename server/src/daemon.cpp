@@ -41,6 +41,7 @@
 #include "qgate/server/job_runner.h"
 #include "qgate/server/listener_security.h"
 #include "qgate/server/metrics_exposition.h"
+#include "qgate/server/lease_keeper.h"
 #include "qgate/server/scheduler.h"
 #include "qgate/server/served_gpus.h"
 #include "qgate/server/worker_process.h"
@@ -144,6 +145,15 @@ std::shared_ptr<WorkerLauncher> make_worker_launcher(const DaemonOptions& option
   return std::make_shared<ProcessLauncher>(std::move(cgroups), limits);
 }
 
+/// This daemon's id as a claimant of jobs: its host and data dir.
+std::string claimant_id(const std::string& data_dir) {
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "unknown-host");
+  std::error_code ignored;
+  const auto absolute = std::filesystem::weakly_canonical(data_dir, ignored);
+  return std::string(host) + ":" + (absolute.empty() ? data_dir : absolute.string());
+}
+
 }  // namespace
 
 struct Daemon::Parts {
@@ -154,6 +164,7 @@ struct Daemon::Parts {
   std::unique_ptr<JobEventLog> event_log;  // declared after events and before the runner: outlives both publishers
   std::unique_ptr<JobRunner> runner;
   std::unique_ptr<Scheduler> scheduler;
+  std::unique_ptr<LeaseKeeper> leases;  // after the scheduler: stopped and destroyed before it
   std::unique_ptr<HarnessService> service;
   std::unique_ptr<DashboardService> dashboard;
   std::unique_ptr<grpc::Server> server;
@@ -233,6 +244,9 @@ void Daemon::start() {
                                e.what() + ")");
     throw;
   }
+  // This daemon claims as its host and data dir, the same across its restarts: it takes back its own
+  // earlier life's jobs, and leaves other live daemons' on a shared database alone.
+  parts_->store->set_claimant({claimant_id(options_.data_dir), std::int64_t(options_.lease_s) * 1000});
   try {
     interrupted = parts_->store->requeue_interrupted_jobs(options_.max_daemon_deaths);  // the first write: proves we can
   } catch (const db::StoreError& e) {
@@ -376,7 +390,13 @@ void Daemon::start() {
     parts_->http_address = parts_->http->start();
   }
   parts_->gpus->start();
-  if (!parts_->read_only) parts_->scheduler->start();
+  if (!parts_->read_only) {
+    parts_->scheduler->start();
+    parts_->leases = std::make_unique<LeaseKeeper>(*parts_->store, std::chrono::seconds(options_.lease_s),
+                                                   options_.max_daemon_deaths,
+                                                   [scheduler = parts_->scheduler.get()] { scheduler->notify(); });
+    parts_->leases->start();
+  }
 }
 
 void Daemon::wait() {
@@ -396,6 +416,7 @@ void Daemon::shutdown() {
     if (auto* health = parts_->server->GetHealthCheckService()) health->Shutdown();
   if (parts_->acceptor) parts_->acceptor->stop();
   if (parts_->server) parts_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  if (parts_->leases) parts_->leases->stop();
   if (parts_->scheduler) parts_->scheduler->stop();
   if (parts_->gpus) parts_->gpus->stop();
   // An orderly stop: its running jobs go back to the queue now, not counted as a daemon death. If

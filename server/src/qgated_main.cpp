@@ -61,6 +61,11 @@ int main(int argc, char** argv) {
   app.add_option("--worker-pids-max", o.worker_pids_max, "each worker cgroup's process and thread limit")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  app.add_option("--lease-s", o.lease_s,
+                 "how long this daemon's claim on a running job holds unrenewed: a job whose daemon died goes "
+                 "back to the queue this long after (docs/fleet.md)")
+      ->check(CLI::Range(2, 3600))
+      ->capture_default_str();
   app.add_option("--max-daemon-deaths", o.max_daemon_deaths,
                  "a job whose daemon died under it this many times is CRASHED, not run again")
       ->check(CLI::Range(1, 1000))

@@ -59,6 +59,7 @@ auto checked_sql(std::string_view operation, std::string_view where, Body&& body
 // --- Binding ---
 
 inline StoredValue stored(std::nullopt_t) { return std::monostate{}; }
+inline StoredValue stored(const StoredValue& value) { return value; }
 template <std::integral Integer>
 StoredValue stored(Integer value) {
   return static_cast<std::int64_t>(value);

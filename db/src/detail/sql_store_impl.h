@@ -80,6 +80,9 @@ class SqlStore final : public Store {
   bool set_job_quiet_only(RowId id, bool quiet_only) override;
   std::vector<RowId> jobs_with_contended_runs(std::int64_t since_ms) override;
   InterruptedJobs requeue_interrupted_jobs(int max_daemon_deaths, bool daemon_died) override;
+  void set_claimant(const Claimant& claimant) override;
+  int renew_leases() override;
+  InterruptedJobs requeue_expired_leases(int max_daemon_deaths) override;
 
   // --- Runs ---
   RowId add_run(const Run& run) override;
@@ -110,6 +113,15 @@ class SqlStore final : public Store {
   std::string integrity_check() override;
 
  private:
+  /// Which running jobs a recovery takes: a condition on jobs and the one value it binds.
+  struct RecoveredScope {
+    std::string condition;
+    StoredValue value;
+  };
+  /// The running jobs `scope` selects, recovered (requeue_interrupted_jobs), in the caller's
+  /// transaction.
+  InterruptedJobs recover_running_jobs(const RecoveredScope& scope, int max_daemon_deaths, bool daemon_died);
+
   /// One external build's checks as a finished parity job, inside import_external's transaction.
   void import_checks(const ImportedChecks& checks, ImportOutcome& outcome);
 
@@ -246,6 +258,7 @@ class SqlStore final : public Store {
 
   bool read_only_;
   std::mutex mutex_;
+  Claimant claimant_;
   std::unique_ptr<SqlConnection> connection_;
   std::unordered_map<RowId, BuildNaming> build_namings_;
 };

@@ -26,6 +26,15 @@ struct InterruptedJobs {
 /// The daemon deaths a job survives: the second ends it (docs/security.md).
 inline constexpr int kMaxDaemonDeaths = 2;
 
+/// Who claims jobs through a store, and how long a claim holds without a renewal (docs/fleet.md).
+/// A daemon's id stays the same across its restarts (its host and data dir), so a daemon that starts
+/// again takes back what its earlier life left running; other daemons' jobs it leaves alone until
+/// their leases run out.
+struct Claimant {
+  std::string id;                 // "" until set: jobs are claimed with no claimant and no lease
+  std::int64_t lease_ms = 60000;  // a claim held this long past its last renewal
+};
+
 /// The schema version this library migrates to (the number of migrations), on either engine.
 int schema_version_known();
 
@@ -74,8 +83,12 @@ class Store {
   /// constant number of queries whatever the number of jobs.
   virtual std::vector<JobListing> list_job_listings(const JobFilter& filter) = 0;
   virtual std::optional<JobListing> find_job_listing(RowId id) = 0;
-  /// Atomically takes the oldest queued job (for `device` when given) and marks it running. Jobs
-  /// that wait for a quiet window (quiet_only) are passed over unless `gpu_quiet`.
+  /// Who claims jobs through this store from now on (claim_next_job, renew_leases,
+  /// requeue_interrupted_jobs).
+  virtual void set_claimant(const Claimant& claimant) = 0;
+  /// Atomically takes the oldest queued job (for `device` when given) and marks it running, held
+  /// by the claimant under a lease. Jobs that wait for a quiet window (quiet_only) are passed over
+  /// unless `gpu_quiet`.
   virtual std::optional<Job> claim_next_job(std::optional<int> device, bool gpu_quiet) = 0;
   std::optional<Job> claim_next_job(std::optional<int> device) { return claim_next_job(device, false); }
   /// A queued job stops (or starts) waiting for a quiet window. Returns false when the job is not
@@ -84,12 +97,21 @@ class Store {
   /// Finished jobs (done) created at or after since_ms with at least one run whose co-tenant load
   /// was contended, oldest first.
   virtual std::vector<RowId> jobs_with_contended_runs(std::int64_t since_ms) = 0;
+  /// Extends the lease of every job the claimant runs, to now + lease_ms; returns how many.
+  virtual int renew_leases() = 0;
+  /// Jobs whose lease ran out (any claimant's: a daemon that died or lost the database) are
+  /// recovered as requeue_interrupted_jobs recovers a dead daemon's jobs: back to queued with
+  /// attempts + 1 and their unfinished runs interrupted, or ended when that makes
+  /// `max_daemon_deaths`.
+  virtual InterruptedJobs requeue_expired_leases(int max_daemon_deaths = kMaxDaemonDeaths) = 0;
   /// Crash recovery at start-up: jobs left running by a previous daemon go back to queued with
   /// attempts + 1 (attempts counts the daemons that died under a job), and their unfinished runs
   /// are marked interrupted. A job whose daemon has now died under it `max_daemon_deaths` times is
   /// not run again: it ends failed, disposition crashed, with that reason, since a build that
   /// kills its parent would otherwise take every restarted daemon down with it. A daemon that
   /// stops in order calls it with `daemon_died` false: its jobs go back to the queue uncounted.
+  /// Only the claimant's own jobs and jobs claimed with no claimant are taken: another live
+  /// daemon's are not (requeue_expired_leases recovers a dead one's).
   virtual InterruptedJobs requeue_interrupted_jobs(int max_daemon_deaths = kMaxDaemonDeaths,
                                                    bool daemon_died = true) = 0;
 

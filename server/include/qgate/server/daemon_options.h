@@ -19,6 +19,9 @@ struct DaemonOptions : jobs::JobPolicy {
   std::string db_path;                // empty = <data dir>/qgate.db
   // A PostgreSQL store (postgresql://..., docs/fleet.md) instead of the SQLite file db_path.
   std::string postgres_address;
+  // How long this daemon's claim on a running job holds without a renewal: a job whose daemon died
+  // goes back to the queue this long after (docs/fleet.md).
+  int lease_s = 60;
   // Several GPUs (docs/two-gpus.md): --gpus 0,1 or all serves each with its own queue and sampler;
   // empty = just `gpu`. On the CPU backend each is a fake device: cpu_device_names gives their names
   // (one per entry, default "cpu") and cpu_slowdowns a simulated slowdown each (tests, default 1).
