@@ -284,36 +284,23 @@ ApiResponse DashboardApi::get(const std::string& path, const QueryParams& query,
       return call([&](grpc::ClientContext* c) { return harness_->QueryTrend(c, request, &response); }, response,
                   "points", "points");
     }
-    if (path == "/api/changes") {
+    if (path == "/api/changes" || path == "/api/regressions") {
+      // /api/regressions is `qgate regressions`: the same request, slowdowns only, corrected across
+      // series by the daemon.
+      const bool regressions = path == "/api/regressions";
       v1::QueryChangesRequest request;
       request.set_profile(p.text("profile"));
       request.set_weight_type(p.text("weight_type"));
       request.set_path(p.text("path"));
       request.set_build_glob(p.text("build_glob"));
       request.set_since_unix_ms(p.integer("since_unix_ms"));
-      request.set_slowdowns_only(p.flag("slowdowns_only"));
+      request.set_slowdowns_only(regressions || p.flag("slowdowns_only"));
       request.set_alpha(p.real("alpha"));
       request.set_min_segment(p.small_integer("min_segment"));
       p.done();
       v1::QueryChangesResponse response;
       return call([&](grpc::ClientContext* c) { return harness_->QueryChanges(c, request, &response); },
-                  response, "changes");
-    }
-    if (path == "/api/regressions") {
-      // `qgate regressions`: the same request, slowdowns only, corrected across series by the daemon.
-      v1::QueryChangesRequest request;
-      request.set_profile(p.text("profile"));
-      request.set_weight_type(p.text("weight_type"));
-      request.set_path(p.text("path"));
-      request.set_build_glob(p.text("build_glob"));
-      request.set_since_unix_ms(p.integer("since_unix_ms"));
-      request.set_slowdowns_only(true);
-      request.set_alpha(p.real("alpha"));
-      request.set_min_segment(p.small_integer("min_segment"));
-      p.done();
-      v1::QueryChangesResponse response;
-      return call([&](grpc::ClientContext* c) { return harness_->QueryChanges(c, request, &response); },
-                  response, "regressions");
+                  response, regressions ? "regressions" : "changes");
     }
     if (path == "/api/compare") {
       // `qgate compare A B`: the daemon's statistics and verdict per matched series, as the CLI shows them.

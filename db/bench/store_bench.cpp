@@ -1,11 +1,12 @@
-// qgate-store-bench: fills a temporary SQLite store with a large synthetic history (default 1,000,000
+// qgate-store-bench: fills a temporary SQLite store (or, with --postgres, a PostgreSQL database) with a large synthetic history (default 1,000,000
 // runs over ~50 builds, 3 profiles, 8 weight types, each run with a sample and a co-tenant summary,
 // in jobs of kRunsPerJob runs with one profile and path each) through the store's own API, then times
 // trend queries over 30 days and over the whole year, both as raw runs (query_trend) and as trend
 // points from the write-time rollups (query_trend_summaries), and reports p50/p99 and max RSS.
 // A benchmark, not a test: it takes minutes at its default size.
 //
-//   qgate-store-bench [--runs N] [--builds N] [--queries N] [--db FILE] [--keep] [--skip-raw] [--json-out FILE]
+//   qgate-store-bench [--runs N] [--builds N] [--queries N] [--db FILE | --postgres ADDRESS] [--keep] [--skip-raw]
+//                     [--json-out FILE]
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -17,6 +18,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <random>
 #include <string>
 #include <string_view>
@@ -25,6 +27,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "qgate/db/postgres_store.h"
 #include "qgate/db/sqlite_store.h"
 
 namespace {
@@ -37,6 +40,7 @@ struct BenchOptions {
   int queries = 200;
   int batch_size = 10'000;  // runs per transaction while filling
   std::string db_path;      // empty = a file in a fresh temporary directory
+  std::string postgres;     // a PostgreSQL address (an empty database) instead of SQLite
   bool keep = false;
   bool skip_raw = false;    // time only the rollup points (max RSS without raw year-long queries)
   std::string json_out;
@@ -44,7 +48,7 @@ struct BenchOptions {
 
 [[noreturn]] void usage_error(const std::string& message) {
   std::cerr << "qgate-store-bench: " << message << "\n"
-            << "usage: qgate-store-bench [--runs N] [--builds N] [--queries N] [--db FILE] [--keep] "
+            << "usage: qgate-store-bench [--runs N] [--builds N] [--queries N] [--db FILE | --postgres ADDRESS] [--keep] "
                "[--skip-raw] [--json-out FILE]\n";
   std::exit(2);
 }
@@ -70,6 +74,7 @@ BenchOptions parse_options(int argc, char** argv) {
     else if (arg == "--builds") options.builds = static_cast<int>(number());
     else if (arg == "--queries") options.queries = static_cast<int>(number());
     else if (arg == "--db") options.db_path = value();
+    else if (arg == "--postgres") options.postgres = value();
     else if (arg == "--keep") options.keep = true;
     else if (arg == "--skip-raw") options.skip_raw = true;
     else if (arg == "--json-out") options.json_out = value();
@@ -112,9 +117,16 @@ int main(int argc, char** argv) {
   }
 
   try {
-    qgate::db::SqliteOptions store_options;
-    store_options.path = db_path;
-    auto store = qgate::db::open_sqlite_store(store_options);
+    std::unique_ptr<qgate::db::Store> store;
+    if (!options.postgres.empty()) {
+      qgate::db::PostgresOptions store_options;
+      store_options.address = options.postgres;
+      store = qgate::db::open_postgres_store(store_options);
+    } else {
+      qgate::db::SqliteOptions store_options;
+      store_options.path = db_path;
+      store = qgate::db::open_sqlite_store(store_options);
+    }
     std::mt19937_64 random(20261130);
 
     // --- Fill ---
@@ -252,7 +264,9 @@ int main(int argc, char** argv) {
     rusage usage{};
     getrusage(RUSAGE_SELF, &usage);
     const std::int64_t max_rss_kb = usage.ru_maxrss;  // kilobytes on Linux
-    const std::int64_t db_bytes = static_cast<std::int64_t>(std::filesystem::file_size(db_path));
+    // The file's size on SQLite; PostgreSQL's database lives on its server (pg_database_size).
+    const std::int64_t db_bytes =
+        options.postgres.empty() ? static_cast<std::int64_t>(std::filesystem::file_size(db_path)) : -1;
 
     fmt::print("runs stored        {}\n", stored_runs);
     fmt::print("builds             {} ({} names), jobs of {} runs\n", options.builds, kBuildNames, kRunsPerJob);
@@ -271,7 +285,8 @@ int main(int argc, char** argv) {
                  options.queries, p50, p99, max_ms, rows);
       figures[name] = {{"p50_ms", p50}, {"p99_ms", p99}, {"max_ms", max_ms}, {"rows_mean", rows}};
     }
-    fmt::print("database size      {:.1f} MiB\n", static_cast<double>(db_bytes) / (1 << 20));
+    fmt::print("engine             {}\n", options.postgres.empty() ? "sqlite" : "postgresql");
+    if (db_bytes >= 0) fmt::print("database size      {:.1f} MiB\n", static_cast<double>(db_bytes) / (1 << 20));
     fmt::print("max RSS            {:.1f} MiB\n", static_cast<double>(max_rss_kb) / 1024.0);
     fmt::print("integrity_check    {}\n", integrity);
 
@@ -280,6 +295,7 @@ int main(int argc, char** argv) {
           {"schema_version", 2},
           {"tool", "qgate-store-bench"},
           {"store_schema_version", qgate::db::schema_version_known()},
+          {"engine", options.postgres.empty() ? "sqlite" : "postgresql"},
           {"runs", stored_runs},
           {"builds", options.builds},
           {"profiles", kProfiles.size()},
