@@ -13,20 +13,25 @@
 
 namespace qgate::db::detail {
 
-/// "INSERT INTO table (columns but a generated key) VALUES (?, ...)", and "RETURNING key" when the
-/// engine generates the key: step() the statement once to read the new row's key.
+/// "INSERT INTO table (columns but a generated key) VALUES (?, ...)".
 template <class Row>
-std::string insert_sql(const RecordDeclaration<Row>& record) {
+std::string insert_values_sql(const RecordDeclaration<Row>& record) {
   std::string names, marks;
   for (const auto* column : record.inserted()) {
     names += fmt::format("{}{}", names.empty() ? "" : ", ", column->name);
     marks += marks.empty() ? "?" : ", ?";
   }
-  return fmt::format("INSERT INTO {} ({}) VALUES ({}){}", record.table, names, marks,
-                     record.generated_key ? fmt::format(" RETURNING {}", record.key) : "");
+  return fmt::format("INSERT INTO {} ({}) VALUES ({})", record.table, names, marks);
 }
 
-/// insert_sql, and on a conflict on the key every other column replaced (spelled the same in
+/// insert_values_sql, and "RETURNING key" when the engine generates the key: step() the statement
+/// once to read the new row's key.
+template <class Row>
+std::string insert_sql(const RecordDeclaration<Row>& record) {
+  return insert_values_sql(record) + (record.generated_key ? fmt::format(" RETURNING {}", record.key) : "");
+}
+
+/// insert_values_sql, and on a conflict on the key every other column replaced (spelled the same in
 /// PostgreSQL).
 template <class Row>
 std::string upsert_sql(const RecordDeclaration<Row>& record) {
@@ -35,13 +40,7 @@ std::string upsert_sql(const RecordDeclaration<Row>& record) {
     if (column->name == record.key) continue;
     updates += fmt::format("{}{} = excluded.{}", updates.empty() ? "" : ", ", column->name, column->name);
   }
-  std::string names, marks;
-  for (const auto* column : record.inserted()) {
-    names += fmt::format("{}{}", names.empty() ? "" : ", ", column->name);
-    marks += marks.empty() ? "?" : ", ?";
-  }
-  return fmt::format("INSERT INTO {} ({}) VALUES ({}) ON CONFLICT ({}) DO UPDATE SET {}", record.table, names,
-                     marks, record.key, updates);
+  return fmt::format("{} ON CONFLICT ({}) DO UPDATE SET {}", insert_values_sql(record), record.key, updates);
 }
 
 /// Binds the inserted columns of `row` from parameter 1 on, in insert_sql's order.
