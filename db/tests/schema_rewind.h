@@ -18,6 +18,11 @@ inline void rewind_schema_to(SQLite::Database& raw, int version) {
     std::vector<std::string> statements;
   };
   static const std::vector<Undo> undos = {
+      {14,
+       {"DROP TABLE fleet_gpus", "DROP TABLE job_labels", "DROP INDEX jobs_by_host",
+        "ALTER TABLE jobs DROP COLUMN gpu_model", "ALTER TABLE jobs DROP COLUMN gpu_uuid",
+        "ALTER TABLE jobs DROP COLUMN gpus_needed", "ALTER TABLE jobs DROP COLUMN host",
+        "ALTER TABLE jobs DROP COLUMN cancel_requested"}},
       {13,
        {"DROP INDEX jobs_by_lease", "ALTER TABLE jobs DROP COLUMN claimed_by", "ALTER TABLE jobs DROP COLUMN lease_expires_ms"}},
       {12, {"ALTER TABLE build_rollups DROP COLUMN host"}},
