@@ -1,10 +1,9 @@
 // The PostgreSQL engine: libpq behind SqlStatement. The store's SQL gets PostgreSQL's parameter marks
 // (detail/sql_dialect.h) and is prepared on the server once per statement and parameter types;
 // values travel as text and come back typed by their column's type. A connection lost between
-// transactions is opened again on the next use; SQLSTATEs become StoreErrorKind.
+// transactions is opened again on the next use; SQLSTATEs become StoreErrorKind. libpq is loaded
+// when the first connection opens (detail/libpq_library.h); every call goes through its table, pq_.
 #include "detail/postgres_connection.h"
-
-#include <libpq-fe.h>
 
 #include <atomic>
 #include <cmath>
@@ -15,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "detail/libpq_library.h"
 #include "detail/sql_checked.h"
 #include "detail/sql_dialect.h"
 
@@ -39,9 +39,10 @@ StoreErrorKind kind_from_sqlstate(std::string_view state) {
   return StoreErrorKind::Other;
 }
 
-/// A PGresult freed when it goes out of scope.
+/// A PGresult freed, by the libpq that made it, when it goes out of scope.
 struct ResultDeleter {
-  void operator()(PGresult* result) const { PQclear(result); }
+  decltype(&::PQclear) clear = nullptr;
+  void operator()(PGresult* result) const { clear(result); }
 };
 using Result = std::unique_ptr<PGresult, ResultDeleter>;
 
@@ -52,11 +53,11 @@ std::string trimmed(const char* message) {
 }
 
 /// The address without its password, for messages.
-std::string address_for_messages(const std::string& address) {
+std::string address_for_messages(const LibpqFunctions& pq, const std::string& address) {
   char* error = nullptr;
-  PQconninfoOption* options = PQconninfoParse(address.c_str(), &error);
+  PQconninfoOption* options = pq.PQconninfoParse(address.c_str(), &error);
   if (!options) {
-    PQfreemem(error);
+    pq.PQfreemem(error);
     return "postgresql (unparsable address)";
   }
   std::string shown;
@@ -66,7 +67,7 @@ std::string address_for_messages(const std::string& address) {
     if (keyword == "host" || keyword == "hostaddr" || keyword == "port" || keyword == "dbname" || keyword == "user")
       shown += fmt::format("{}{}={}", shown.empty() ? "" : " ", keyword, option->val);
   }
-  PQconninfoFree(options);
+  pq.PQconninfoFree(options);
   return shown.empty() ? "postgresql (from PG* variables)" : "postgresql " + shown;
 }
 
@@ -74,8 +75,7 @@ class PostgresConnection;
 
 class PostgresStatement final : public SqlStatement {
  public:
-  PostgresStatement(PostgresConnection& connection, std::string sql)
-      : connection_(connection), sql_(std::move(sql)) {}
+  PostgresStatement(PostgresConnection& connection, std::string sql);
 
   void bind(int index, const StoredValue& value) override {
     if (index < 1) throw SqlEngineError(StoreErrorKind::Other, fmt::format("parameter {}", index), "bind");
@@ -84,14 +84,14 @@ class PostgresStatement final : public SqlStatement {
   }
   bool step() override {
     if (!result_) run();
-    if (row_ + 1 >= PQntuples(result_.get())) return false;
+    if (row_ + 1 >= pq_.PQntuples(result_.get())) return false;
     ++row_;
     return true;
   }
   StoredValue value(int column) const override;
   std::int64_t exec() override {
     run();
-    const char* changed = PQcmdTuples(result_.get());
+    const char* changed = pq_.PQcmdTuples(result_.get());
     return changed && *changed ? std::atoll(changed) : 0;
   }
   void reset() override {
@@ -104,6 +104,7 @@ class PostgresStatement final : public SqlStatement {
   void run();
 
   PostgresConnection& connection_;
+  const LibpqFunctions& pq_;  // the connection's
   std::string sql_;  // in PostgreSQL's marks
   std::vector<StoredValue> values_;
   Result result_;
@@ -116,14 +117,17 @@ class PostgresStatement final : public SqlStatement {
 
 class PostgresConnection final : public SqlConnection {
  public:
-  explicit PostgresConnection(const PostgresOptions& options)
-      : address_(options.address), where_(address_for_messages(options.address)),
-        read_only_(options.read_only), connect_timeout_s_(options.connect_timeout_s) {
+  PostgresConnection(const PostgresOptions& options, const LibpqFunctions& pq)
+      : pq_(pq),
+        address_(options.address),
+        where_(address_for_messages(pq_, options.address)),
+        read_only_(options.read_only),
+        connect_timeout_s_(options.connect_timeout_s) {
     connect();
   }
   ~PostgresConnection() override {
     statements_.clear();
-    if (connection_) PQfinish(connection_);
+    if (connection_) pq_.PQfinish(connection_);
   }
 
   SqlEngine engine() const override { return SqlEngine::Postgresql; }
@@ -138,7 +142,7 @@ class PostgresConnection final : public SqlConnection {
   }
   void execute_script(std::string_view sql) override {
     ensure_connected();
-    Result result(PQexec(connection_, std::string(sql).c_str()));
+    Result result = owned(pq_.PQexec(connection_, std::string(sql).c_str()));
     check(result.get(), "script");
   }
 
@@ -153,17 +157,17 @@ class PostgresConnection final : public SqlConnection {
   }
   void rollback() noexcept override {
     in_transaction_ = false;
-    if (connection_ && PQstatus(connection_) == CONNECTION_OK) PQclear(PQexec(connection_, "ROLLBACK"));
+    if (connection_ && pq_.PQstatus(connection_) == CONNECTION_OK) pq_.PQclear(pq_.PQexec(connection_, "ROLLBACK"));
   }
 
   int schema_version() override {
     ensure_connected();
-    Result exists(PQexec(connection_, "SELECT to_regclass('schema_migrations') IS NOT NULL"));
+    Result exists = owned(pq_.PQexec(connection_, "SELECT to_regclass('schema_migrations') IS NOT NULL"));
     check(exists.get(), "schema version");
-    if (std::string_view(PQgetvalue(exists.get(), 0, 0)) != "t") return 0;
-    Result version(PQexec(connection_, "SELECT COALESCE(max(version), 0) FROM schema_migrations"));
+    if (std::string_view(pq_.PQgetvalue(exists.get(), 0, 0)) != "t") return 0;
+    Result version = owned(pq_.PQexec(connection_, "SELECT COALESCE(max(version), 0) FROM schema_migrations"));
     check(version.get(), "schema version");
-    return std::atoi(PQgetvalue(version.get(), 0, 0));
+    return std::atoi(pq_.PQgetvalue(version.get(), 0, 0));
   }
   void set_schema_version(int version) override {
     execute_script(fmt::format(
@@ -188,14 +192,14 @@ class PostgresConnection final : public SqlConnection {
     // PostgreSQL checks pages as it reads them; what it can be left with is an index that a failed
     // build marked invalid.
     ensure_connected();
-    Result result(PQexec(connection_,
-                         "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
-                         "JOIN pg_namespace n ON n.oid = c.relnamespace "
-                         "WHERE NOT i.indisvalid AND n.nspname = current_schema() ORDER BY 1"));
+    Result result = owned(pq_.PQexec(connection_,
+                                     "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+                                     "JOIN pg_namespace n ON n.oid = c.relnamespace "
+                                     "WHERE NOT i.indisvalid AND n.nspname = current_schema() ORDER BY 1"));
     check(result.get(), "integrity check");
     std::string report;
-    for (int row = 0; row < PQntuples(result.get()); ++row)
-      report += fmt::format("{}index {} is invalid", report.empty() ? "" : "\n", PQgetvalue(result.get(), row, 0));
+    for (int row = 0; row < pq_.PQntuples(result.get()); ++row)
+      report += fmt::format("{}index {} is invalid", report.empty() ? "" : "\n", pq_.PQgetvalue(result.get(), row, 0));
     return report.empty() ? "ok" : report;
   }
 
@@ -210,19 +214,22 @@ class PostgresConnection final : public SqlConnection {
     return connection_;
   }
   int generation() const { return generation_; }
+  const LibpqFunctions& pq() const { return pq_; }
+  /// `result`, freed by this connection's libpq when it goes out of scope.
+  Result owned(PGresult* result) const { return Result(result, ResultDeleter{pq_.PQclear}); }
 
   /// Throws SqlEngineError unless `result` succeeded.
   void check(const PGresult* result, std::string_view what) {
-    const ExecStatusType status = result ? PQresultStatus(result) : PGRES_FATAL_ERROR;
+    const ExecStatusType status = result ? pq_.PQresultStatus(result) : PGRES_FATAL_ERROR;
     if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK) return;
-    const char* state = result ? PQresultErrorField(result, PG_DIAG_SQLSTATE) : nullptr;
-    if (!state && PQstatus(connection_) != CONNECTION_OK) {
+    const char* state = result ? pq_.PQresultErrorField(result, PG_DIAG_SQLSTATE) : nullptr;
+    if (!state && pq_.PQstatus(connection_) != CONNECTION_OK) {
       throw SqlEngineError(StoreErrorKind::CannotOpen,
                            fmt::format("{}: the connection to the database was lost: {}", what,
-                                       trimmed(PQerrorMessage(connection_))),
+                                       trimmed(pq_.PQerrorMessage(connection_))),
                            "connection");
     }
-    const std::string message = trimmed(result ? PQresultErrorMessage(result) : PQerrorMessage(connection_));
+    const std::string message = trimmed(result ? pq_.PQresultErrorMessage(result) : pq_.PQerrorMessage(connection_));
     throw SqlEngineError(kind_from_sqlstate(state ? state : ""), message,
                          fmt::format("sqlstate {}", state ? state : "none"));
   }
@@ -238,10 +245,10 @@ class PostgresConnection final : public SqlConnection {
     }
     keywords.push_back(nullptr);
     values.push_back(nullptr);
-    connection_ = PQconnectdbParams(keywords.data(), values.data(), 1);
-    if (!connection_ || PQstatus(connection_) != CONNECTION_OK) {
-      const std::string why = connection_ ? trimmed(PQerrorMessage(connection_)) : "out of memory";
-      if (connection_) PQfinish(connection_);
+    connection_ = pq_.PQconnectdbParams(keywords.data(), values.data(), 1);
+    if (!connection_ || pq_.PQstatus(connection_) != CONNECTION_OK) {
+      const std::string why = connection_ ? trimmed(pq_.PQerrorMessage(connection_)) : "out of memory";
+      if (connection_) pq_.PQfinish(connection_);
       connection_ = nullptr;
       throw SqlEngineError(StoreErrorKind::CannotOpen, fmt::format("cannot connect: {}", why), "connection");
     }
@@ -250,8 +257,9 @@ class PostgresConnection final : public SqlConnection {
 
   void configure() {
     ++generation_;
-    PQsetNoticeProcessor(connection_, [](void*, const char*) {}, nullptr);
-    Result result(PQexec(connection_, read_only_ ? "SET default_transaction_read_only = on" : "SELECT 1"));
+    pq_.PQsetNoticeProcessor(
+        connection_, [](void*, const char*) {}, nullptr);
+    Result result = owned(pq_.PQexec(connection_, read_only_ ? "SET default_transaction_read_only = on" : "SELECT 1"));
     check(result.get(), "configure");
   }
 
@@ -262,16 +270,17 @@ class PostgresConnection final : public SqlConnection {
       connect();
       return;
     }
-    if (PQstatus(connection_) == CONNECTION_OK || in_transaction_) return;
-    PQreset(connection_);
-    if (PQstatus(connection_) != CONNECTION_OK) {
+    if (pq_.PQstatus(connection_) == CONNECTION_OK || in_transaction_) return;
+    pq_.PQreset(connection_);
+    if (pq_.PQstatus(connection_) != CONNECTION_OK) {
       throw SqlEngineError(StoreErrorKind::CannotOpen,
-                           fmt::format("the database cannot be reached: {}", trimmed(PQerrorMessage(connection_))),
+                           fmt::format("the database cannot be reached: {}", trimmed(pq_.PQerrorMessage(connection_))),
                            "connection");
     }
     configure();
   }
 
+  LibpqFunctions pq_;  // first: where_ is made with it
   std::string address_;
   std::string where_;
   bool read_only_;
@@ -281,6 +290,9 @@ class PostgresConnection final : public SqlConnection {
   int generation_ = 0;
   std::unordered_map<std::string, std::unique_ptr<PostgresStatement>> statements_;
 };
+
+PostgresStatement::PostgresStatement(PostgresConnection& connection, std::string sql)
+    : connection_(connection), pq_(connection.pq()), sql_(std::move(sql)), result_(connection.owned(nullptr)) {}
 
 void PostgresStatement::run() {
   result_.reset();
@@ -316,21 +328,22 @@ void PostgresStatement::run() {
   if (name == server_names_.end()) {
     static std::atomic<int> next_name{0};
     const std::string fresh = fmt::format("qgate_{}", ++next_name);
-    Result prepared(PQprepare(handle, fresh.c_str(), sql_.c_str(), static_cast<int>(types.size()), types.data()));
+    Result prepared = connection_.owned(
+        pq_.PQprepare(handle, fresh.c_str(), sql_.c_str(), static_cast<int>(types.size()), types.data()));
     connection_.check(prepared.get(), "prepare");
     name = server_names_.emplace(types, fresh).first;
   }
-  result_.reset(PQexecPrepared(handle, name->second.c_str(), static_cast<int>(pointers.size()), pointers.data(),
-                               nullptr, nullptr, 0));
+  result_.reset(pq_.PQexecPrepared(handle, name->second.c_str(), static_cast<int>(pointers.size()), pointers.data(),
+                                   nullptr, nullptr, 0));
   connection_.check(result_.get(), "statement");
 }
 
 StoredValue PostgresStatement::value(int column) const {
-  if (!result_ || row_ < 0 || column >= PQnfields(result_.get()))
+  if (!result_ || row_ < 0 || column >= pq_.PQnfields(result_.get()))
     throw SqlEngineError(StoreErrorKind::Other, fmt::format("no column {} in this row", column), "read");
-  if (PQgetisnull(result_.get(), row_, column)) return std::monostate{};
-  const char* text = PQgetvalue(result_.get(), row_, column);
-  switch (PQftype(result_.get(), column)) {
+  if (pq_.PQgetisnull(result_.get(), row_, column)) return std::monostate{};
+  const char* text = pq_.PQgetvalue(result_.get(), row_, column);
+  switch (pq_.PQftype(result_.get(), column)) {
     case kInt8Oid:
     case kInt4Oid:
     case kInt2Oid: return static_cast<std::int64_t>(std::strtoll(text, nullptr, 10));
@@ -341,14 +354,20 @@ StoredValue PostgresStatement::value(int column) const {
         return static_cast<std::int64_t>(std::strtoll(text, nullptr, 10));
       return std::strtod(text, nullptr);
     case kBoolOid: return static_cast<std::int64_t>(text[0] == 't' ? 1 : 0);
-    default: return std::string(text, static_cast<std::size_t>(PQgetlength(result_.get(), row_, column)));
+    default:
+      return std::string(text, static_cast<std::size_t>(pq_.PQgetlength(result_.get(), row_, column)));
   }
 }
 
 }  // namespace
 
 std::unique_ptr<SqlConnection> open_postgres_connection(const PostgresOptions& options) {
-  return std::make_unique<PostgresConnection>(options);
+  return std::make_unique<PostgresConnection>(options, libpq());
+}
+
+std::unique_ptr<SqlConnection> open_postgres_connection(const PostgresOptions& options,
+                                                        const std::string& libpq_library) {
+  return std::make_unique<PostgresConnection>(options, load_libpq(libpq_library));
 }
 
 }  // namespace qgate::db::detail

@@ -2,13 +2,20 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "qgate/db/postgres_store.h"
 #include "sql_connection.h"
 
 namespace qgate::db::detail {
 
-/// Connects (PG* environment variables fill in what the address leaves out). Throws SqlEngineError.
+/// Connects (PG* environment variables fill in what the address leaves out) through libpq.so.5,
+/// which the first call loads (detail/libpq_library.h). Throws SqlEngineError: CannotOpen when libpq
+/// cannot be loaded or the server cannot be reached.
 std::unique_ptr<SqlConnection> open_postgres_connection(const PostgresOptions& options);
+
+/// The same through `libpq_library` (a dlopen name or path), loaded for this connection: for tests.
+std::unique_ptr<SqlConnection> open_postgres_connection(const PostgresOptions& options,
+                                                        const std::string& libpq_library);
 
 }  // namespace qgate::db::detail
