@@ -115,7 +115,7 @@ ALTER ROLE qgate PASSWORD '$password';
 SELECT 'CREATE DATABASE qgate OWNER qgate' WHERE NOT EXISTS (SELECT FROM pg_database WHERE datname = 'qgate') \gexec
 EOF
         die "cannot make the role and database qgate (log: $dir/log)"
-      (umask 077; echo "$password" >"$dir/password"; echo "*:$p:qgate:qgate:$password" >"$dir/pgpass")
+      (umask 077; echo "$password" >"$dir/password"; echo "*:$p:*:qgate:$password" >"$dir/pgpass")
     fi
     say "PostgreSQL $("$bin/postgres" --version | awk '{print $3}') in $dir, as $user: port $p on '$(sed -n \
       "s/^listen_addresses = '\(.*\)'$/\1/p" "$data/qgate.conf")', socket in $dir, log $dir/log"
