@@ -1,14 +1,16 @@
 // The PostgreSQL engine: libpq behind SqlStatement. The store's SQL gets PostgreSQL's parameter marks
 // (detail/sql_dialect.h) and is prepared on the server once per statement and parameter types;
-// values travel as text and come back typed by their column's type. A connection lost between
-// transactions is opened again on the next use; SQLSTATEs become StoreErrorKind. libpq is loaded
-// when the first connection opens (detail/libpq_library.h); every call goes through its table, pq_.
+// values travel as text and come back typed by their column's type, except blobs: a bytea parameter
+// is sent in binary format (its bytes as they are) and a bytea column read back from its hex form. A connection lost
+// between transactions is opened again on the next use; SQLSTATEs become StoreErrorKind. libpq is loaded when the first
+// connection opens (detail/libpq_library.h); every call goes through its table, pq_.
 #include "detail/postgres_connection.h"
 
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <map>
+#include <set>
 #include <unordered_map>
 #include <vector>
 
@@ -23,7 +25,7 @@ namespace qgate::db::detail {
 namespace {
 
 // Type OIDs of PostgreSQL's catalog (pg_type.dat), the few the store's values travel as.
-constexpr Oid kBoolOid = 16, kInt8Oid = 20, kInt2Oid = 21, kInt4Oid = 23, kTextOid = 25, kFloat4Oid = 700,
+constexpr Oid kBoolOid = 16, kByteaOid = 17, kInt8Oid = 20, kInt2Oid = 21, kInt4Oid = 23, kTextOid = 25, kFloat4Oid = 700,
               kFloat8Oid = 701, kNumericOid = 1700;
 
 StoreErrorKind kind_from_sqlstate(std::string_view state) {
@@ -71,6 +73,23 @@ std::string address_for_messages(const LibpqFunctions& pq, const std::string& ad
   return shown.empty() ? "postgresql (from PG* variables)" : "postgresql " + shown;
 }
 
+/// A bytea value in PostgreSQL's hex output (\x and two digits a byte) as its bytes.
+std::string bytes_from_hex(const char* text, std::size_t length) {
+  const std::string_view hex(text, length);
+  if (!hex.starts_with("\\x") || hex.size() % 2 != 0)
+    throw SqlEngineError(StoreErrorKind::InvalidValue, "a bytea value not in hex output", "read");
+  auto digit = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    throw SqlEngineError(StoreErrorKind::InvalidValue, "a bytea value with a character that is not hex", "read");
+  };
+  std::string bytes((hex.size() - 2) / 2, '\0');
+  for (std::size_t i = 0; i < bytes.size(); ++i)
+    bytes[i] = static_cast<char>(digit(hex[2 + 2 * i]) << 4 | digit(hex[3 + 2 * i]));
+  return bytes;
+}
+
 class PostgresConnection;
 
 class PostgresStatement final : public SqlStatement {
@@ -81,6 +100,11 @@ class PostgresStatement final : public SqlStatement {
     if (index < 1) throw SqlEngineError(StoreErrorKind::Other, fmt::format("parameter {}", index), "bind");
     if (static_cast<std::size_t>(index) > values_.size()) values_.resize(static_cast<std::size_t>(index));
     values_[static_cast<std::size_t>(index - 1)] = value;
+    blobs_.erase(index);
+  }
+  void bind_blob(int index, std::string_view bytes) override {
+    bind(index, std::string(bytes));
+    blobs_.insert(index);
   }
   bool step() override {
     if (!result_) run();
@@ -96,6 +120,7 @@ class PostgresStatement final : public SqlStatement {
   }
   void reset() override {
     values_.clear();
+    blobs_.clear();
     result_.reset();
     row_ = -1;
   }
@@ -107,6 +132,7 @@ class PostgresStatement final : public SqlStatement {
   const LibpqFunctions& pq_;  // the connection's
   std::string sql_;  // in PostgreSQL's marks
   std::vector<StoredValue> values_;
+  std::set<int> blobs_;  // the parameters (from 1) bound as blobs
   Result result_;
   int row_ = -1;
   // The server-side statement for each list of parameter types, and the connection it lives on
@@ -259,7 +285,10 @@ class PostgresConnection final : public SqlConnection {
     ++generation_;
     pq_.PQsetNoticeProcessor(
         connection_, [](void*, const char*) {}, nullptr);
-    Result result = owned(pq_.PQexec(connection_, read_only_ ? "SET default_transaction_read_only = on" : "SELECT 1"));
+    // bytea comes back in hex, whatever the server's default (value() decodes it).
+    Result result =
+        owned(pq_.PQexec(connection_, read_only_ ? "SET bytea_output = 'hex'; SET default_transaction_read_only = on"
+                                                 : "SET bytea_output = 'hex'"));
     check(result.get(), "configure");
   }
 
@@ -300,8 +329,17 @@ void PostgresStatement::run() {
   std::vector<Oid> types(values_.size(), 0);
   std::vector<std::string> texts(values_.size());
   std::vector<const char*> pointers(values_.size(), nullptr);
+  std::vector<int> lengths(values_.size(), 0);
+  std::vector<int> formats(values_.size(), 0);  // 0 text, 1 binary
   for (std::size_t i = 0; i < values_.size(); ++i) {
     const StoredValue& value = values_[i];
+    if (const auto* bytes = std::get_if<std::string>(&value); bytes && blobs_.contains(static_cast<int>(i + 1))) {
+      types[i] = kByteaOid;
+      formats[i] = 1;
+      lengths[i] = static_cast<int>(bytes->size());
+      pointers[i] = bytes->data();
+      continue;
+    }
     if (const auto* integer = std::get_if<std::int64_t>(&value)) {
       types[i] = kInt8Oid;
       texts[i] = std::to_string(*integer);
@@ -334,7 +372,7 @@ void PostgresStatement::run() {
     name = server_names_.emplace(types, fresh).first;
   }
   result_.reset(pq_.PQexecPrepared(handle, name->second.c_str(), static_cast<int>(pointers.size()), pointers.data(),
-                                   nullptr, nullptr, 0));
+                                   lengths.data(), formats.data(), 0));
   connection_.check(result_.get(), "statement");
 }
 
@@ -354,6 +392,8 @@ StoredValue PostgresStatement::value(int column) const {
         return static_cast<std::int64_t>(std::strtoll(text, nullptr, 10));
       return std::strtod(text, nullptr);
     case kBoolOid: return static_cast<std::int64_t>(text[0] == 't' ? 1 : 0);
+    case kByteaOid:
+      return bytes_from_hex(text, static_cast<std::size_t>(pq_.PQgetlength(result_.get(), row_, column)));
     default:
       return std::string(text, static_cast<std::size_t>(pq_.PQgetlength(result_.get(), row_, column)));
   }

@@ -106,6 +106,8 @@ std::string postgres_types(std::string_view code) {
       out += "DOUBLE PRECISION";
     } else if (word == "TEXT") {
       out += "TEXT COLLATE \"C\"";
+    } else if (word == "BLOB") {
+      out += "BYTEA";
     } else {
       out += word;
     }

@@ -84,6 +84,10 @@ class SqliteStatement final : public SqlStatement {
       else statement_.bind(index);  // NULL
     });
   }
+  void bind_blob(int index, std::string_view bytes) override {
+    sqlite_call([&] { // A null pointer would bind NULL: an empty blob binds a pointer to no bytes.
+      statement_.bind(index, bytes.empty() ? "" : bytes.data(), static_cast<int>(bytes.size())); });
+  }
   bool step() override {
     return sqlite_call([&] { return statement_.executeStep(); });
   }
@@ -94,6 +98,7 @@ class SqliteStatement final : public SqlStatement {
         case SQLITE_INTEGER: return read.getInt64();
         case SQLITE_FLOAT: return read.getDouble();
         case SQLITE_NULL: return std::monostate{};
+        case SQLITE_BLOB: return std::string(static_cast<const char*>(read.getBlob()), static_cast<std::size_t>(read.getBytes()));
         default: return read.getString();
       }
     });

@@ -18,6 +18,7 @@ inline void rewind_schema_to(SQLite::Database& raw, int version) {
     std::vector<std::string> statements;
   };
   static const std::vector<Undo> undos = {
+      {15, {"DROP TABLE build_content_chunks", "DROP TABLE build_contents"}},
       {14,
        {"DROP TABLE fleet_gpus", "DROP TABLE job_labels", "DROP INDEX jobs_by_host",
         "ALTER TABLE jobs DROP COLUMN gpu_model", "ALTER TABLE jobs DROP COLUMN gpu_uuid",

@@ -17,6 +17,7 @@ TEST(SqlDialect, MigrationTypesBecomePostgresTypesOutsideCommentsAndStrings) {
       "  parent INTEGER PRIMARY KEY REFERENCES p (id),\n"
       "  n INTEGER NOT NULL DEFAULT 0,\n"
       "  x REAL,\n"
+      "  bytes BLOB NOT NULL,\n"
       "  name TEXT NOT NULL DEFAULT 'INTEGER TEXT'\n"
       ");\n";
   const std::string pg = migration_for_engine(sql, SqlEngine::Postgresql);
@@ -25,6 +26,7 @@ TEST(SqlDialect, MigrationTypesBecomePostgresTypesOutsideCommentsAndStrings) {
   EXPECT_NE(pg.find("parent BIGINT PRIMARY KEY REFERENCES p (id)"), std::string::npos) << pg;
   EXPECT_NE(pg.find("n BIGINT NOT NULL"), std::string::npos) << pg;
   EXPECT_NE(pg.find("x DOUBLE PRECISION,"), std::string::npos) << pg;
+  EXPECT_NE(pg.find("bytes BYTEA NOT NULL,"), std::string::npos) << pg;
   EXPECT_NE(pg.find("name TEXT COLLATE \"C\" NOT NULL DEFAULT 'INTEGER TEXT'"), std::string::npos) << pg;
   EXPECT_EQ(migration_for_engine(sql, SqlEngine::Sqlite), sql);  // SQLite runs the file as written
 }

@@ -21,6 +21,9 @@ class SqlStatement {
   virtual ~SqlStatement() = default;
 
   virtual void bind(int index, const StoredValue& value) = 0;
+  /// Binds bytes as a blob (SQLite BLOB, PostgreSQL bytea): any byte values, NUL included. A blob
+  /// column reads back through value() and text() as those bytes.
+  virtual void bind_blob(int index, std::string_view bytes) = 0;
   /// The next row of the result (the statement runs at the first call); false past the last.
   virtual bool step() = 0;
   /// A column of the current row.

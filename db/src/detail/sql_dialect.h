@@ -13,7 +13,7 @@ namespace qgate::db::detail {
 /// A migration file as `engine` runs it. Lines from "-- engine: sqlite" (or "postgresql") to
 /// "-- engine: all" belong to that engine alone. For PostgreSQL the column types are mapped:
 /// INTEGER to BIGINT (SQLite's are 64-bit), REAL to DOUBLE PRECISION, TEXT to TEXT COLLATE "C"
-/// (SQLite compares text by its bytes), and an INTEGER PRIMARY KEY that references no other table
+/// (SQLite compares text by its bytes), BLOB to BYTEA, and an INTEGER PRIMARY KEY that references no other table
 /// (SQLite's row id, assigned on insert) to an identity column. Words in comments and string
 /// literals are left alone.
 std::string migration_for_engine(std::string_view sql, SqlEngine engine);

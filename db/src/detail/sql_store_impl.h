@@ -63,6 +63,12 @@ class SqlStore final : public Store {
   std::optional<Build> find_latest_build_by_name(std::string_view name) override;
   std::vector<Build> list_builds(std::optional<std::string_view> name, int limit) override;
 
+  // --- Build content (store_build_content.cpp) ---
+  bool shared_by_hosts() const override { return connection_->engine() == SqlEngine::Postgresql; }
+  bool put_build_content(std::string_view sha256, std::istream& content) override;
+  bool has_build_content(std::string_view sha256) override;
+  bool read_build_content(std::string_view sha256, const BuildContentSink& sink) override;
+
   // --- Jobs ---
   RowId create_job(const Job& job) override;
   std::optional<Job> find_job(RowId id) override;

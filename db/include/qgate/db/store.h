@@ -7,12 +7,14 @@
 #pragma once
 
 #include <cstdint>
+#include <istream>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "qgate/db/build_content.h"
 #include "qgate/db/records.h"
 #include "qgate/db/store_error.h"
 
@@ -56,6 +58,23 @@ class Store {
   virtual std::optional<Build> find_latest_build_by_name(std::string_view name) = 0;
   /// Newest first; all names when `name` is empty.
   virtual std::vector<Build> list_builds(std::optional<std::string_view> name, int limit) = 0;
+
+  // --- Build content (docs/fleet.md, "Builds on every host") ---
+
+  /// Whether this store is one database that daemons on several hosts share (PostgreSQL): a build
+  /// one daemon took in then travels to the others as content stored here.
+  virtual bool shared_by_hosts() const = 0;
+  /// Stores what `content` reads, to its end, as the content of `sha256`, in chunks of
+  /// kBuildContentChunkBytes, all in one transaction. Returns false, reading nothing, when that
+  /// content is stored already. Bytes that do not hash to `sha256` are refused
+  /// (StoreError(InvalidValue)) and nothing is written.
+  virtual bool put_build_content(std::string_view sha256, std::istream& content) = 0;
+  virtual bool has_build_content(std::string_view sha256) = 0;
+  /// Streams the content of `sha256` into `sink`, chunk by chunk in order, and checks at the end that
+  /// the bytes have the stored size and hash to `sha256`. Returns false, calling no sink, when none
+  /// is stored. A missing chunk or bytes that do not match throw StoreError(Corrupt), after the sink
+  /// has taken some of them: write them somewhere temporary until this returns true.
+  virtual bool read_build_content(std::string_view sha256, const BuildContentSink& sink) = 0;
 
   // --- Jobs ---
 
