@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "qgate/server/artifact_store.h"
+#include "qgate/server/build_files.h"
 #include "qgate/server/grpc_status.h"
 #include "qgate/jobs/job_messages.h"
 #include "qgate/jobs/series_fields_message.h"
@@ -362,6 +363,8 @@ grpc::Status HarnessService::accept_upload(const v1::SubmitHeader& header, const
                                            const std::string& sha256, int64_t size,
                                            v1::SubmitBuildResponse* response) {
   return guarded_status([&]() -> grpc::Status {
+    // In a fleet the content is in the database before the job is queued: any daemon may claim it.
+    BuildFiles(store_, options_.data_dir + "/artifacts").share(artifact_path, sha256);
     const SubmitOutcome outcome = submission_.accept(header, StoredUpload{artifact_path, sha256, size});
     response->set_job_id(outcome.job_id);
     *response->mutable_build() = to_proto(outcome.build);

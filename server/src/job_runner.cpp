@@ -11,6 +11,7 @@
 #include "qgate/profiles/model_profile.h"
 #include "qgate/server/ab_phase.h"
 #include "qgate/server/artifact_store.h"
+#include "qgate/server/build_files.h"
 #include "qgate/jobs/job_gpu_records.h"
 #include "qgate/jobs/job_profile.h"
 #include "qgate/jobs/job_messages.h"
@@ -45,11 +46,13 @@ profiles::ModelProfile profile_of(const v1::JobSpec& spec, const std::string& ba
 class JobPlan {
  public:
   JobPlan(db::Store& store, const DaemonOptions& options, cotenant::Sampler& sampler, WorkerLauncher& launcher,
-          JobRecorder& recorder, const JobControl& control, const db::Job& job, const JobPlacement& placement)
+          BuildFiles& build_files, JobRecorder& recorder, const JobControl& control, const db::Job& job,
+          const JobPlacement& placement)
       : store_(store),
         options_(options),
         sampler_(sampler),
         launcher_(launcher),
+        build_files_(build_files),
         recorder_(recorder),
         control_(control),
         job_(job),
@@ -63,9 +66,11 @@ class JobPlan {
     const bool command = spec_.kind() == v1::JOB_KIND_COMMAND;
     // A command job's build is a file only when the two builds are substituted into its command.
     const bool has_file = !command || spec_.command().toggle() == v1::COMMAND_TOGGLE_BUILDS;
-    if (has_file)
+    if (has_file) {
+      candidate_ = on_this_host(std::move(candidate_));
       if (const std::string why = stored_build_mismatch(candidate_.artifact_path, candidate_.sha256); !why.empty())
         throw JobFailure(why);
+    }
     report_.set_backend(options_.backend);
     check_split();
     const bool gate = spec_.kind() == v1::JOB_KIND_GATE;
@@ -139,6 +144,12 @@ class JobPlan {
     setup.split = split;
   }
   uint64_t seed() const { return spec_.seed() ? spec_.seed() : kDefaultSeed; }
+  /// The build with artifact_path naming the file this host runs it from (BuildFiles): the phases,
+  /// arms and {build} substitutions read that path alone.
+  db::Build on_this_host(db::Build build) {
+    build.artifact_path = build_files_.local_path(build);
+    return build;
+  }
   std::string log_dir() const { return (std::filesystem::path(options_.data_dir) / "logs").string(); }
 
   void run_parity() {
@@ -195,7 +206,7 @@ class JobPlan {
       auto base = store_.find_build(job_.baseline_build_id.value_or(0));
       if (!base) throw JobFailure("the gate's baseline build is not in the store");
       setup.a.build = candidate_;
-      setup.b.build = *base;
+      setup.b.build = on_this_host(*base);
       setup.a.label = db::build_label(candidate_.name, candidate_.sha256);
       setup.b.label = db::build_label(base->name, base->sha256);
       const std::string mmq = spec_.path() == "f16" ? "0" : "1";
@@ -332,7 +343,7 @@ class JobPlan {
       case v1::COMMAND_TOGGLE_BUILDS: {
         auto base = store_.find_build(job_.baseline_build_id.value_or(0));
         if (!base) throw JobFailure("the command job's baseline build is not in the store");
-        setup.b.build = *base;
+        setup.b.build = on_this_host(*base);
         setup.a.label = db::build_label(candidate_.name, candidate_.sha256);
         setup.b.label = db::build_label(base->name, base->sha256);
         for (auto* arm_spec : {&setup.a, &setup.b}) {
@@ -408,6 +419,7 @@ class JobPlan {
   const DaemonOptions& options_;
   cotenant::Sampler& sampler_;
   WorkerLauncher& launcher_;
+  BuildFiles& build_files_;
   JobRecorder& recorder_;
   const JobControl& control_;
   db::Job job_;
@@ -428,7 +440,8 @@ JobRunner::JobRunner(db::Store& store, EventHub& events, const DaemonOptions& op
       events_(events),
       options_(options),
       sampler_(sampler),
-      launcher_(launcher ? std::move(launcher) : std::make_shared<ProcessLauncher>()) {}
+      launcher_(launcher ? std::move(launcher) : std::make_shared<ProcessLauncher>()),
+      build_files_(store, (std::filesystem::path(options.data_dir) / "artifacts").string()) {}
 
 void JobRunner::run(const db::Job& job, const std::atomic<int>& stop) {
   // The options' GPU, opened as the options say.
@@ -447,7 +460,7 @@ void JobRunner::run(const db::Job& job, const std::atomic<int>& stop, const JobP
     const int64_t limit_s = spec.timeout_s() > 0 ? spec.timeout_s() : options_.job_timeout_s;
     const JobControl control(stop, std::chrono::seconds(limit_s));
     spdlog::info("job {} started: {} of build {}", job.id, words::spec_word(spec.kind()), job.build_id);
-    JobPlan(store_, options_, sampler_, *launcher_, recorder, control, job, placement).run();
+    JobPlan(store_, options_, sampler_, *launcher_, build_files_, recorder, control, job, placement).run();
   } catch (const DaemonStopping&) {
     // Left running here: the daemon queues it again once every runner has stopped (Daemon::shutdown).
     spdlog::info("job {} interrupted by the daemon stopping; it is queued again", job.id);

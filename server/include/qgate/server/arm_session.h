@@ -24,7 +24,7 @@ namespace qgate::server {
 struct ArmSpec {
   std::string name;   // "A" or "B"
   std::string label;  // "mmq", "f16", "<build name>@<sha256 prefix>", or a command arm's "MINFER_MMQ=1"
-  db::Build build;
+  db::Build build;  // its artifact_path is this host's file of it (BuildFiles::local_path)
   std::map<std::string, std::string> env;  // e.g. MINFER_MMQ=1
   std::optional<v1::CommandArm> command;
   std::vector<std::string> device_args;  // how its worker opens its GPU (--device N, ...)

@@ -11,6 +11,7 @@
 #include "qgate/cotenant/sampler.h"
 #include "qgate/db/store.h"
 #include "qgate/server/daemon_options.h"
+#include "qgate/server/build_files.h"
 #include "qgate/server/event_hub.h"
 #include "qgate/server/gpu_pool.h"
 #include "qgate/server/job_control.h"
@@ -48,6 +49,7 @@ class JobRunner {
   const DaemonOptions& options_;
   cotenant::Sampler& sampler_;
   std::shared_ptr<WorkerLauncher> launcher_;
+  BuildFiles build_files_;  // the files this host runs builds from (<data dir>/artifacts)
 };
 
 }  // namespace qgate::server
