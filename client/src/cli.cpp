@@ -111,9 +111,17 @@ struct GlobalOptions {
   std::string tls_ca;
 };
 
+/// Which daemon of a fleet may take a job (docs/fleet.md); none given = any.
+struct GpuRouting {
+  std::optional<std::string> model;  // --gpu-model
+  std::optional<std::string> uuid;   // --gpu-uuid
+  std::vector<std::string> labels;   // --label, each maybe comma-separated
+};
+
 struct SubmitOptions {
   std::string gpu;          // --gpu: the GPU (or, with --split-gpus, the pair); empty = any free one
   bool split_gpus = false;  // --split-gpus: the arms on two identical GPUs at once
+  GpuRouting routing;
   std::string build_file;
   std::string name;
   std::string commit;
@@ -146,6 +154,7 @@ struct SubmitOptions {
 struct CommandJobOptions {
   std::string gpu;
   bool split_gpus = false;
+  GpuRouting routing;
   std::string name;
   std::string commit;
   std::string branch;
@@ -207,6 +216,7 @@ struct ListOptions {
   std::string state;
   std::string name;
   int limit = 0;
+  std::string host;  // jobs --host, device --host
 };
 
 struct TrendOptions {
@@ -222,6 +232,7 @@ struct TrendOptions {
   bool raw_runs = false;  // export: one point per run
   std::string format;
   std::string output;
+  std::string host;  // only runs measured on this host
 };
 
 struct ImportOptions {
@@ -237,6 +248,7 @@ struct CompareOptions {
   std::int64_t tokens = 0;
   std::string type;
   double margin_percent = 0;
+  std::string host;
 };
 
 class Cli {
@@ -340,14 +352,38 @@ CLI::Validator positive_seconds() {
       "SECONDS");
 }
 
-/// The GPU a job runs on (qgated --gpus; docs/two-gpus.md).
-void add_gpu_options(CLI::App* sub, std::string& gpu, bool& split) {
+/// The GPU a job runs on (qgated --gpus; docs/two-gpus.md), and which daemon of a fleet may take it
+/// (docs/fleet.md).
+void add_gpu_options(CLI::App* sub, std::string& gpu, bool& split, GpuRouting& routing) {
   sub->add_option("--gpu", gpu,
                   "run on this GPU (an ordinal qgated serves; default: the first one free); with --split-gpus, "
                   "the pair, e.g. 0,1");
   sub->add_flag("--split-gpus", split,
                 "run the two arms at once on two identical GPUs, swapping GPUs every pair; judged on blocks "
                 "that cancel the GPUs' own speed, against the pair's A/A calibration");
+  sub->add_option_function<std::string>(
+      "--gpu-model", [&routing](const std::string& model) { routing.model = model; },
+      "only a GPU of this model may take the job, matched against the words of its name in any case, "
+      "e.g. H200 or \"RTX 4090\" (a fleet sharing one database: any daemon with one)");
+  sub->add_option_function<std::string>(
+      "--gpu-uuid", [&routing](const std::string& uuid) { routing.uuid = uuid; },
+      "only the GPU of this uuid may take the job (GPU-...)");
+  sub->add_option("--label", routing.labels,
+                  "only a daemon carrying this label (qgated --label) may take the job; repeatable or "
+                  "comma-separated, a daemon must carry every one")
+      ->allow_extra_args(false);
+}
+
+/// A host filter of a read command: the request's host field ("" = every host).
+void add_host_option(CLI::App* sub, std::string& host, const std::string& what) {
+  sub->add_option("--host", host, what + " (a fleet sharing one database; default: every host)");
+}
+
+/// "an H200 GPU with label rack2" for the line a submit prints, when the job was given a GPU choice
+/// (--gpu, --split-gpus, --gpu-model, --gpu-uuid, --label); "" for any GPU free.
+std::string chosen_gpu(const v1::JobSpec& spec) {
+  const bool chosen = spec.gpus_size() > 0 || spec.split_gpus() || !format_gpu_routing(spec).empty();
+  return chosen ? format_gpu_choice(spec) : "";
 }
 
 /// Sets a spec's GPU choice from --gpu and --split-gpus.
@@ -396,7 +432,7 @@ void add_submit_options(CLI::App* sub, SubmitOptions& o, bool ab_command) {
   sub->add_option("--job-timeout", o.job_timeout_s,
                   "seconds the whole job may take before it ends TIMEOUT (default: the daemon's --job-timeout)")
       ->check(whole_number(false));
-  add_gpu_options(sub, o.gpu, o.split_gpus);
+  add_gpu_options(sub, o.gpu, o.split_gpus, o.routing);
   if (ab_command) {
     sub->add_flag("--no-wait", o.no_wait, "print the job id and return at once");
     return;
@@ -412,7 +448,7 @@ void add_submit_options(CLI::App* sub, SubmitOptions& o, bool ab_command) {
 }
 
 void add_command_options(CLI::App* sub, CommandJobOptions& o) {
-  add_gpu_options(sub, o.gpu, o.split_gpus);
+  add_gpu_options(sub, o.gpu, o.split_gpus, o.routing);
   sub->add_option("--name", o.name, "name of what is measured (a build name: letters, digits, '.', '_', '-')")
       ->required();
   sub->add_option("--commit", o.commit, "source commit of what is measured");
@@ -488,6 +524,7 @@ void Cli::define() {
   jobs->add_option("--state", list_.state, "only jobs in this state")->check(CLI::IsMember(words::job_state_words()));
   jobs->add_option("--limit", list_.limit, "at most this many (default 50)")
       ->check(whole_number(true));
+  add_host_option(jobs, list_.host, "only jobs claimed by this host's daemons");
   handlers_[jobs] = [this] { return cmd_jobs(); };
 
   auto* show = app_.add_subcommand("show", "a job: spec, progress, verdict report");
@@ -519,7 +556,10 @@ void Cli::define() {
   builds->add_option("--limit", list_.limit, "at most this many")->check(whole_number(true));
   handlers_[builds] = [this] { return cmd_builds(); };
 
-  auto* device = app_.add_subcommand("device", "every GPU the daemon serves: version, queue and co-tenant state");
+  auto* device = app_.add_subcommand(
+      "device", "every GPU the daemon serves: version, queue and co-tenant state; on a shared store, every "
+                "other daemon's GPUs as last published");
+  add_host_option(device, list_.host, "only this host's GPUs");
   handlers_[device] = [this] { return cmd_device(); };
 
   auto* health = app_.add_subcommand(
@@ -545,6 +585,7 @@ void Cli::define() {
       ->check(whole_number(false));
   trend->add_flag("--changes", trend_.changes,
                   "also where each series' speed moved (change points over its builds' quiet runs)");
+  add_host_option(trend, trend_.host, "only runs measured on this host");
   handlers_[trend] = [this] { return cmd_trend(); };
 
   auto* regressions = app_.add_subcommand(
@@ -554,6 +595,7 @@ void Cli::define() {
   regressions->add_option("--type", trend_.type, "only this weight type (e.g. q4_K)");
   regressions->add_option("--path", trend_.path, "one series' path, as for trend (default all)");
   regressions->add_option("--build-glob", trend_.build_glob, "build names matching, e.g. 'mmq-*'");
+  add_host_option(regressions, trend_.host, "only runs measured on this host");
   handlers_[regressions] = [this] { return cmd_regressions(); };
 
   auto* compare = app_.add_subcommand(
@@ -569,6 +611,7 @@ void Cli::define() {
       ->check(CLI::Range(0.01, 49.0));
   compare->add_flag("--include-contended", compare_.include_contended,
                     "also runs measured under co-tenant load");
+  add_host_option(compare, compare_.host, "only runs measured on this host");
   handlers_[compare] = [this] { return cmd_compare(); };
 
   auto* exp = app_.add_subcommand("export", "trend points as JSON or CSV");
@@ -580,6 +623,7 @@ void Cli::define() {
   exp->add_flag("--include-contended", trend_.include_contended,
                 "also runs measured under co-tenant load");
   exp->add_option("--output", trend_.output, "write here instead of stdout");
+  add_host_option(exp, trend_.host, "only runs measured on this host");
   handlers_[exp] = [this] { return cmd_export(); };
 
   auto* imp = app_.add_subcommand(
@@ -658,6 +702,8 @@ int Cli::cmd_submit(bool ab_command) {
   // Everything checkable here is checked before a connection is made or a byte is read.
   check_build_name(o.name);
   const v1::JobKind kind = ab_command ? v1::JOB_KIND_AB : resolve_kind(o.kind, o.baseline);
+  v1::JobSpec routing;
+  set_gpu_routing(&routing, o.routing.model, o.routing.uuid, o.routing.labels);
   std::error_code ec;
   const auto status = std::filesystem::status(o.build_file, ec);
   if (!std::filesystem::exists(status))
@@ -706,21 +752,26 @@ int Cli::cmd_submit(bool ab_command) {
   if (!o.order.empty()) spec->set_order(words::run_order_from_word(o.order).value());
   if (!o.timing.empty()) spec->set_timing(words::timing_mode_from_word(o.timing).value());
   set_gpu_choice(spec, o.gpu, o.split_gpus);
+  spec->MergeFrom(routing);
+  const std::string where = chosen_gpu(*spec);
 
   HarnessClient client = connect();
   const v1::SubmitBuildResponse response = client.submit_build(std::move(header), o.build_file);
   const bool wait = ab_command ? !o.no_wait : o.wait;
   if (!wait) {
-    if (global_.json)
+    if (global_.json) {
       print_report(client, "submission", to_json(response));
-    else
+    } else {
       std::cout << response.job_id() << "\n";
+      if (!where.empty()) std::cerr << fmt::format("job {} queued to run on {}\n", response.job_id(), where);
+    }
     return kExitOk;
   }
-  std::cerr << fmt::format("submitted job {}: build {} (sha256 {}{})\n", response.job_id(),
+  std::cerr << fmt::format("submitted job {}: build {} (sha256 {}{}){}\n", response.job_id(),
                            response.build().metadata().name(),
                            response.build().sha256().substr(0, 12),
-                           response.build_existed() ? ", uploaded before" : "");
+                           response.build_existed() ? ", uploaded before" : "",
+                           where.empty() ? "" : ", to run on " + where);
   return watch_until_done(client, response.job_id());
 }
 
@@ -728,6 +779,7 @@ int Cli::cmd_command() {
   const CommandJobOptions& o = command_;
   check_build_name(o.name);
   v1::SubmitHeader header;
+  set_gpu_routing(header.mutable_job(), o.routing.model, o.routing.uuid, o.routing.labels);
   header.mutable_build()->set_name(o.name);
   header.mutable_build()->set_commit(o.commit);
   header.mutable_build()->set_branch(o.branch);
@@ -773,17 +825,20 @@ int Cli::cmd_command() {
   }
   command->set_run_timeout_s(o.run_timeout_s);
 
+  const std::string where = chosen_gpu(*spec);
   HarnessClient client = connect();
   const v1::SubmitBuildResponse response = client.submit_build(std::move(header), o.build_file);
   if (!o.wait) {
-    if (global_.json)
+    if (global_.json) {
       print_report(client, "submission", to_json(response));
-    else
+    } else {
       std::cout << response.job_id() << "\n";
+      if (!where.empty()) std::cerr << fmt::format("job {} queued to run on {}\n", response.job_id(), where);
+    }
     return kExitOk;
   }
-  std::cerr << fmt::format("submitted command job {}: {} (build {})\n", response.job_id(), o.name,
-                           response.build().sha256().substr(0, 12));
+  std::cerr << fmt::format("submitted command job {}: {} (build {}){}\n", response.job_id(), o.name,
+                           response.build().sha256().substr(0, 12), where.empty() ? "" : ", to run on " + where);
   return watch_until_done(client, response.job_id());
 }
 
@@ -883,12 +938,13 @@ int Cli::cmd_jobs() {
   v1::ListJobsRequest request;
   request.set_state(parse_state(list_.state));
   request.set_limit(list_.limit);
+  request.set_host(list_.host);
   HarnessClient client = connect();
   const auto response = client.list_jobs(request);
   if (global_.json) {
     print_report(client, "jobs", to_json(response)["jobs"]);
   } else if (response.jobs_size() == 0) {
-    std::cout << "no jobs\n";
+    std::cout << (list_.host.empty() ? std::string("no jobs\n") : fmt::format("no jobs of host {}\n", list_.host));
   } else {
     std::cout << format_jobs_table({response.jobs().begin(), response.jobs().end()},
                                    now_unix_ms());
@@ -979,16 +1035,25 @@ int Cli::cmd_builds() {
 }
 
 int Cli::cmd_device() {
-  const std::vector<v1::DeviceStatus> devices = connect().list_devices();
-  if (devices.empty()) throw CommandError("the daemon serves no device");
+  v1::ListDevicesRequest request;
+  request.set_host(list_.host);
+  HarnessClient client = connect();
+  const std::vector<v1::DeviceStatus> devices = client.list_devices(request);
+  if (devices.empty())
+    throw CommandError(list_.host.empty() ? std::string("the daemon serves no device")
+                                          : fmt::format("no GPU of host {} is known to the daemon", list_.host));
   if (global_.json) {
-    // "device" is the first GPU (as before); "devices" every one.
-    nlohmann::json report = json_report(report_context(devices.front(), QGATE_VERSION), "device", to_json(devices.front()));
+    // "device" is the first GPU (as before); "devices" every one. The context describes the answering
+    // daemon: when the first GPU is another daemon's (--host), it comes from GetDevice.
+    const ReportContext context = devices.front().published_unix_ms() == 0
+                                      ? report_context(devices.front(), QGATE_VERSION)
+                                      : daemon_context(client);
+    nlohmann::json report = json_report(context, "device", to_json(devices.front()));
     report["devices"] = nlohmann::json::array();
     for (const auto& d : devices) report["devices"].push_back(to_json(d));
     print_json(report);
   } else {
-    std::cout << format_devices(devices);
+    std::cout << format_devices(devices, now_unix_ms());
   }
   return kExitOk;
 }
@@ -1003,6 +1068,7 @@ v1::QueryTrendRequest Cli::trend_request(std::int64_t default_since_ms) const {
   request.set_limit(trend_.limit);
   request.set_job_id(trend_.job);
   request.set_raw_runs(trend_.raw_runs);
+  request.set_host(trend_.host);
   request.set_since_unix_ms(trend_.since.empty() ? default_since_ms
                                                  : parse_since(trend_.since, now_unix_ms()));
   return request;
@@ -1015,6 +1081,7 @@ v1::QueryChangesRequest Cli::changes_request(std::int64_t default_since_ms, bool
   request.set_path(trend_.path);
   request.set_build_glob(trend_.build_glob);
   request.set_slowdowns_only(slowdowns_only);
+  request.set_host(trend_.host);
   request.set_since_unix_ms(trend_.since.empty() ? default_since_ms : parse_since(trend_.since, now_unix_ms()));
   return request;
 }
@@ -1082,6 +1149,7 @@ int Cli::cmd_compare() {
   request.set_tokens(compare_.tokens);
   request.set_weight_type(compare_.type);
   request.set_same_margin(compare_.margin_percent / 100);
+  request.set_host(compare_.host);
   HarnessClient client = connect();
   const auto response = client.compare(request);
   if (global_.json)

@@ -7,6 +7,7 @@
 #include <ctime>
 #include <map>
 #include <set>
+#include <string_view>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -467,9 +468,53 @@ std::string format_verdict_report(const v1::VerdictReport& report, v1::JobKind k
   return out;
 }
 
+namespace {
+
+/// "a" or "an" before a GPU model as it is read aloud: a code or initialism by its first letter's
+/// name ("an H200", "an RTX 4090", "a GH200"), a word by its first sound ("a Tesla", "an Instinct").
+std::string article_for(const std::string& model) {
+  const std::string first_word = model.substr(0, model.find(' '));
+  auto letters = [](char c) { return std::isalpha(static_cast<unsigned char>(c)) != 0; };
+  auto lower = [](char c) { return std::islower(static_cast<unsigned char>(c)) != 0; };
+  const bool word = first_word.size() >= 4 && std::all_of(first_word.begin(), first_word.end(), letters) &&
+                    std::any_of(first_word.begin(), first_word.end(), lower);
+  const char c = static_cast<char>(std::toupper(static_cast<unsigned char>(model.empty() ? 'x' : model.front())));
+  const std::string_view vowel_sounds = word ? "AEIOU" : "AEFHILMNORSX8";
+  return vowel_sounds.find(c) != std::string_view::npos ? "an" : "a";
+}
+
+}  // namespace
+
+std::string format_gpu_routing(const v1::JobSpec& spec) {
+  if (spec.gpu_model().empty() && spec.gpu_uuid().empty() && spec.labels_size() == 0) return "";
+  std::string out =
+      spec.gpu_model().empty() ? "a GPU" : article_for(spec.gpu_model()) + " " + spec.gpu_model() + " GPU";
+  std::vector<std::string> with;
+  if (!spec.gpu_uuid().empty()) with.push_back("uuid " + spec.gpu_uuid());
+  if (spec.labels_size() > 0) {
+    std::string labels;
+    for (const auto& label : spec.labels()) labels += (labels.empty() ? "" : ", ") + label;
+    with.push_back((spec.labels_size() > 1 ? "labels " : "label ") + labels);
+  }
+  for (std::size_t i = 0; i < with.size(); ++i) out += (i == 0 ? " with " : " and ") + with[i];
+  return out;
+}
+
+std::string format_gpu_choice(const v1::JobSpec& spec) {
+  const std::string routing = format_gpu_routing(spec);
+  std::string where;
+  for (int g : spec.gpus()) where += (where.empty() ? "GPU " : ", ") + std::to_string(g);
+  if (where.empty())
+    where = routing.empty() ? "any GPU free" : routing;
+  else if (!routing.empty())
+    where += ", which must be " + routing;
+  if (spec.split_gpus()) where += ", split across two (--split-gpus)";
+  return where;
+}
+
 std::string format_jobs_table(const std::vector<v1::Job>& jobs, std::int64_t now_ms) {
-  Table table{{"ID", "KIND", "STATE", "BUILD", "PROFILE", "VERDICT", "RATIO", "CREATED", "AGE", "DISPOSITION"},
-              {true, false, false, false, false, false, true, false, true, false},
+  Table table{{"ID", "KIND", "STATE", "BUILD", "PROFILE", "VERDICT", "RATIO", "CREATED", "AGE", "DISPOSITION", "HOST"},
+              {true, false, false, false, false, false, true, false, true, false, false},
               {}};
   for (const auto& job : jobs) {
     const bool has_verdict = job.has_verdict() && job.verdict().verdict() != v1::VERDICT_UNSPECIFIED;
@@ -480,7 +525,7 @@ std::string format_jobs_table(const std::vector<v1::Job>& jobs, std::int64_t now
          job.spec().profile().empty() ? "default" : job.spec().profile(),
          has_verdict ? verdict_name(job.verdict().verdict()) : "-", format_ratio(ratio),
          format_timestamp(job.created_unix_ms()), format_age(now_ms, job.created_unix_ms()),
-         disposition_name(job.disposition())});
+         disposition_name(job.disposition()), job.host().empty() ? "-" : job.host()});
   }
   return format_table(table);
 }
@@ -522,11 +567,10 @@ std::string format_job_details(const v1::Job& job, std::int64_t now_ms) {
       spec.fresh_process() ? "yes" : "no");
   fields.emplace_back("spec", spec_text);
   // Where it may run (as asked) and where it ran (from its runs).
-  std::string where = spec.gpus_size() == 0 ? "any GPU free" : "";
-  for (int g : spec.gpus()) where += (where.empty() ? "GPU " : ", ") + std::to_string(g);
-  if (spec.split_gpus()) where += ", split across two (--split-gpus)";
+  std::string where = format_gpu_choice(spec);
   for (int i = 0; i < job.gpus_size(); ++i) where += (i == 0 ? "; ran on " : " and ") + format_gpu(job.gpus(i));
   fields.emplace_back("gpu", where);
+  if (!job.host().empty()) fields.emplace_back("host", job.host() + " (its daemon claimed the job)");
   if (spec.kind() == v1::JOB_KIND_COMMAND) {
     const v1::CommandSpec& c = spec.command();
     auto joined = [](const auto& argv) {
@@ -599,9 +643,44 @@ std::string format_builds_table(const std::vector<v1::Build>& builds) {
   return format_table(table);
 }
 
-std::string format_device(const v1::DeviceStatus& d) {
+namespace {
+
+std::string labels_text(const v1::DeviceStatus& d) {
+  std::string out;
+  for (const auto& label : d.labels()) out += (out.empty() ? "" : ", ") + label;
+  return out;
+}
+
+/// "live" for the answering daemon's own GPU; "12s ago" for one another daemon published.
+std::string seen_text(const v1::DeviceStatus& d, std::int64_t now_ms) {
+  if (d.published_unix_ms() == 0) return "live";
+  return format_duration((now_ms - d.published_unix_ms()) / 1000) + " ago";
+}
+
+}  // namespace
+
+std::string format_device(const v1::DeviceStatus& d, std::int64_t now_ms) {
   auto or_dash = [](const std::string& s) { return s.empty() ? std::string("-") : s; };
-  return format_fields({
+  if (d.published_unix_ms() != 0) {
+    // Another daemon's GPU: what it published, no live read.
+    std::vector<std::pair<std::string, std::string>> fields{
+        {"host", or_dash(d.host())},
+        {"backend", or_dash(d.backend())},
+        {"device", std::to_string(d.device())},
+        {"name", or_dash(d.name())},
+        {"uuid", or_dash(d.uuid())},
+        {"labels", labels_text(d).empty() ? "none" : labels_text(d)},
+        {"qgate version", or_dash(d.qgate_version())},
+        {"running job", d.running_job_id() == 0 ? "none" : std::to_string(d.running_job_id())},
+        {"cotenant", or_dash(d.cotenant())},
+        {"gpu now", d.now().state().empty() ? "unavailable" : d.now().state()},
+    };
+    if (!d.now().reason().empty()) fields.emplace_back("why", d.now().reason());
+    fields.emplace_back("published", fmt::format("{} ({}, by its daemon)", seen_text(d, now_ms),
+                                                 format_timestamp(d.published_unix_ms())));
+    return format_fields(fields);
+  }
+  std::vector<std::pair<std::string, std::string>> fields{
       {"host", or_dash(d.host())},
       {"backend", or_dash(d.backend())},
       {"device", std::to_string(d.device())},
@@ -614,23 +693,56 @@ std::string format_device(const v1::DeviceStatus& d) {
       {"running job", d.running_job_id() == 0 ? "none" : std::to_string(d.running_job_id())},
       {"cotenant", or_dash(d.cotenant())},
       {"uptime", format_duration(d.uptime_s())},
-  }) + format_cotenant_now(d.now());
+  };
+  // Labels only when the daemon has some: a daemon without --label looks as it always did.
+  if (d.labels_size() > 0)
+    fields.insert(fields.begin() + 5, std::pair<std::string, std::string>("labels", labels_text(d)));
+  return format_fields(fields) + format_cotenant_now(d.now());
 }
 
-std::string format_devices(const std::vector<v1::DeviceStatus>& devices) {
-  if (devices.size() == 1) return format_device(devices.front());
-  Table table{{"GPU", "NAME", "UUID", "QUEUED", "ANY-GPU QUEUE", "RUNNING", "SPLIT JOB", "GPU NOW"},
-              {true, false, false, true, true, true, true, false},
-              {}};
-  for (const auto& d : devices)
-    table.rows.push_back({std::to_string(d.device()), d.name().empty() ? "-" : d.name(),
-                          d.uuid().empty() ? "-" : d.uuid(), std::to_string(d.queued_jobs()),
-                          std::to_string(d.queued_any_gpu()),
-                          d.running_job_id() == 0 ? "-" : std::to_string(d.running_job_id()),
-                          d.split_job_id() == 0 ? "-" : std::to_string(d.split_job_id()),
-                          d.now().state().empty() ? "unavailable" : d.now().state()});
+std::string format_devices(const std::vector<v1::DeviceStatus>& devices, std::int64_t now_ms) {
+  if (devices.size() == 1) return format_device(devices.front(), now_ms);
+  std::set<std::string> hosts;
+  bool published = false;
+  for (const auto& d : devices) {
+    hosts.insert(d.host());
+    published = published || d.published_unix_ms() != 0;
+  }
+  const bool fleet = published || hosts.size() > 1;
+  auto or_dash = [](const std::string& s) { return s.empty() ? std::string("-") : s; };
+  Table table;
+  if (fleet) {
+    table = Table{{"HOST", "GPU", "NAME", "UUID", "LABELS", "QUEUED", "ANY-GPU QUEUE", "RUNNING", "SPLIT JOB", "GPU NOW",
+                   "SEEN"},
+                  {false, true, false, false, false, true, true, true, true, false, false},
+                  {}};
+  } else {
+    table = Table{{"GPU", "NAME", "UUID", "QUEUED", "ANY-GPU QUEUE", "RUNNING", "SPLIT JOB", "GPU NOW"},
+                  {true, false, false, true, true, true, true, false},
+                  {}};
+  }
+  for (const auto& d : devices) {
+    // Another daemon publishes no queues: "-", not a 0 that reads as an empty queue.
+    const bool live = d.published_unix_ms() == 0;
+    std::vector<std::string> row{std::to_string(d.device()), or_dash(d.name()), or_dash(d.uuid()),
+                                 live ? std::to_string(d.queued_jobs()) : "-",
+                                 live ? std::to_string(d.queued_any_gpu()) : "-",
+                                 d.running_job_id() == 0 ? "-" : std::to_string(d.running_job_id()),
+                                 d.split_job_id() == 0 ? "-" : std::to_string(d.split_job_id()),
+                                 d.now().state().empty() ? "unavailable" : d.now().state()};
+    if (fleet) {
+      row.insert(row.begin(), or_dash(d.host()));
+      row.insert(row.begin() + 4, or_dash(labels_text(d)));
+      row.push_back(seen_text(d, now_ms));
+    }
+    table.rows.push_back(std::move(row));
+  }
   std::string out = format_table(table);
-  for (const auto& d : devices) out += fmt::format("\nGPU {}:\n", d.device()) + format_device(d);
+  for (const auto& d : devices) {
+    const std::string title =
+        fleet ? fmt::format("{} GPU {}", or_dash(d.host()), d.device()) : fmt::format("GPU {}", d.device());
+    out += "\n" + title + ":\n" + format_device(d, now_ms);
+  }
   return out;
 }
 

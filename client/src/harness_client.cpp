@@ -126,12 +126,17 @@ v1::DeviceStatus HarnessClient::get_device() {
   return device;
 }
 
-std::vector<v1::DeviceStatus> HarnessClient::list_devices() {
+std::vector<v1::DeviceStatus> HarnessClient::list_devices(const v1::ListDevicesRequest& request) {
   grpc::ClientContext context;
   set_deadline(context, options_);
   v1::ListDevicesResponse response;
-  const grpc::Status status = stub_->ListDevices(&context, v1::ListDevicesRequest{}, &response);
-  if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) return {get_device()};
+  const grpc::Status status = stub_->ListDevices(&context, request, &response);
+  if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
+    // An old daemon: its own GPU only, which the host filter keeps or drops here.
+    v1::DeviceStatus device = get_device();
+    if (!request.host().empty() && device.host() != request.host()) return {};
+    return {std::move(device)};
+  }
   if (!status.ok()) fail(status);
   return {response.devices().begin(), response.devices().end()};
 }

@@ -8,6 +8,7 @@
 
 #include "qgate/common/default_paths.h"
 #include "qgate/common/gpu_list.h"
+#include "qgate/common/gpu_routing.h"
 #include "qgate/interop/output_reader.h"
 #include "qgate/v1/record_words.h"
 #include "qgate/v1/state_words.h"
@@ -190,6 +191,46 @@ std::vector<int> parse_gpu_choice(const std::string& text, bool split) {
   if (out.size() == 1 && split) throw UsageError("--gpu with --split-gpus names the pair: two GPUs such as 0,1");
   if (out.size() == 2 && out[0] == out[1]) throw UsageError("--gpu: a split pair is two different GPUs");
   return out;
+}
+
+std::string check_gpu_model(const std::string& text) {
+  if (const auto why = invalid_gpu_model(text)) throw UsageError("--gpu-model: '" + text + "': " + *why);
+  return text;
+}
+
+std::string check_gpu_uuid(const std::string& text) {
+  const bool printable = std::all_of(text.begin(), text.end(), [](char c) {
+    return static_cast<unsigned char>(c) > ' ' && static_cast<unsigned char>(c) < 0x7f;
+  });
+  if (text.empty() || text.size() > 128 || !printable)
+    throw UsageError("--gpu-uuid: '" + text +
+                     "' is not a GPU uuid: 1 to 128 characters without blanks, e.g. GPU-5a8e1c2d-...");
+  return text;
+}
+
+std::vector<std::string> parse_labels(const std::vector<std::string>& values) {
+  std::vector<std::string> labels;
+  for (const std::string& value : values) {
+    std::size_t at = 0;
+    while (true) {
+      const std::size_t comma = value.find(',', at);
+      const std::string label = value.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+      if (label.empty()) throw UsageError("--label: '" + value + "' holds an empty label (labels are comma-separated)");
+      if (const auto why = invalid_label(label)) throw UsageError("--label: " + *why);
+      labels.push_back(label);
+      if (comma == std::string::npos) break;
+      at = comma + 1;
+    }
+  }
+  return canonical_labels(std::move(labels));
+}
+
+void set_gpu_routing(v1::JobSpec* spec, const std::optional<std::string>& gpu_model,
+                     const std::optional<std::string>& gpu_uuid, const std::vector<std::string>& labels) {
+  spec->set_gpu_model(gpu_model ? check_gpu_model(*gpu_model) : "");
+  spec->set_gpu_uuid(gpu_uuid ? check_gpu_uuid(*gpu_uuid) : "");
+  spec->clear_labels();
+  for (std::string& label : parse_labels(labels)) spec->add_labels(std::move(label));
 }
 
 }  // namespace qgate::client

@@ -8,6 +8,8 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -175,6 +177,45 @@ TEST_F(CliTest, ANonFiniteThresholdIsRefusedNotDefaulted) {
     EXPECT_EQ(r.code, 3) << bad;
     EXPECT_NE(r.err.find("is not a fraction in [0, 0.99]"), std::string::npos) << bad << ": " << r.err;
     EXPECT_EQ(r.err.find("cannot reach"), std::string::npos) << "refused before any call: " << r.err;
+  }
+}
+
+TEST_F(CliTest, ABadGpuModelUuidOrLabelIsAUsageErrorNamingTheFlagBeforeAnyCall) {
+  const fs::path so = write_file("k.so", "ELF");
+  const std::string submit = "--server unix:///nonexistent/sock submit --build " + so.string() + " --name x ";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {submit + "--gpu-model '!!'", "qgate: --gpu-model: '!!': a GPU model needs a letter or digit, e.g. H200"},
+      {submit + "--gpu-model ''", "qgate: --gpu-model: '': a GPU model is 1 to 64 characters"},
+      {submit + "--gpu-uuid 'GPU 1'", "qgate: --gpu-uuid: 'GPU 1' is not a GPU uuid"},
+      {submit + "--label sm90 --label 'rack 2'", "qgate: --label: label 'rack 2' must be 1 to 64 of letters"},
+      {submit + "--label sm90,,rack2", "qgate: --label: 'sm90,,rack2' holds an empty label"},
+      {"--server unix:///nonexistent/sock ab --build " + so.string() + " --name x --label _x",
+       "qgate: --label: label '_x' must be"},
+      {"--server unix:///nonexistent/sock command --name x --run true --gpu-model '*'",
+       "qgate: --gpu-model: '*': a GPU model needs a letter or digit"},
+  };
+  for (const auto& [args, message] : cases) {
+    const Result r = run(args);
+    EXPECT_EQ(r.code, 3) << args;
+    EXPECT_TRUE(one_line(r.err)) << args << ": " << r.err;
+    EXPECT_EQ(r.err.rfind(message, 0), 0u) << args << ": " << r.err;
+    EXPECT_NE(r.err.find("(see qgate --help)\n"), std::string::npos) << args << ": " << r.err;
+    EXPECT_EQ(r.err.find("cannot reach"), std::string::npos) << "refused before any call: " << r.err;
+  }
+  // A bad label is reported before a missing build file: the flags are checked first.
+  EXPECT_EQ(run("submit --build /nonexistent.so --name x --label '-x'").err.rfind("qgate: --label: ", 0), 0u);
+}
+
+TEST_F(CliTest, HostFiltersAndRoutingFlagsAreInTheHelp) {
+  for (const char* command : {"jobs", "trend", "regressions", "compare", "device", "export"}) {
+    const Result r = run(std::string(command) + " --help");
+    EXPECT_EQ(r.code, 0) << command;
+    EXPECT_NE(r.out.find("--host"), std::string::npos) << command << ": " << r.out;
+  }
+  for (const char* command : {"submit", "ab", "command"}) {
+    const Result r = run(std::string(command) + " --help");
+    for (const char* flag : {"--gpu-model", "--gpu-uuid", "--label"})
+      EXPECT_NE(r.out.find(flag), std::string::npos) << command << " " << flag;
   }
 }
 

@@ -280,9 +280,67 @@ TEST(Jobs, TableHasEveryColumn) {
   const std::string table =
       format_jobs_table({sample_job(), queued}, 1'764'468'600'000);
   EXPECT_EQ(table,
-            "ID  KIND  STATE   BUILD       PROFILE          VERDICT  RATIO  CREATED                  AGE  DISPOSITION\n"
-            "12  gate  done    mmq-tile64  llama-7b-q4_K_M  PASS     1.004  2025-11-30 02:00:00Z  10m 0s  OK\n"
-            "13  ab    queued  ref         default          -            -  2025-11-30 02:05:00Z   5m 0s  -\n");
+            "ID  KIND  STATE   BUILD       PROFILE          VERDICT  RATIO  CREATED                  AGE  DISPOSITION  HOST\n"
+            "12  gate  done    mmq-tile64  llama-7b-q4_K_M  PASS     1.004  2025-11-30 02:00:00Z  10m 0s  OK           -\n"
+            "13  ab    queued  ref         default          -            -  2025-11-30 02:05:00Z   5m 0s  -            -\n");
+}
+
+TEST(Jobs, TheHostColumnNamesTheDaemonThatClaimedEachJob) {
+  v1::Job claimed = sample_job();
+  claimed.set_host("gpu-host-b");
+  v1::Job queued = sample_job();
+  queued.set_id(13);
+  queued.set_state(v1::JOB_STATE_QUEUED);
+  const std::string table = format_jobs_table({claimed, queued}, 1'764'468'600'000);
+  EXPECT_NE(table.find("DISPOSITION  HOST\n"), std::string::npos) << table;
+  EXPECT_NE(table.find("  OK           gpu-host-b\n"), std::string::npos) << table;
+  EXPECT_NE(table.find("  OK           -\n"), std::string::npos) << table;
+}
+
+TEST(GpuChoice, SaysWhichDaemonOfTheFleetMayTakeTheJob) {
+  v1::JobSpec spec;
+  EXPECT_EQ(format_gpu_routing(spec), "");
+  EXPECT_EQ(format_gpu_choice(spec), "any GPU free");
+  spec.set_gpu_model("H200");
+  spec.add_labels("rack2");
+  spec.add_labels("sm90");
+  EXPECT_EQ(format_gpu_routing(spec), "an H200 GPU with labels rack2, sm90");
+  EXPECT_EQ(format_gpu_choice(spec), "an H200 GPU with labels rack2, sm90");
+  spec.add_gpus(1);
+  EXPECT_EQ(format_gpu_choice(spec), "GPU 1, which must be an H200 GPU with labels rack2, sm90");
+  v1::JobSpec uuid;
+  uuid.set_gpu_uuid("GPU-5a8e");
+  uuid.add_labels("rack2");
+  EXPECT_EQ(format_gpu_choice(uuid), "a GPU with uuid GPU-5a8e and label rack2");
+  v1::JobSpec split;
+  split.set_gpu_model("GH200");
+  split.set_split_gpus(true);
+  EXPECT_EQ(format_gpu_choice(split), "a GH200 GPU, split across two (--split-gpus)");
+  // The article as the model is read aloud.
+  for (const auto& [model, article] : std::vector<std::pair<std::string, std::string>>{
+           {"A100", "an"}, {"RTX 4090", "an"}, {"rtx 4090", "an"}, {"L40S", "an"}, {"Tesla V100", "a"},
+           {"Instinct MI300X", "an"}, {"B200", "a"}, {"NVIDIA H100", "an"}}) {
+    v1::JobSpec s2;
+    s2.set_gpu_model(model);
+    EXPECT_EQ(format_gpu_routing(s2), article + " " + model + " GPU") << model;
+  }
+}
+
+TEST(Jobs, DetailsSayWhereTheJobMayRunAndWhichHostClaimedIt) {
+  v1::Job job = sample_job();
+  job.mutable_spec()->set_gpu_model("H200");
+  job.mutable_spec()->add_labels("rack2");
+  job.mutable_spec()->add_labels("sm90");
+  std::string text = format_job_details(job, 1'764'468'600'000);
+  EXPECT_NE(text.find("\ngpu          an H200 GPU with labels rack2, sm90\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find("\nhost "), std::string::npos) << "not claimed yet: no host line\n" << text;
+  job.set_host("gpu-host-b");
+  auto* ran = job.add_gpus();
+  ran->set_ordinal(0);
+  ran->set_name("NVIDIA H200");
+  text = format_job_details(job, 1'764'468'600'000);
+  EXPECT_NE(text.find("an H200 GPU with labels rack2, sm90; ran on GPU 0 (NVIDIA H200)\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\nhost         gpu-host-b (its daemon claimed the job)\n"), std::string::npos) << text;
 }
 
 TEST(Verdict, ReportSaysRatioArmsPairsTypesReasonsAndWhatTokPerSIs) {
@@ -685,6 +743,83 @@ TEST(Device, SeveralGpusAreATableThenEachOnesDetails) {
   EXPECT_NE(text.find("\nGPU 1:\n"), std::string::npos) << text;
   // One GPU: the single-device view, as before.
   EXPECT_EQ(format_devices({devices[0]}), format_device(devices[0]));
+  // One host, every GPU read live: no fleet columns, labels or all, in the details only.
+  EXPECT_EQ(text.find("HOST"), std::string::npos) << text;
+  EXPECT_EQ(text.find("SEEN"), std::string::npos) << text;
+  for (auto& d : devices) {
+    d.set_host("gpu-host-a");
+    d.add_labels("sm90");
+  }
+  const std::string labelled = format_devices(devices, 1'000'000);
+  EXPECT_EQ(labelled.rfind("GPU  NAME", 0), 0u) << labelled;
+  EXPECT_NE(labelled.find("\nGPU 1:\nhost           gpu-host-a\n"), std::string::npos) << labelled;
+  EXPECT_NE(labelled.find("\nlabels         sm90\n"), std::string::npos) << labelled;
+}
+
+TEST(Device, LabelsAreALineOnlyWhenTheDaemonHasSome) {
+  v1::DeviceStatus d;
+  d.set_host("gpu-host-a");
+  d.set_uuid("GPU-0");
+  EXPECT_EQ(format_device(d).find("labels"), std::string::npos);
+  d.add_labels("rack2");
+  d.add_labels("sm90");
+  EXPECT_NE(format_device(d).find("uuid           GPU-0\nlabels         rack2, sm90\nmemory "), std::string::npos)
+      << format_device(d);
+}
+
+v1::DeviceStatus fleet_gpu(const std::string& host, int ordinal, std::int64_t published_ms) {
+  v1::DeviceStatus d;
+  d.set_host(host);
+  d.set_device(ordinal);
+  d.set_name("NVIDIA H200");
+  d.set_uuid(host + "-GPU-" + std::to_string(ordinal));
+  d.set_backend("cuda");
+  d.set_qgate_version("0.0.9");
+  d.add_labels("sm90");
+  d.set_published_unix_ms(published_ms);
+  d.mutable_now()->set_state("quiet");
+  return d;
+}
+
+TEST(Device, AMixedFleetIsATableWithHostLabelsAndHowLongAgoEachWasPublished) {
+  constexpr std::int64_t kNowMs = 1'764'468'600'000;
+  v1::DeviceStatus own = fleet_gpu("gpu-host-a", 0, 0);
+  own.set_queued_jobs(2);
+  own.set_queued_any_gpu(3);
+  own.set_memory_bytes(150'000'000'000);
+  v1::DeviceStatus other = fleet_gpu("gpu-host-b", 1, kNowMs - 12'000);
+  other.clear_labels();
+  other.add_labels("rack2");
+  other.add_labels("sm90");
+  other.set_running_job_id(44);
+  other.mutable_now()->set_state("contended");
+  other.mutable_now()->set_reason("a foreign process");
+  const std::string text = format_devices({own, other}, kNowMs);
+  EXPECT_EQ(text.rfind("HOST        GPU  NAME         UUID              LABELS       QUEUED  ANY-GPU QUEUE  RUNNING  SPLIT JOB  "
+                       "GPU NOW    SEEN\n"
+                       "gpu-host-a    0  NVIDIA H200  gpu-host-a-GPU-0  sm90              2              3        -          -  "
+                       "quiet      live\n"
+                       "gpu-host-b    1  NVIDIA H200  gpu-host-b-GPU-1  rack2, sm90       -              -       44          -  "
+                       "contended  12s ago\n",
+                       0),
+            0u)
+      << text;
+  // Each one's details: the own GPU's live fields, the other's published ones and when.
+  EXPECT_NE(text.find("\ngpu-host-a GPU 0:\nhost           gpu-host-a\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("memory         139.7 GiB\n"), std::string::npos) << text;
+  const std::string other_part = text.substr(text.find("\ngpu-host-b GPU 1:\n"));
+  EXPECT_NE(other_part.find("labels         rack2, sm90\n"), std::string::npos) << other_part;
+  EXPECT_NE(other_part.find("why            a foreign process\n"), std::string::npos) << other_part;
+  EXPECT_NE(other_part.find("published      12s ago (2025-11-30 02:09:48Z, by its daemon)\n"), std::string::npos)
+      << other_part;
+  for (const char* live_only : {"memory", "uptime", "queued jobs", "driver", "last quiet"})
+    EXPECT_EQ(other_part.find(live_only), std::string::npos) << live_only << "\n" << other_part;
+  // Two hosts read live (a fleet's daemons on one machine's view) are the fleet's table too.
+  v1::DeviceStatus live_b = fleet_gpu("gpu-host-b", 0, 0);
+  EXPECT_EQ(format_devices({own, live_b}, kNowMs).rfind("HOST  ", 0), 0u);
+  // Another daemon's GPU alone (qgate device --host gpu-host-b) is its published details.
+  EXPECT_EQ(format_devices({other}, kNowMs), format_device(other, kNowMs));
+  EXPECT_EQ(format_device(other, kNowMs).rfind("host           gpu-host-b\n", 0), 0u);
 }
 
 TEST(Verdict, ASplitReportNamesThePairTheGpuRatioAndTheCalibration) {

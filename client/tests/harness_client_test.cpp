@@ -1,11 +1,13 @@
 // Tests the CLI against a fake qgated on a unix socket in a temp dir: the upload stream (header
-// first, 1 MiB chunks, size_bytes), watch's exit codes per verdict and the read commands' output.
+// first, 1 MiB chunks, size_bytes), watch's exit codes per verdict, the read commands' output, and
+// what a fleet's flags put in the requests (--host, --gpu-model, --gpu-uuid, --label).
 // The fake answers from canned messages; the real daemon's behaviour is not modelled here.
 #include "qgate/client/harness_client.h"
 
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -73,9 +75,49 @@ class FakeHarness final : public v1::Harness::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status ListJobs(grpc::ServerContext*, const v1::ListJobsRequest*,
+  grpc::Status ListJobs(grpc::ServerContext*, const v1::ListJobsRequest* request,
                         v1::ListJobsResponse* response) override {
-    *response->add_jobs() = job();
+    std::lock_guard lock(mu_);
+    list_jobs_ = *request;
+    v1::Job j = job_locked();
+    j.set_host(job_host);
+    *response->add_jobs() = j;
+    return grpc::Status::OK;
+  }
+
+  grpc::Status QueryTrend(grpc::ServerContext*, const v1::QueryTrendRequest* request,
+                          v1::QueryTrendResponse* response) override {
+    std::lock_guard lock(mu_);
+    trend_ = *request;
+    auto* p = response->add_points();
+    p->set_build_name("mmq-x");
+    p->set_profile(request->profile());
+    p->set_tokens_per_s(100);
+    p->set_started_unix_ms(1'764'468'000'000);
+    p->set_host(request->host());
+    return grpc::Status::OK;
+  }
+
+  grpc::Status QueryChanges(grpc::ServerContext*, const v1::QueryChangesRequest* request,
+                            v1::QueryChangesResponse*) override {
+    std::lock_guard lock(mu_);
+    changes_ = *request;
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Compare(grpc::ServerContext*, const v1::CompareRequest* request, v1::CompareResponse*) override {
+    std::lock_guard lock(mu_);
+    compare_ = *request;
+    return grpc::Status::OK;
+  }
+
+  grpc::Status ListDevices(grpc::ServerContext*, const v1::ListDevicesRequest* request,
+                           v1::ListDevicesResponse* response) override {
+    std::lock_guard lock(mu_);
+    if (!lists_devices) return {grpc::UNIMPLEMENTED, "ListDevices is not served here"};
+    list_devices_ = *request;
+    for (const auto& d : fleet)
+      if (request->host().empty() || d.host() == request->host()) *response->add_devices() = d;
     return grpc::Status::OK;
   }
 
@@ -91,6 +133,9 @@ class FakeHarness final : public v1::Harness::Service {
 
   v1::Job job() const {
     std::lock_guard lock(mu_);
+    return job_locked();
+  }
+  v1::Job job_locked() const {
     v1::Job j;
     j.set_id(7);
     j.mutable_spec()->set_kind(v1::JOB_KIND_AB);
@@ -104,6 +149,14 @@ class FakeHarness final : public v1::Harness::Service {
 
   v1::Verdict verdict = v1::VERDICT_FAIL;
   bool describes_device = true;
+  bool lists_devices = true;
+  std::string job_host;                // the host ListJobs' job says claimed it
+  std::vector<v1::DeviceStatus> fleet;  // what ListDevices answers (before its host filter)
+  v1::ListJobsRequest list_jobs_;
+  v1::QueryTrendRequest trend_;
+  v1::QueryChangesRequest changes_;
+  v1::CompareRequest compare_;
+  v1::ListDevicesRequest list_devices_;
   mutable std::mutex mu_;
   v1::SubmitHeader header_;
   std::vector<std::size_t> chunks_;
@@ -138,6 +191,13 @@ class FakeServerTest : public ::testing::Test {
     text << in.rdbuf();
     *out = text.str();
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+
+  std::string last_stderr() const {
+    std::ifstream in(dir_ / "stderr");
+    std::ostringstream text;
+    text << in.rdbuf();
+    return text.str();
   }
 
   fs::path dir_;
@@ -243,6 +303,126 @@ TEST_F(FakeServerTest, JsonContextSaysWhyWhenTheDaemonDoesNotDescribeItsDevice) 
   EXPECT_EQ(doc["context"]["gpu_name"], "");
   EXPECT_NE(doc["context"]["error"].get<std::string>().find("GetDevice is not served here"), std::string::npos) << out;
   EXPECT_EQ(doc["jobs"][0]["id"], 7);
+}
+
+TEST_F(FakeServerTest, SubmitSendsTheFleetRoutingAndSaysIt) {
+  const fs::path so = dir_ / "k.so";
+  std::ofstream(so, std::ios::binary) << "ELF";
+  std::string out;
+  ASSERT_EQ(run_cli("submit --build " + so.string() +
+                        " --name mmq-x --gpu-model 'RTX 4090' --gpu-uuid GPU-5a8e --label sm90,rack2 --label sm90",
+                    &out),
+            0)
+      << last_stderr();
+  EXPECT_EQ(out, "7\n");
+  const v1::JobSpec& spec = service_.header_.job();
+  EXPECT_EQ(spec.gpu_model(), "RTX 4090");
+  EXPECT_EQ(spec.gpu_uuid(), "GPU-5a8e");
+  EXPECT_EQ(std::vector<std::string>(spec.labels().begin(), spec.labels().end()),
+            (std::vector<std::string>{"rack2", "sm90"}));
+  EXPECT_EQ(last_stderr(), "job 7 queued to run on an RTX 4090 GPU with uuid GPU-5a8e and labels rack2, sm90\n");
+  // ab and command take the same flags.
+  ASSERT_EQ(run_cli("ab --no-wait --build " + so.string() + " --name mmq-x --gpu-model H200 --label rack2", &out), 0)
+      << last_stderr();
+  EXPECT_EQ(service_.header_.job().gpu_model(), "H200");
+  EXPECT_EQ(service_.header_.job().gpu_uuid(), "");
+  ASSERT_EQ(service_.header_.job().labels_size(), 1);
+  ASSERT_EQ(run_cli("command --name cmd-x --run 'true' --label rack2,sm90", &out), 0) << last_stderr();
+  EXPECT_EQ(service_.header_.job().labels_size(), 2);
+  // Without the flags: nothing routed, and no extra line.
+  ASSERT_EQ(run_cli("submit --build " + so.string() + " --name mmq-x", &out), 0);
+  EXPECT_EQ(service_.header_.job().gpu_model(), "");
+  EXPECT_EQ(service_.header_.job().labels_size(), 0);
+  EXPECT_EQ(last_stderr(), "");
+  // --wait says it on the submitted line.
+  ASSERT_EQ(run_cli("submit --build " + so.string() + " --name mmq-x --gpu-model H200 --label sm90 --wait", &out), 1);
+  EXPECT_NE(last_stderr().find("submitted job 7: build mmq-x (sha256 0123456789ab), to run on an H200 GPU with label "
+                               "sm90\n"),
+            std::string::npos)
+      << last_stderr();
+}
+
+TEST_F(FakeServerTest, HostFilterGoesIntoEveryReadRequest) {
+  std::string out;
+  ASSERT_EQ(run_cli("jobs --host gpu-host-b", &out), 0) << last_stderr();
+  EXPECT_EQ(service_.list_jobs_.host(), "gpu-host-b");
+  ASSERT_EQ(run_cli("trend --profile p --host gpu-host-b --changes", &out), 0) << last_stderr();
+  EXPECT_EQ(service_.trend_.host(), "gpu-host-b");
+  EXPECT_EQ(service_.changes_.host(), "gpu-host-b");
+  ASSERT_EQ(run_cli("regressions --host gpu-host-c", &out), 0) << last_stderr();
+  EXPECT_EQ(service_.changes_.host(), "gpu-host-c");
+  EXPECT_TRUE(service_.changes_.slowdowns_only());
+  ASSERT_EQ(run_cli("compare a b --host gpu-host-d", &out), 0) << last_stderr();
+  EXPECT_EQ(service_.compare_.host(), "gpu-host-d");
+  ASSERT_EQ(run_cli("export --format csv --host gpu-host-e", &out), 0) << last_stderr();
+  EXPECT_EQ(service_.trend_.host(), "gpu-host-e");
+  service_.fleet = {v1::DeviceStatus()};
+  service_.fleet[0].set_host("gpu-host-f");
+  ASSERT_EQ(run_cli("device --host gpu-host-f", &out), 0) << last_stderr();
+  EXPECT_EQ(service_.list_devices_.host(), "gpu-host-f");
+  // Without --host: every host.
+  ASSERT_EQ(run_cli("jobs", &out), 0);
+  EXPECT_EQ(service_.list_jobs_.host(), "");
+  ASSERT_EQ(run_cli("device", &out), 0);
+  EXPECT_EQ(service_.list_devices_.host(), "");
+}
+
+TEST_F(FakeServerTest, JobsShowTheirHostInTheTableAndTheJson) {
+  service_.job_host = "gpu-host-b";
+  std::string out;
+  ASSERT_EQ(run_cli("jobs", &out), 0);
+  EXPECT_NE(out.find("DISPOSITION  HOST\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("  gpu-host-b\n"), std::string::npos) << out;
+  ASSERT_EQ(run_cli("jobs --json", &out), 0);
+  EXPECT_EQ(nlohmann::json::parse(out)["jobs"][0]["host"], "gpu-host-b") << out;
+}
+
+TEST_F(FakeServerTest, DeviceShowsTheFleetAndItsJsonCarriesHostsLabelsAndWhenPublished) {
+  const std::int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                  std::chrono::system_clock::now().time_since_epoch())
+                                  .count();
+  v1::DeviceStatus own;
+  own.set_host("gpu-host-1");
+  own.set_name("NVIDIA H200");
+  own.add_labels("sm90");
+  v1::DeviceStatus other = own;
+  other.set_host("gpu-host-2");
+  other.set_device(1);
+  other.add_labels("rack2");
+  other.set_published_unix_ms(now_ms - 600'000);
+  service_.fleet = {own, other};
+  std::string out;
+  ASSERT_EQ(run_cli("device", &out), 0) << last_stderr();
+  EXPECT_EQ(out.rfind("HOST        GPU  NAME         UUID  LABELS", 0), 0u) << out;
+  EXPECT_NE(out.find(" live\n"), std::string::npos) << out;
+  EXPECT_NE(out.find(" 10m "), std::string::npos) << out;  // 10m 0s, or 10m 1s on a slow machine
+  EXPECT_NE(out.find("s ago\n"), std::string::npos) << out;
+  ASSERT_EQ(run_cli("device --json", &out), 0) << last_stderr();
+  const auto doc = nlohmann::json::parse(out);
+  ASSERT_EQ(doc["devices"].size(), 2u) << out;
+  EXPECT_EQ(doc["devices"][1]["host"], "gpu-host-2");
+  EXPECT_EQ(doc["devices"][1]["labels"], (nlohmann::json{"sm90", "rack2"}));
+  EXPECT_EQ(doc["devices"][1]["published_unix_ms"], now_ms - 600'000);
+  EXPECT_EQ(doc["devices"][0]["published_unix_ms"], 0);
+  // Only another daemon's GPU: the context still describes the answering daemon (GetDevice).
+  ASSERT_EQ(run_cli("device --json --host gpu-host-2", &out), 0) << last_stderr();
+  const auto only_other = nlohmann::json::parse(out);
+  EXPECT_EQ(only_other["device"]["host"], "gpu-host-2") << out;
+  EXPECT_EQ(only_other["context"]["host"], "gpu-host-1") << out;
+  // A host no daemon published: exit 3, named.
+  EXPECT_EQ(run_cli("device --host gpu-host-9", &out), 3);
+  EXPECT_EQ(last_stderr(), "qgate: no GPU of host gpu-host-9 is known to the daemon\n");
+}
+
+TEST_F(FakeServerTest, DeviceOnADaemonWithoutListDevicesKeepsItsOneGpuUnderAHostFilterOfItsHost) {
+  service_.lists_devices = false;
+  std::string out;
+  ASSERT_EQ(run_cli("device", &out), 0) << last_stderr();
+  EXPECT_EQ(out.rfind("host           gpu-host-1\n", 0), 0u) << out;
+  ASSERT_EQ(run_cli("device --host gpu-host-1", &out), 0) << last_stderr();
+  EXPECT_EQ(out.rfind("host           gpu-host-1\n", 0), 0u) << out;
+  EXPECT_EQ(run_cli("device --host gpu-host-2", &out), 3);
+  EXPECT_EQ(last_stderr(), "qgate: no GPU of host gpu-host-2 is known to the daemon\n");
 }
 
 }  // namespace

@@ -1,9 +1,12 @@
 // Tests of the CLI's argument rules: --since, the server address and the job kind; a command job's
-// command line split into words, its output readers and its VAR=a|b toggle.
+// command line split into words, its output readers and its VAR=a|b toggle; a job's fleet routing
+// (--gpu-model, --gpu-uuid, --label).
 #include "qgate/client/options.h"
 
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -273,6 +276,60 @@ TEST(ParseGpuChoice, AnythingElseIsAUsageError) {
   EXPECT_THROW(parse_gpu_choice("0", true), UsageError);     // a split names two
   EXPECT_THROW(parse_gpu_choice("1,1", true), UsageError);
   EXPECT_THROW(parse_gpu_choice("0,1,2", true), UsageError);
+}
+
+std::string usage_error(const std::function<void()>& call) {
+  try {
+    call();
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(GpuRouting, ModelUuidAndLabelsGoIntoTheSpec) {
+  v1::JobSpec spec;
+  set_gpu_routing(&spec, std::string("RTX 4090"), std::string("GPU-5a8e1c2d-0000"), {"sm90", "rack2,sm90", "a.b_c-1"});
+  EXPECT_EQ(spec.gpu_model(), "RTX 4090");
+  EXPECT_EQ(spec.gpu_uuid(), "GPU-5a8e1c2d-0000");
+  // Comma-separated and repeated, then sorted without repeats: the form the daemon keeps.
+  EXPECT_EQ(std::vector<std::string>(spec.labels().begin(), spec.labels().end()),
+            (std::vector<std::string>{"a.b_c-1", "rack2", "sm90"}));
+}
+
+TEST(GpuRouting, NothingGivenLeavesTheJobToAnyDaemon) {
+  v1::JobSpec spec;
+  set_gpu_routing(&spec, std::nullopt, std::nullopt, {});
+  EXPECT_EQ(spec.gpu_model(), "");
+  EXPECT_EQ(spec.gpu_uuid(), "");
+  EXPECT_EQ(spec.labels_size(), 0);
+}
+
+TEST(GpuRouting, ABadModelNamesTheFlagAndTheRule) {
+  EXPECT_EQ(check_gpu_model("H200"), "H200");
+  EXPECT_EQ(usage_error([] { check_gpu_model("--"); }),
+            "--gpu-model: '--': a GPU model needs a letter or digit, e.g. H200");
+  EXPECT_EQ(usage_error([] { check_gpu_model(std::string(65, 'A')); }).rfind("--gpu-model: '", 0), 0u);
+  // Given but empty is a mistake (an unset shell variable), not "any GPU".
+  EXPECT_EQ(usage_error([] { v1::JobSpec s; set_gpu_routing(&s, std::string(""), std::nullopt, {}); }),
+            "--gpu-model: '': a GPU model is 1 to 64 characters, e.g. H200 or \"RTX 4090\"");
+}
+
+TEST(GpuRouting, ABadUuidNamesTheFlag) {
+  EXPECT_EQ(check_gpu_uuid("MIG-GPU-5a8e/1/0"), "MIG-GPU-5a8e/1/0");
+  for (const std::string bad : {std::string(""), std::string("GPU 1"), std::string("GPU-\t"), std::string(129, 'a')})
+    EXPECT_EQ(usage_error([&] { check_gpu_uuid(bad); }).rfind("--gpu-uuid: '", 0), 0u) << bad;
+}
+
+TEST(GpuRouting, ABadLabelNamesTheFlagAndTheLabel) {
+  EXPECT_EQ(usage_error([] { parse_labels({"rack 2"}); }),
+            "--label: label 'rack 2' must be 1 to 64 of letters, digits, '.', '_' and '-', starting with a "
+            "letter or digit");
+  EXPECT_EQ(usage_error([] { parse_labels({"ok", "-x"}); }).rfind("--label: label '-x' must be", 0), 0u);
+  for (const char* empty : {"", "a,,b", "a,", ",a"})
+    EXPECT_EQ(usage_error([&] { parse_labels({empty}); }),
+              std::string("--label: '") + empty + "' holds an empty label (labels are comma-separated)")
+        << empty;
 }
 
 }  // namespace

@@ -104,7 +104,16 @@ std::string tokens_per_s_note(v1::TimingMode timing = v1::TIMING_MODE_GEMM);
 std::string format_verdict_report(const v1::VerdictReport& report, v1::JobKind kind = v1::JOB_KIND_AB,
                                   v1::TimingMode timing = v1::TIMING_MODE_GEMM);
 
-/// `qgate jobs`: id, kind, state, build, profile, verdict, ratio, created, age.
+/// Which daemon of a fleet may take a job, as its spec asks (--gpu-model, --gpu-uuid, --label):
+/// "an H200 GPU with labels rack2, sm90", "a GPU with uuid GPU-5a8e and label rack2"; "" when the spec
+/// names no model, uuid or label.
+std::string format_gpu_routing(const v1::JobSpec& spec);
+/// Where a job may run, as asked: "any GPU free", "GPU 1", "GPU 0, 1, split across two (--split-gpus)",
+/// "an H200 GPU with label rack2", "GPU 1, which must be an H200 GPU with label rack2".
+std::string format_gpu_choice(const v1::JobSpec& spec);
+
+/// `qgate jobs`: id, kind, state, build, profile, verdict, ratio, created, age, disposition, and the
+/// host whose daemon claimed it ("-" until claimed).
 std::string format_jobs_table(const std::vector<v1::Job>& jobs, std::int64_t now_ms);
 
 /// `qgate show`: the job, its spec, phase and progress, the error and the verdict report.
@@ -113,11 +122,15 @@ std::string format_job_details(const v1::Job& job, std::int64_t now_ms);
 /// `qgate builds`: id, name, sha256 (12), size, commit, created.
 std::string format_builds_table(const std::vector<v1::Build>& builds);
 
-/// `qgate device`.
-std::string format_device(const v1::DeviceStatus& device);
-/// `qgate device` on a daemon serving several GPUs: a table of them (GPU, name, uuid, queue, the job
-/// running, the split job holding it, co-tenant state), then each one's details.
-std::string format_devices(const std::vector<v1::DeviceStatus>& devices);
+/// `qgate device` of one GPU: its fields, and its labels when the daemon has any. A GPU of another
+/// daemon of the fleet (published_unix_ms set) shows what that daemon published and how long ago,
+/// at `now_ms`, instead of the fields only a live read has (memory, driver, queues, uptime, clocks).
+std::string format_device(const v1::DeviceStatus& device, std::int64_t now_ms = 0);
+/// `qgate device` of several GPUs: a table of them (GPU, name, uuid, queue, the job running, the split
+/// job holding it, co-tenant state), then each one's details. GPUs of several hosts, or any GPU of
+/// another daemon (published_unix_ms set), make it the fleet's table: HOST and LABELS columns, "-"
+/// for the queues another daemon does not publish, and SEEN ("live", or "12s ago" at `now_ms`).
+std::string format_devices(const std::vector<v1::DeviceStatus>& devices, std::int64_t now_ms = 0);
 /// "GPU 1 (NVIDIA H200, GPU-1111...)" for a verdict or a job.
 std::string format_gpu(const v1::GpuRef& gpu);
 /// The live co-tenant part of `qgate device`: state, foreign processes, clocks, last quiet window.

@@ -26,8 +26,10 @@ class HarnessClient {
   v1::Job cancel_job(std::int64_t job_id);
   v1::ListBuildsResponse list_builds(const v1::ListBuildsRequest& request);
   v1::DeviceStatus get_device();
-  /// Every GPU the daemon serves; a daemon without ListDevices answers with its one GetDevice.
-  std::vector<v1::DeviceStatus> list_devices();
+  /// Every GPU the daemon serves and, on a store the fleet shares, every other daemon's as last
+  /// published; request.host keeps one host's. A daemon without ListDevices answers with its one
+  /// GetDevice, kept only when it is of request.host (when given).
+  std::vector<v1::DeviceStatus> list_devices(const v1::ListDevicesRequest& request = {});
   v1::QueryTrendResponse query_trend(const v1::QueryTrendRequest& request);
   v1::QueryChangesResponse query_changes(const v1::QueryChangesRequest& request);
   v1::CompareResponse compare(const v1::CompareRequest& request);

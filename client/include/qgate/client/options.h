@@ -63,6 +63,25 @@ v1::OutputReader parse_output_reader(const std::string& text);
 /// anything but comma-separated non-negative integers, on more than two, or on a pair without a split.
 std::vector<int> parse_gpu_choice(const std::string& text, bool split);
 
+/// --gpu-model's value as typed, when the daemon would take it (qgate/common/gpu_routing.h: 1 to 64
+/// characters with a letter or digit). Throws UsageError naming --gpu-model otherwise.
+std::string check_gpu_model(const std::string& text);
+
+/// --gpu-uuid's value as typed: 1 to 128 printable characters without blanks ("GPU-5a8e...",
+/// "MIG-..."). Throws UsageError naming --gpu-uuid otherwise.
+std::string check_gpu_uuid(const std::string& text);
+
+/// Every --label given (repeatable, each may hold several comma-separated) as the labels a job
+/// carries: each checked by the daemon's rule (gpu_routing.h), then sorted without repeats. Throws
+/// UsageError naming --label on an empty or malformed label.
+std::vector<std::string> parse_labels(const std::vector<std::string>& values);
+
+/// Sets a job's fleet routing (JobSpec.gpu_model, gpu_uuid, labels) from --gpu-model, --gpu-uuid
+/// and --label, each checked as above (a flag given with an empty value is a mistake, not "any");
+/// flags not given leave their field empty: any daemon of the fleet may take the job.
+void set_gpu_routing(v1::JobSpec* spec, const std::optional<std::string>& gpu_model,
+                     const std::optional<std::string>& gpu_uuid, const std::vector<std::string>& labels);
+
 /// "VAR=a|b" -> the env toggle's variable and values. Throws UsageError when malformed.
 void parse_env_toggle(const std::string& text, v1::CommandSpec* command);
 
