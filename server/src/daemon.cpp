@@ -42,6 +42,8 @@
 #include "qgate/server/listener_security.h"
 #include "qgate/server/metrics_exposition.h"
 #include "qgate/server/lease_keeper.h"
+#include "qgate/server/store_outage.h"
+#include "qgate/server/unrecorded_jobs.h"
 #include "qgate/server/scheduler.h"
 #include "qgate/server/served_gpus.h"
 #include "qgate/server/worker_process.h"
@@ -160,6 +162,10 @@ struct Daemon::Parts {
   std::unique_ptr<ServedGpus> gpus;  // each GPU's sampler and watch: outlives the runner and schedulers
   std::unique_ptr<db::Store> store;
   DaemonMetrics metrics;  // the scheduler counts into it: declared before the scheduler, so it outlives it
+  // Whether the store answers (said once per outage), and the jobs it was lost under: read and
+  // written by the runner, the scheduler, the lease keeper and /healthz, so declared before them.
+  std::unique_ptr<StoreOutage> store_outage;
+  std::unique_ptr<UnrecordedJobs> unrecorded;
   EventHub events;
   std::unique_ptr<JobEventLog> event_log;  // declared after events and before the runner: outlives both publishers
   std::unique_ptr<JobRunner> runner;
@@ -301,10 +307,14 @@ void Daemon::start() {
   options_.gpu = parts_->gpus->first().ordinal;
   const ServedGpu& first = parts_->gpus->first();
   parts_->event_log = std::make_unique<JobEventLog>(parts_->events);
+  parts_->store_outage = std::make_unique<StoreOutage>(store_name());
+  parts_->unrecorded = std::make_unique<UnrecordedJobs>(options_.max_daemon_deaths);
   parts_->runner =
       std::make_unique<JobRunner>(*parts_->store, parts_->events, options_, *first.sampler,
                                                make_worker_launcher(options_));
+  parts_->runner->set_unrecorded_jobs(parts_->unrecorded.get());
   parts_->scheduler = std::make_unique<Scheduler>(*parts_->store, *parts_->runner, parts_->gpus->pool());
+  parts_->scheduler->set_store_watch(parts_->store_outage.get(), parts_->unrecorded.get());
   parts_->scheduler->set_quiet_source(first.watch, &parts_->events);
   parts_->scheduler->set_metrics(&parts_->metrics);
   parts_->service = std::make_unique<HarnessService>(*parts_->store, parts_->events, *parts_->scheduler, options_,
@@ -374,7 +384,9 @@ void Daemon::start() {
     site.loopback = http_security->loopback;
     parts_->metrics_page = std::make_unique<MetricsExposition>(*parts_->store, options_, *parts_->gpus,
                                                                *parts_->scheduler, parts_->metrics);
+    parts_->metrics_page->set_store_outage(parts_->store_outage.get());
     parts_->health = std::make_unique<HealthProbe>(*parts_->store, *parts_->scheduler, read_only);
+    parts_->health->set_store_outage(parts_->store_outage.get());
     site.metrics = [page = parts_->metrics_page.get()] { return page->text(); };
     site.health = [probe = parts_->health.get()] { return probe->check(); };
     parts_->http_site = std::make_unique<dashboards::DashboardSite>(*parts_->http_api, site);
@@ -395,6 +407,7 @@ void Daemon::start() {
     parts_->leases = std::make_unique<LeaseKeeper>(*parts_->store, std::chrono::seconds(options_.lease_s),
                                                    options_.max_daemon_deaths,
                                                    [scheduler = parts_->scheduler.get()] { scheduler->notify(); });
+    parts_->leases->set_store_outage(parts_->store_outage.get());
     parts_->leases->start();
   }
 }

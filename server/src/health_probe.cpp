@@ -1,4 +1,4 @@
-// HealthProbe: a read of the store, and the scheduler's loops.
+// HealthProbe: a read of the store, what the scheduler found of it, and the scheduler's loops.
 #include "qgate/server/health_probe.h"
 
 namespace qgate::server {
@@ -10,6 +10,7 @@ dashboards::ServiceHealth HealthProbe::check() const {
   } catch (const std::exception& e) {
     store = std::string("the store does not answer: ") + e.what();
   }
+  if (outage_ && !outage_->reachable()) store = outage_->reason();
   std::string scheduler = "ok";
   if (!read_only_.empty())
     scheduler = "no job runs: qgated started read-only (" + read_only_ + ")";

@@ -469,6 +469,15 @@ void JobRunner::run(const db::Job& job, const std::atomic<int>& stop, const JobP
   } catch (const JobFailure& e) {
     recorder.end(db::JobState::Failed, e.what(), e.fault);
   } catch (const db::StoreError& e) {
+    if (e.kind() == db::StoreErrorKind::CannotOpen && unrecorded_) {
+      // The store was lost (a network cut, a database restart): the job cannot be recorded, and
+      // goes back to the queue once the store answers again (UnrecordedJobs).
+      unrecorded_->add(job.id);
+      spdlog::error("job {} stopped: the store was lost while it ran ({}); it goes back to the queue once the store "
+                    "answers again",
+                    job.id, e.what());
+      return;
+    }
     // qgate's own failure, not the build's: no verdict was recorded, and none is half written. The
     // job is not ended either (that write may half succeed on a full disk): it stays unfinished and
     // runs again when the daemon next starts.

@@ -27,7 +27,8 @@ void LeaseKeeper::pass() {
   try {
     store_.renew_leases();
   } catch (const std::exception& e) {
-    spdlog::warn("qgated: cannot renew the leases of its running jobs: {}", e.what());
+    if (outage_) outage_->failed(e);
+    else spdlog::warn("qgated: cannot renew the leases of its running jobs: {}", e.what());
   }
   const auto now = std::chrono::steady_clock::now();
   if (now < next_sweep_) return;
@@ -41,7 +42,8 @@ void LeaseKeeper::pass() {
                     id, max_daemon_deaths_);
     if (!taken.requeued.empty() && requeued_) requeued_();
   } catch (const std::exception& e) {
-    spdlog::warn("qgated: cannot sweep for expired leases: {}", e.what());
+    if (outage_) outage_->failed(e);
+    else spdlog::warn("qgated: cannot sweep for expired leases: {}", e.what());
   }
 }
 

@@ -2,6 +2,8 @@
 #include "qgate/server/metrics_exposition.h"
 
 #include <filesystem>
+#include <map>
+#include <vector>
 
 #include "qgate/common/job_states.h"
 #include "qgate/dashboards/prometheus_text.h"
@@ -32,6 +34,21 @@ std::uintmax_t size_or_zero(const std::string& path) {
 
 std::string MetricsExposition::text() const {
   const DaemonMetrics::Snapshot counted = metrics_.snapshot();
+  // What the store says, read before anything is written: when it does not answer, the page still
+  // answers, without the families read from it and with qgate_store_reachable 0.
+  std::map<db::JobState, std::int64_t> by_state;
+  jobs::QueueCounts queue;
+  std::vector<v1::DeviceStatus> devices;
+  bool store_answers = true;
+  try {
+    const jobs::JobQueries queries(store_);
+    by_state = queries.counts_by_state();
+    queue = queries.queue_counts();
+    devices = DeviceStatusReport(store_, options_, gpus_, scheduler_).all(int64_t(counted.uptime_s), QGATE_VERSION);
+  } catch (const std::exception&) {
+    store_answers = false;
+  }
+  const bool reachable = store_answers && (outage_ == nullptr || outage_->reachable());
   PrometheusText out;
 
   out.family("qgate_build_info", MetricType::Gauge,
@@ -44,15 +61,15 @@ std::string MetricsExposition::text() const {
   out.sample({}, counted.uptime_s);
 
   // The jobs and the queue, read as ListJobs and GetDevice read them.
-  const jobs::JobQueries queries(store_);
-  out.family("qgate_jobs", MetricType::Gauge, "Jobs in the store, by state.");
-  for (const auto& [state, count] : queries.counts_by_state())
-    out.sample({{"state", std::string(qgate::to_string(state))}}, double(count));
-  const jobs::QueueCounts queue = queries.queue_counts();
-  out.family("qgate_queue_depth", MetricType::Gauge, "Jobs queued, those waiting for a quiet window included.");
-  out.sample({}, double(queue.queued));
-  out.family("qgate_queue_waiting_quiet", MetricType::Gauge, "Queued jobs that wait for a quiet window.");
-  out.sample({}, double(queue.waiting_quiet));
+  if (store_answers) {
+    out.family("qgate_jobs", MetricType::Gauge, "Jobs in the store, by state.");
+    for (const auto& [state, count] : by_state)
+      out.sample({{"state", std::string(qgate::to_string(state))}}, double(count));
+    out.family("qgate_queue_depth", MetricType::Gauge, "Jobs queued, those waiting for a quiet window included.");
+    out.sample({}, double(queue.queued));
+    out.family("qgate_queue_waiting_quiet", MetricType::Gauge, "Queued jobs that wait for a quiet window.");
+    out.sample({}, double(queue.waiting_quiet));
+  }
 
   // What the scheduler counted since qgated started.
   out.family("qgate_jobs_claimed_total", MetricType::Counter, "Jobs a GPU's scheduler claimed from the queue.");
@@ -68,9 +85,20 @@ std::string MetricsExposition::text() const {
              "Seconds from a job's claim to its end (parity, timed runs and verdict).");
   out.histogram({}, counted.run.bounds, counted.run.cumulative, counted.run.count, counted.run.sum_s);
 
-  // Each served GPU, as ListDevices reports it.
-  const std::vector<v1::DeviceStatus> devices =
-      DeviceStatusReport(store_, options_, gpus_, scheduler_).all(int64_t(counted.uptime_s), QGATE_VERSION);
+  // Each served GPU, as ListDevices reports it (none while the store does not answer).
+  if (store_answers) write_gpus(out, devices);
+
+  out.family("qgate_store_reachable", MetricType::Gauge,
+             "1 while the store answers the daemon (its reads here and the scheduler's claims), 0 while it does not.");
+  out.sample({}, reachable ? 1 : 0);
+  out.family("qgate_store_size_bytes", MetricType::Gauge,
+             "Bytes on disk of the SQLite database (file=\"database\") and its write-ahead log (file=\"wal\").");
+  out.sample({{"file", "database"}}, double(size_or_zero(options_.db_path)));
+  out.sample({{"file", "wal"}}, double(size_or_zero(options_.db_path + "-wal")));
+  return out.text();
+}
+
+void MetricsExposition::write_gpus(PrometheusText& out, const std::vector<v1::DeviceStatus>& devices) {
   out.family("qgate_gpu_info", MetricType::Gauge, "Always 1 for each GPU qgated serves; the labels describe it.");
   for (const v1::DeviceStatus& d : devices)
     out.sample({{"gpu", std::to_string(d.device())}, {"name", d.name()}, {"uuid", d.uuid()}}, 1);
@@ -98,12 +126,6 @@ std::string MetricsExposition::text() const {
              "Other processes on the GPU at the last reading; no sample when the GPU is not sampled.");
   for (const v1::DeviceStatus& d : devices)
     if (d.now().sample_unix_ms() != 0) out.sample({{"gpu", std::to_string(d.device())}}, d.now().foreign_size());
-
-  out.family("qgate_store_size_bytes", MetricType::Gauge,
-             "Bytes on disk of the SQLite database (file=\"database\") and its write-ahead log (file=\"wal\").");
-  out.sample({{"file", "database"}}, double(size_or_zero(options_.db_path)));
-  out.sample({{"file", "wal"}}, double(size_or_zero(options_.db_path + "-wal")));
-  return out.text();
 }
 
 }  // namespace qgate::server

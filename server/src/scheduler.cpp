@@ -139,8 +139,18 @@ void Scheduler::loop(Lane& lane) {
         // Its own queue first (jobs pinned to this GPU), then the jobs any GPU may take.
         job = store_.claim_next_job(device, quiet);
         if (!job) job = store_.claim_next_job(kAnyGpu, quiet);
+        if (outage_) outage_->answered();
+        // Jobs the store was lost under go back to the queue once it answers and nothing runs here.
+        if (!job && unrecorded_ && unrecorded_->hand_back(store_, pool_, device) > 0) notify();
       } catch (const std::exception& e) {
-        spdlog::error("GPU {}: cannot claim a job: {}", device, e.what());
+        if (!outage_) {
+          spdlog::error("GPU {}: cannot claim a job: {}", device, e.what());
+        } else {
+          // Said once per outage (StoreOutage); the claims that follow wait longer, up to seconds.
+          outage_->failed(e);
+          std::unique_lock<std::mutex> lock(mu_);
+          cv_.wait_for(lock, outage_->retry_delay(), [&] { return stopping_; });
+        }
       }
       if (!job) pool_.release(device);
     }

@@ -23,13 +23,13 @@ void StoreOutage::failed(const std::exception& error) {
   std::lock_guard lock(mu_);
   ++failures_;
   if (!reachable_) {
-    spdlog::debug("qgated: the store {} still does not answer: {}", store_name_, error.what());
+    spdlog::debug("the store {} still does not answer: {}", store_name_, error.what());
     return;
   }
   reachable_ = false;
   since_ = std::chrono::steady_clock::now();
   why_ = how_it_failed(error) + " (" + error.what() + ")";
-  spdlog::warn("qgated: the store {} {}: not claiming jobs until it answers", store_name_, why_);
+  spdlog::warn("the store {} {}: not claiming jobs until it answers", store_name_, why_);
 }
 
 void StoreOutage::answered() {
@@ -39,7 +39,7 @@ void StoreOutage::answered() {
   reachable_ = true;
   const auto out_s =
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - since_).count();
-  spdlog::info("qgated: the store {} answers again after {} s: claiming jobs", store_name_, out_s);
+  spdlog::info("the store {} answers again after {} s: claiming jobs", store_name_, out_s);
 }
 
 bool StoreOutage::reachable() const {

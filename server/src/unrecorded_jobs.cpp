@@ -41,7 +41,7 @@ int UnrecordedJobs::hand_back(db::Store& store, GpuPool& pool, int claiming_gpu)
       requeued = int(back.requeued.size());
       jobs_.clear();
     } catch (const std::exception& e) {
-      spdlog::debug("qgated: cannot queue the jobs cut off from the store again yet: {}", e.what());
+      spdlog::debug("cannot queue the jobs cut off from the store again yet: {}", e.what());
     }
   }
   for (int ordinal : held) pool.release(ordinal);

@@ -15,6 +15,7 @@
 #include "qgate/server/event_hub.h"
 #include "qgate/server/gpu_pool.h"
 #include "qgate/server/job_control.h"
+#include "qgate/server/unrecorded_jobs.h"
 #include "qgate/server/worker_channel.h"
 
 namespace qgate::server {
@@ -42,6 +43,9 @@ class JobRunner {
   /// The same, on the placement's GPU(s). A split job needs two; a GPU without worker arguments is
   /// opened as the daemon's options say (--device of options.gpu).
   void run(const db::Job& job, const std::atomic<int>& stop, const JobPlacement& placement);
+  /// Where a job goes that stops because the store was lost under it, to be queued again once the
+  /// store answers (without one it waits for the next start). Call before the first run.
+  void set_unrecorded_jobs(UnrecordedJobs* unrecorded) { unrecorded_ = unrecorded; }
 
  private:
   db::Store& store_;
@@ -49,6 +53,7 @@ class JobRunner {
   const DaemonOptions& options_;
   cotenant::Sampler& sampler_;
   std::shared_ptr<WorkerLauncher> launcher_;
+  UnrecordedJobs* unrecorded_ = nullptr;
   BuildFiles build_files_;  // the files this host runs builds from (<data dir>/artifacts)
 };
 

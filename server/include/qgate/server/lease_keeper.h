@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "qgate/db/store.h"
+#include "qgate/server/store_outage.h"
 
 namespace qgate::server {
 
@@ -28,6 +29,9 @@ class LeaseKeeper {
 
   /// One renewal and one sweep, now (the thread's pass; tests call it directly).
   void pass();
+  /// Where a renewal or sweep that fails is reported (said once per outage with the scheduler's
+  /// claims) instead of each being logged. Call before start().
+  void set_store_outage(StoreOutage* outage) { outage_ = outage; }
 
  private:
   void loop();
@@ -36,6 +40,7 @@ class LeaseKeeper {
   std::chrono::milliseconds lease_;
   int max_daemon_deaths_;
   std::function<void()> requeued_;
+  StoreOutage* outage_ = nullptr;
   std::mutex mu_;
   std::condition_variable cv_;
   bool stopping_ = false;

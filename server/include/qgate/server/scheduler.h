@@ -19,6 +19,8 @@
 #include "qgate/jobs/gpu_choice.h"
 #include "qgate/server/gpu_pool.h"
 #include "qgate/server/job_runner.h"
+#include "qgate/server/store_outage.h"
+#include "qgate/server/unrecorded_jobs.h"
 
 namespace qgate::server {
 
@@ -49,6 +51,13 @@ class Scheduler {
   }
   /// Where the lanes count their claims and finished jobs (/metrics). Call before start().
   void set_metrics(DaemonMetrics* metrics) { metrics_ = metrics; }
+  /// Where the lanes report whether the store answers their claims (said once per outage, claims
+  /// slowed while it is out), and the jobs cut off from the store that they queue again once it
+  /// answers. Without them every failed claim is logged. Call before start().
+  void set_store_watch(StoreOutage* outage, UnrecordedJobs* unrecorded) {
+    outage_ = outage;
+    unrecorded_ = unrecorded;
+  }
   /// Empty when every GPU's loop is alive: running a job, or back at its queue within `max_silence`
   /// (an idle loop looks at the queue at least once a second). Otherwise which loop is not, and why.
   std::string not_alive(std::chrono::milliseconds max_silence) const;
@@ -88,6 +97,8 @@ class Scheduler {
   const cotenant::DeviceWatch* watch_ = nullptr;
   EventHub* events_ = nullptr;
   DaemonMetrics* metrics_ = nullptr;
+  StoreOutage* outage_ = nullptr;
+  UnrecordedJobs* unrecorded_ = nullptr;
 };
 
 }  // namespace qgate::server
