@@ -2,7 +2,9 @@
 # The fleet benchmarks (bench/RESULTS.md): claims through the shared job queue by 1, 3 and 10
 # claimer processes, and QueryTrend through qgated on a large history, each on PostgreSQL (a server
 # from scripts/fleet-db.sh: stock settings, fsync on, reached over TCP by password) and on SQLite.
-#   scripts/bench-fleet.sh claims WORK OUT   qgate-claim-bench, --jobs $JOBS (default 5000)
+#   scripts/bench-fleet.sh claims WORK OUT   qgate-claim-bench, --jobs $JOBS (default 5000); TAG (e.g.
+#                                           -async) names the files of a variant, such as one run with
+#                                           PGOPTIONS='-c synchronous_commit=off' (libpq passes it on)
 #   scripts/bench-fleet.sh check WORK OUT    qgate-history-fill of $CHECK_RUNS runs (default 20000) through
 #                                           the API and through SQL, then compare, on each engine
 #   scripts/bench-fleet.sh fill WORK OUT     qgate-history-fill --via sql of $RUNS runs (default 10000000)
@@ -21,6 +23,7 @@ cd "$(dirname "$0")/.."
 bin=${QGATE_BUILD_DIR:-build}/bin
 port=${PG_PORT:-55432}
 engines=${ENGINES:-postgresql sqlite}
+TAG=${TAG:-}
 mkdir -p "$work"
 work=$(cd "$work" && pwd)
 [ -z "$out" ] || mkdir -p "$out"
@@ -50,7 +53,7 @@ case $step in
         store=$(address "$engine" "claims$n")
         flag=$([ "$engine" = postgresql ] && echo --postgres || echo --db)
         "$bin/qgate-claim-bench" --claimers "$n" --jobs "${JOBS:-5000}" "$flag" "$store" \
-          --json-out "$out/claims-$engine-$n.json" | tee "$out/claims-$engine-$n.txt"
+          --json-out "$out/claims-$engine$TAG-$n.json" | tee "$out/claims-$engine$TAG-$n.txt"
       done
     done
     ;;
