@@ -254,6 +254,15 @@ ApiResponse DashboardApi::get(const std::string& path, const QueryParams& query,
       return call([&](grpc::ClientContext* c) { return harness_->GetDevice(c, request, &response); }, response,
                   "device");
     }
+    if (path == "/api/devices") {
+      // Every GPU of the fleet (`qgate device`): this daemon's live, the others' as last published.
+      v1::ListDevicesRequest request;
+      request.set_host(p.text("host"));
+      p.done();
+      v1::ListDevicesResponse response;
+      return call([&](grpc::ClientContext* c) { return harness_->ListDevices(c, request, &response); }, response,
+                  "devices", "devices");
+    }
     if (path == "/api/jobs") {
       v1::ListJobsRequest request;
       request.set_limit(p.small_integer("limit"));
@@ -263,6 +272,7 @@ ApiResponse DashboardApi::get(const std::string& path, const QueryParams& query,
           throw BadRequest("unknown job state '" + state + "' (JOB_STATE_DONE, ...)");
         request.set_state(parsed);
       }
+      request.set_host(p.text("host"));
       p.done();
       v1::ListJobsResponse response;
       return call([&](grpc::ClientContext* c) { return harness_->ListJobs(c, request, &response); }, response, "jobs",
@@ -279,6 +289,7 @@ ApiResponse DashboardApi::get(const std::string& path, const QueryParams& query,
       request.set_limit(p.small_integer("limit"));
       request.set_job_id(p.integer("job_id"));
       request.set_raw_runs(p.flag("raw_runs"));
+      request.set_host(p.text("host"));
       p.done();
       v1::QueryTrendResponse response;
       return call([&](grpc::ClientContext* c) { return harness_->QueryTrend(c, request, &response); }, response,
@@ -297,6 +308,7 @@ ApiResponse DashboardApi::get(const std::string& path, const QueryParams& query,
       request.set_slowdowns_only(regressions || p.flag("slowdowns_only"));
       request.set_alpha(p.real("alpha"));
       request.set_min_segment(p.small_integer("min_segment"));
+      request.set_host(p.text("host"));
       p.done();
       v1::QueryChangesResponse response;
       return call([&](grpc::ClientContext* c) { return harness_->QueryChanges(c, request, &response); },
@@ -314,6 +326,7 @@ ApiResponse DashboardApi::get(const std::string& path, const QueryParams& query,
       request.set_tokens(p.integer("tokens"));
       request.set_weight_type(p.text("weight_type"));
       request.set_same_margin(p.real("same_margin"));
+      request.set_host(p.text("host"));
       p.done();
       v1::CompareResponse response;
       return call([&](grpc::ClientContext* c) { return harness_->Compare(c, request, &response); }, response,

@@ -165,7 +165,10 @@ const RecordDeclaration<Job>& job_record() {
        word("parity_shapes", &Job::parity_shapes, &qgate::to_string, &stored_shape_set), column("path", &Job::path),
        column("numerics", &Job::numerics), column("wait_for_quiet", &Job::wait_for_quiet),
        column("run_contended_on_expiry", &Job::run_contended_on_expiry),
-       column("remeasure_of", &Job::remeasure_of), column("timeout_s", &Job::timeout_s)}};
+       column("remeasure_of", &Job::remeasure_of), column("timeout_s", &Job::timeout_s),
+       column("gpu_model", &Job::gpu_model), column("gpu_uuid", &Job::gpu_uuid),
+       column("gpus_needed", &Job::gpus_needed), column("host", &Job::host),
+       column("cancel_requested", &Job::cancel_requested)}};
   return record;
 }
 

@@ -18,6 +18,7 @@ std::string job_filter_sql(const JobFilter& filter, std::string_view alias) {
   if (filter.state) add("state = ?");
   if (filter.quiet_only) add("quiet_only = ?");
   if (filter.remeasure_of) add("remeasure_of = ?");
+  if (filter.host) add("host = ?");
   return sql;
 }
 
@@ -26,6 +27,7 @@ int bind_job_filter(SqlStatement& statement, const JobFilter& filter, int index)
   if (filter.state) detail::bind_value(statement, index++, to_string(*filter.state));
   if (filter.quiet_only) detail::bind_value(statement, index++, *filter.quiet_only);
   if (filter.remeasure_of) detail::bind_value(statement, index++, *filter.remeasure_of);
+  if (filter.host) detail::bind_value(statement, index++, *filter.host);
   return index;
 }
 
@@ -85,9 +87,15 @@ RowId SqlStore::create_job(const Job& job) {
     row.created_ms = or_now(row.created_ms);
     row.started_ms.reset();
     row.finished_ms.reset();
+    // The claim matches these spellings (ClaimScope), so they are stored only in them.
+    row.gpu_model = normalize_gpu_model(row.gpu_model);
+    row.labels = canonical_labels(row.labels);
+    row.host.clear();
+    row.cancel_requested = false;
     ScopedStatement insert(prepared(insert_sql(job_record())));
     bind_record(*insert, job_record(), row);
     const RowId id = insert->exec_returning_key();
+    insert_job_labels(id, row.labels);
     transaction.commit();
     return id;
   });
@@ -167,6 +175,15 @@ std::vector<Job> SqlStore::list_jobs(const JobFilter& filter) {
     detail::bind_value(*select, next, filter.limit);
     std::vector<Job> jobs;
     while (select->step()) jobs.push_back(read_record(job_record(), *select));
+    std::vector<Job*> pointers;
+    for (Job& job : jobs) pointers.push_back(&job);
+    attach_job_labels(pointers,
+                      fmt::format("SELECT j.id FROM jobs j{} ORDER BY j.created_ms DESC, j.id DESC LIMIT ?",
+                                  job_filter_sql(filter, "j")),
+                      [&](SqlStatement& statement) {
+                        const int at = bind_job_filter(statement, filter, 1);
+                        detail::bind_value(statement, at, filter.limit);
+                      });
     return jobs;
   });
 }
@@ -194,10 +211,14 @@ std::vector<JobListing> SqlStore::list_job_listings(const JobFilter& filter) {
           const int next = bind_job_filter(statement, filter, 1);
           detail::bind_value(statement, next, filter.limit);
         });
-    attach_verdict_children(listings, matching, [&](SqlStatement& statement) {
+    const auto bind_matching = [&](SqlStatement& statement) {
       const int next = bind_job_filter(statement, filter, 1);
       detail::bind_value(statement, next, filter.limit);
-    });
+    };
+    attach_verdict_children(listings, matching, bind_matching);
+    std::vector<Job*> jobs;
+    for (JobListing& listing : listings) jobs.push_back(&listing.job);
+    attach_job_labels(jobs, matching, bind_matching);
     transaction.commit();
     return listings;
   });
@@ -209,39 +230,73 @@ std::optional<JobListing> SqlStore::find_job_listing(RowId id) {
     auto bind_id = [&](SqlStatement& statement) { detail::bind_value(statement, 1, id); };
     std::vector<JobListing> listings = select_listings("j.id = ?", bind_id);
     attach_verdict_children(listings, "SELECT ?", bind_id);
+    if (!listings.empty()) attach_job_labels({&listings.front().job}, "SELECT ?", bind_id);
     transaction.commit();
     if (listings.empty()) return std::nullopt;
     return std::move(listings.front());
   });
 }
 
-std::optional<Job> SqlStore::claim_next_job(std::optional<int> device, bool gpu_quiet) {
+std::optional<Job> SqlStore::claim_next_job(const ClaimScope& scope) {
   return guarded("claim_next_job", [&]() -> std::optional<Job> {
     // A write transaction: SQLite takes the write lock before the SELECT, and PostgreSQL locks the
     // row it picks (skipping rows other claimers hold), so two claimers (threads or daemons sharing
-    // the database) never take the same queued job.
-    SqlTransaction transaction(*connection_, TransactionKind::Write);
+    // the database) never take the same queued job. Each condition is one the scope's GPU and
+    // daemon meet (docs/fleet.md): the job's model among the words of the GPU's name (both kept
+    // normalized, so the padded LIKE is a whole-word match on both engines), its uuid, its labels
+    // all among the daemon's, and no more GPUs than the daemon serves.
+    const std::vector<std::string> labels = canonical_labels(scope.labels);
+    std::string label_list;
+    for (std::size_t i = 0; i < labels.size(); ++i) label_list += i ? ", ?" : "?";
     const std::string sql = fmt::format(
-        "SELECT id FROM jobs WHERE state = 'queued'{}{} ORDER BY created_ms, id LIMIT 1{}",
-        device ? " AND device = ?" : "", gpu_quiet ? "" : " AND quiet_only = 0", connection_->claim_lock_clause());
+        "SELECT j.id FROM jobs j WHERE j.state = 'queued'{}{} "
+        "AND (j.gpu_model = '' OR ? LIKE '% ' || j.gpu_model || ' %') "
+        "AND (j.gpu_uuid = '' OR j.gpu_uuid = ?) AND j.gpus_needed <= ? "
+        "AND NOT EXISTS (SELECT 1 FROM job_labels l WHERE l.job_id = j.id{}) "
+        "ORDER BY j.created_ms, j.id LIMIT 1{}",
+        scope.ordinal ? " AND j.device = ?" : "", scope.gpu_quiet ? "" : " AND j.quiet_only = 0",
+        labels.empty() ? "" : fmt::format(" AND l.label NOT IN ({})", label_list),
+        connection_->claim_lock_clause());
     std::optional<RowId> id;
     {
-      ScopedStatement select(prepared(sql));
-      if (device) bind_all(*select, *device);
-      if (select->step()) id = select->int64(0);
+      SqlTransaction transaction(*connection_, TransactionKind::Write);
+      {
+        ScopedStatement select(prepared(sql));
+        int index = 1;
+        if (scope.ordinal) detail::bind_value(*select, index++, *scope.ordinal);
+        bind_all_from(*select, index, " " + normalize_gpu_model(scope.gpu_name) + " ", scope.gpu_uuid,
+                      scope.gpus_served);
+        index += 3;
+        for (const std::string& label : labels) detail::bind_value(*select, index++, label);
+        if (select->step()) id = select->int64(0);
+      }
+      if (!id) return std::nullopt;
+      ScopedStatement update(prepared(
+          "UPDATE jobs SET state = 'running', started_ms = ?, claimed_by = ?, lease_expires_ms = ?, host = ? "
+          "WHERE id = ? AND state = 'queued'"));
+      const std::int64_t now = now_ms();
+      const std::optional<std::int64_t> lease =
+          claimant_.id.empty() ? std::nullopt : std::optional<std::int64_t>(now + claimant_.lease_ms);
+      bind_all(*update, now, claimant_.id, lease, claimant_.host, *id);
+      update->exec();
+      auto job = select_job(*id);
+      transaction.commit();
+      return job;
     }
-    if (!id) return std::nullopt;
-    ScopedStatement update(prepared(
-        "UPDATE jobs SET state = 'running', started_ms = ?, claimed_by = ?, lease_expires_ms = ? "
-        "WHERE id = ? AND state = 'queued'"));
-    const std::int64_t now = now_ms();
-    const std::optional<std::int64_t> lease =
-        claimant_.id.empty() ? std::nullopt : std::optional<std::int64_t>(now + claimant_.lease_ms);
-    bind_all(*update, now, claimant_.id, lease, *id);
-    update->exec();
-    auto job = select_job(*id);
+  });
+}
+
+bool SqlStore::request_cancel(RowId id) {
+  return guarded("request_cancel", [&] {
+    SqlTransaction transaction(*connection_, TransactionKind::Write);
+    ScopedStatement update(prepared("UPDATE jobs SET cancel_requested = 1 WHERE id = ? AND state = 'running'"));
+    bind_all(*update, id);
+    const int changed = update->exec();
+    if (changed == 0 && !job_exists(id)) {
+      throw StoreError(StoreErrorKind::NotFound, fmt::format("request_cancel: no job {}", id));
+    }
     transaction.commit();
-    return job;
+    return changed > 0;
   });
 }
 
@@ -297,15 +352,25 @@ void SqlStore::set_claimant(const Claimant& claimant) {
   claimant_ = claimant;
 }
 
-int SqlStore::renew_leases() {
-  return guarded("renew_leases", [&]() -> int {
-    if (claimant_.id.empty()) return 0;
+LeaseRenewal SqlStore::renew_leases() {
+  return guarded("renew_leases", [&]() -> LeaseRenewal {
+    LeaseRenewal out;
+    if (claimant_.id.empty()) return out;
     SqlTransaction transaction(*connection_, TransactionKind::Write);
-    ScopedStatement renew(prepared("UPDATE jobs SET lease_expires_ms = ? WHERE state = 'running' AND claimed_by = ?"));
-    bind_all(*renew, now_ms() + claimant_.lease_ms, claimant_.id);
-    const auto renewed = renew->exec();
+    {
+      ScopedStatement renew(prepared("UPDATE jobs SET lease_expires_ms = ? WHERE state = 'running' AND claimed_by = ?"));
+      bind_all(*renew, now_ms() + claimant_.lease_ms, claimant_.id);
+      renew->exec();
+    }
+    ScopedStatement held(prepared(
+        "SELECT id, cancel_requested FROM jobs WHERE state = 'running' AND claimed_by = ? ORDER BY id"));
+    bind_all(*held, claimant_.id);
+    while (held->step()) {
+      out.held.push_back(held->int64(0));
+      if (held->int64(1) != 0) out.cancel_requested.push_back(held->int64(0));
+    }
     transaction.commit();
-    return static_cast<int>(renewed);
+    return out;
   });
 }
 
@@ -315,7 +380,8 @@ InterruptedJobs SqlStore::recover_running_jobs(const RecoveredScope& scope, int 
   const std::string running = fmt::format("state = 'running' AND {}", scope.condition);
   InterruptedJobs out;
   {
-    ScopedStatement select(prepared(fmt::format("SELECT id, attempts FROM jobs WHERE {} ORDER BY id", running)));
+    ScopedStatement select(
+        prepared(fmt::format("SELECT id, attempts FROM jobs WHERE {} AND cancel_requested = 0 ORDER BY id", running)));
     bind_all(*select, scope.value);
     while (select->step())
       (daemon_died && select->int64(1) + 1 >= max_daemon_deaths ? out.given_up : out.requeued)
@@ -329,6 +395,13 @@ InterruptedJobs SqlStore::recover_running_jobs(const RecoveredScope& scope, int 
       running)));
   bind_all(*interrupt_runs, now_ms(), scope.value);
   interrupt_runs->exec();
+  // A job someone asked to cancel while its daemon was lost is not run again: it ends cancelled.
+  ScopedStatement cancel(prepared(fmt::format(
+      "UPDATE jobs SET state = 'cancelled', finished_ms = ?, error = ?, lease_expires_ms = NULL "
+      "WHERE {} AND cancel_requested = 1",
+      running)));
+  bind_all(*cancel, now_ms(), std::string("cancelled while the daemon that ran it was lost"), scope.value);
+  cancel->exec();
   if (daemon_died) {
     ScopedStatement give_up(prepared(fmt::format(
         "UPDATE jobs SET state = 'failed', attempts = attempts + 1, finished_ms = ?, disposition = 'crashed', "
@@ -353,7 +426,17 @@ std::optional<Job> SqlStore::select_job(RowId id) {
   ScopedStatement select(prepared(fmt::format("SELECT {} FROM jobs j WHERE j.id = ?", job_record().column_list("j"))));
   bind_all(*select, id);
   if (!select->step()) return std::nullopt;
-  return read_record(job_record(), *select);
+  Job job = read_record(job_record(), *select);
+  attach_job_labels({&job}, "?", [&](SqlStatement& statement) { detail::bind_value(statement, 1, id); });
+  return job;
+}
+
+void SqlStore::insert_job_labels(RowId job_id, const std::vector<std::string>& labels) {
+  for (const std::string& label : labels) {
+    ScopedStatement insert(prepared("INSERT INTO job_labels (job_id, label) VALUES (?, ?)"));
+    bind_all(*insert, job_id, label);
+    insert->exec();
+  }
 }
 
 bool SqlStore::job_exists(RowId id) {

@@ -87,7 +87,7 @@ FROM (
 int bind_trend_filters(SqlStatement& statement, const TrendQuery& query, const SqlConnection& connection) {
   int index = 1;
   detail::bind_value(statement, index++, query.since_ms);
-  for (const auto* filter : {&query.profile, &query.weight_type, &query.path}) {
+  for (const auto* filter : {&query.profile, &query.weight_type, &query.path, &query.host}) {
     if (*filter) detail::bind_value(statement, index++, **filter);
   }
   if (query.build_name_glob) detail::bind_value(statement, index++, connection.glob_argument(*query.build_name_glob));
@@ -118,6 +118,7 @@ std::vector<TrendRow> SqlStore::query_trend(const TrendQuery& query) {
     // A weight type asked for is that type's runs, parts included; none is whole runs (docs/trends.md).
     sql += query.weight_type ? " AND r.weight_type = ?" : " AND r.part_of IS NULL";
     if (query.path) sql += " AND r.path = ?";
+    if (query.host) sql += " AND r.host = ?";
     if (query.build_name_glob) sql += " AND " + connection_->glob_condition("b.name");
     if (query.job_id) sql += " AND r.job_id = ? AND r.part_of IS NULL";  // a job's own runs are whole
     if (!query.include_contended)
@@ -152,6 +153,7 @@ std::vector<TrendSummary> SqlStore::query_trend_summaries(const TrendQuery& quer
     if (query.profile) sql += " AND profile = ?";
     sql += query.weight_type ? " AND weight_type = ?" : " AND part = 0";
     if (query.path) sql += " AND path = ?";
+    if (query.host) sql += " AND host = ?";
     if (query.build_name_glob) sql += " AND " + connection_->glob_condition("build_name");
     if (!query.include_contended) sql += fmt::format(" AND {}_runs > 0", set);
     sql += " ORDER BY first_ms, id";
@@ -177,6 +179,7 @@ std::vector<CompareRun> SqlStore::compare_runs(const CompareRunsQuery& query) {
     if (query.profile) sql += " AND r.profile = ?";
     if (query.tokens) sql += " AND r.tokens = ?";
     sql += query.weight_type ? " AND r.weight_type = ?" : " AND r.part_of IS NULL";
+    if (query.host) sql += " AND r.host = ?";
     sql += " ORDER BY r.started_ms, r.id";
     ScopedStatement select(prepared(sql));
     int index = 1;
@@ -184,6 +187,7 @@ std::vector<CompareRun> SqlStore::compare_runs(const CompareRunsQuery& query) {
     if (query.profile) detail::bind_value(*select, index++, *query.profile);
     if (query.tokens) detail::bind_value(*select, index++, *query.tokens);
     if (query.weight_type) detail::bind_value(*select, index++, *query.weight_type);
+    if (query.host) detail::bind_value(*select, index++, *query.host);
     std::vector<CompareRun> runs;
     while (select->step()) runs.push_back(read_record(compare_run_projection(), *select));
     return runs;

@@ -158,6 +158,116 @@ TEST_P(StoreTest, ClaimTakesOnlyTheAskedDevice) {
   EXPECT_EQ(store_->claim_next_job(0)->id, on_zero);
 }
 
+// --- The fleet's queue ---
+
+/// The scope of one GPU of a daemon: its name, uuid and labels, on a daemon of `gpus` GPUs.
+ClaimScope gpu_scope(const std::string& name, const std::string& uuid, std::vector<std::string> labels, int gpus = 1) {
+  ClaimScope scope;
+  scope.gpu_name = name;
+  scope.gpu_uuid = uuid;
+  scope.labels = std::move(labels);
+  scope.gpus_served = gpus;
+  return scope;
+}
+
+TEST_P(StoreTest, AJobIsClaimedOnlyByAGpuOfItsModelUuidAndLabels) {
+  Job h200 = make_job(build_id_, 1000);
+  h200.gpu_model = "h200";  // stored normalized: upper case
+  Job sm90 = make_job(build_id_, 2000);
+  sm90.labels = {"sm90", "rack-2", "sm90"};
+  Job pinned = make_job(build_id_, 3000);
+  pinned.gpu_uuid = "GPU-b";
+  Job a100 = make_job(build_id_, 4000);
+  a100.gpu_model = "A100";
+  const RowId h200_id = store_->create_job(h200);
+  const RowId sm90_id = store_->create_job(sm90);
+  const RowId pinned_id = store_->create_job(pinned);
+  const RowId a100_id = store_->create_job(a100);
+  EXPECT_EQ(store_->find_job(h200_id)->gpu_model, "H200");
+  EXPECT_EQ(store_->find_job(sm90_id)->labels, (std::vector<std::string>{"rack-2", "sm90"}));
+
+  // An H100 with label sm90 only: no model matches, one label of two is missing, not GPU-b.
+  EXPECT_FALSE(store_->claim_next_job(gpu_scope("NVIDIA H100 80GB HBM3", "GPU-a", {"sm90"})).has_value());
+  // An A10 is not an A100, whole words only.
+  EXPECT_FALSE(store_->claim_next_job(gpu_scope("NVIDIA A10", "GPU-a", {})).has_value());
+  // An H200 takes its model's job; then, with both labels, the labelled one; GPU-b its own.
+  EXPECT_EQ(store_->claim_next_job(gpu_scope("NVIDIA H200", "GPU-a", {})).value().id, h200_id);
+  EXPECT_EQ(store_->claim_next_job(gpu_scope("NVIDIA H200", "GPU-a", {"sm90", "rack-2", "x"})).value().id, sm90_id);
+  EXPECT_FALSE(store_->claim_next_job(gpu_scope("NVIDIA H200", "GPU-a", {"sm90", "rack-2"})).has_value());
+  EXPECT_EQ(store_->claim_next_job(gpu_scope("NVIDIA H100", "GPU-b", {})).value().id, pinned_id);
+  EXPECT_EQ(store_->claim_next_job(gpu_scope("NVIDIA A100-SXM4-80GB", "GPU-c", {})).value().id, a100_id);
+}
+
+TEST_P(StoreTest, AJobNeedingTwoGpusIsLeftToADaemonServingTwo) {
+  Job split = make_job(build_id_, 1000);
+  split.gpus_needed = 2;
+  const RowId id = store_->create_job(split);
+  EXPECT_FALSE(store_->claim_next_job(gpu_scope("NVIDIA H200", "GPU-a", {}, 1)).has_value());
+  EXPECT_EQ(store_->claim_next_job(gpu_scope("NVIDIA H200", "GPU-a", {}, 2)).value().id, id);
+}
+
+TEST_P(StoreTest, AClaimRecordsTheClaimantsHostAndJobsFilterByIt) {
+  store_->set_claimant({"host-a:/d", 60000, "host-a"});
+  const RowId first = store_->create_job(make_job(build_id_, 1000));
+  const RowId second = store_->create_job(make_job(build_id_, 2000));
+  ASSERT_EQ(store_->claim_next_job(std::nullopt)->id, first);
+  EXPECT_EQ(store_->find_job(first)->host, "host-a");
+  JobFilter on_a;
+  on_a.host = "host-a";
+  const auto jobs = store_->list_jobs(on_a);
+  ASSERT_EQ(jobs.size(), 1u);
+  EXPECT_EQ(jobs[0].id, first);
+  EXPECT_EQ(store_->count_jobs(on_a), 1);
+  const auto listings = store_->list_job_listings(on_a);
+  ASSERT_EQ(listings.size(), 1u);
+  on_a.host = "host-b";
+  EXPECT_EQ(store_->count_jobs(on_a), 0);
+  EXPECT_EQ(store_->find_job(second)->host, "");
+}
+
+TEST_P(StoreTest, ACancelAskedOfAnotherDaemonReachesItsRenewalAndEndsTheJobIfItsDaemonIsLost) {
+  store_->set_claimant({"host-a:/d", 60000, "host-a"});
+  const RowId running = store_->create_job(make_job(build_id_, 1000));
+  const RowId queued = store_->create_job(make_job(build_id_, 2000));
+  ASSERT_EQ(store_->claim_next_job(std::nullopt)->id, running);
+  EXPECT_FALSE(store_->request_cancel(queued)) << "only a running job is asked";
+  EXPECT_THROW(store_->request_cancel(9999), StoreError);
+  ASSERT_TRUE(store_->request_cancel(running));
+  const LeaseRenewal renewal = store_->renew_leases();
+  EXPECT_EQ(renewal.held, (std::vector<RowId>{running}));
+  EXPECT_EQ(renewal.cancel_requested, (std::vector<RowId>{running}));
+  // Its daemon dies before it stops the job: recovery ends the job cancelled instead of running it again.
+  const InterruptedJobs recovered = store_->requeue_interrupted_jobs();
+  EXPECT_TRUE(recovered.requeued.empty());
+  EXPECT_EQ(store_->find_job(running)->state, JobState::Cancelled);
+}
+
+TEST_P(StoreTest, EachDaemonPublishesItsGpusAndAnyReadsTheFleetsLatest) {
+  store_->set_claimant({"host-a:/d", 60000, "host-a"});
+  FleetGpu gpu;
+  gpu.host = "host-a";
+  gpu.ordinal = 1;
+  gpu.name = "NVIDIA H200";
+  gpu.uuid = "GPU-a";
+  gpu.labels = {"sm90", "rack-2"};
+  gpu.backend = "cuda";
+  gpu.running_job_id = 7;
+  gpu.cotenant_state = "quiet";
+  store_->publish_gpus(std::vector<FleetGpu>{gpu});
+  gpu.ordinal = 0;
+  gpu.running_job_id.reset();
+  store_->publish_gpus(std::vector<FleetGpu>{gpu});  // replaces: the daemon serves GPU 0 now
+  auto fleet = store_->list_fleet_gpus(0);
+  ASSERT_EQ(fleet.size(), 1u);
+  EXPECT_EQ(fleet[0].ordinal, 0);
+  EXPECT_EQ(fleet[0].claimant, "host-a:/d");
+  EXPECT_EQ(fleet[0].labels, (std::vector<std::string>{"rack-2", "sm90"}));
+  EXPECT_FALSE(fleet[0].running_job_id.has_value());
+  EXPECT_EQ(fleet[0].cotenant_state, "quiet");
+  EXPECT_GT(fleet[0].seen_ms, 0);
+  EXPECT_TRUE(store_->list_fleet_gpus(fleet[0].seen_ms + 1).empty()) << "not seen since: left out";
+}
+
 TEST_P(StoreTest, QuietOnlyJobsWaitUntilTheGpuIsQuiet) {
   Job waiting = make_job(build_id_, 1000);
   waiting.quiet_only = true;
@@ -321,7 +431,7 @@ TEST_P(StoreTest, AJobWhoseLeaseRanOutGoesBackToTheQueueCountedAsADaemonsDeath) 
   // Renewed, the lease holds past its first term.
   // (Margins of a second, so a loaded machine's stalls cannot decide it.)
   std::this_thread::sleep_for(std::chrono::milliseconds(600));
-  EXPECT_EQ(dying->renew_leases(), 1);
+  EXPECT_EQ(dying->renew_leases().held.size(), 1u);
   std::this_thread::sleep_for(std::chrono::milliseconds(600));
   store_->set_claimant({"host-b:/d", 60000});
   EXPECT_TRUE(store_->requeue_expired_leases().requeued.empty());
@@ -335,7 +445,7 @@ TEST_P(StoreTest, AJobWhoseLeaseRanOutGoesBackToTheQueueCountedAsADaemonsDeath) 
   EXPECT_EQ(claimed_by(*raw(), job), "");
   EXPECT_EQ(store_->claim_next_job(std::nullopt)->id, job);  // any daemon may run it now
   EXPECT_EQ(claimed_by(*raw(), job), "host-b:/d");
-  EXPECT_EQ(dying->renew_leases(), 0);  // the old claimant holds nothing any more
+  EXPECT_TRUE(dying->renew_leases().held.empty());  // the old claimant holds nothing any more
 }
 
 TEST_P(StoreTest, OnlyTheJobsClaimantWritesItsVerdictSoItIsWrittenOnce) {

@@ -54,6 +54,7 @@ SeriesMap collect(db::Store& store, const db::Build& build, const CompareOptions
   query.profile = options.profile;
   query.tokens = options.tokens;
   query.weight_type = options.weight_type;
+  query.host = options.host;
   SeriesMap series;
   for (const db::CompareRun& run : store.compare_runs(query)) {
     if (!std::isfinite(run.tokens_per_s) || run.tokens_per_s <= 0) continue;  // not a measurement

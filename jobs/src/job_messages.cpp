@@ -73,6 +73,10 @@ db::Job job_row(const v1::JobSpec& spec) {
   job.run_contended_on_expiry = spec.run_contended_on_expiry();
   if (spec.remeasure_of() > 0) job.remeasure_of = spec.remeasure_of();
   job.timeout_s = spec.timeout_s();
+  job.gpu_model = spec.gpu_model();
+  job.gpu_uuid = spec.gpu_uuid();
+  job.labels.assign(spec.labels().begin(), spec.labels().end());
+  job.gpus_needed = spec.split_gpus() ? 2 : 1;
   return job;
 }
 
@@ -204,6 +208,7 @@ v1::Job to_proto(const db::JobListing& listing) {
   const std::string error = job.error.value_or("");
   out.set_error(unreadable.empty() ? error : error.empty() ? unreadable : error + "; " + unreadable);
   out.set_attempts(job.attempts);
+  out.set_host(job.host);
   *out.mutable_progress() = progress_from_json(job.progress_json);
   if (listing.verdict) *out.mutable_verdict() = to_proto(*listing.verdict);
   out.set_disposition(to_proto(job.disposition));

@@ -8,6 +8,7 @@
 #include <cctype>
 #include <chrono>
 
+#include "qgate/common/gpu_routing.h"
 #include "qgate/jobs/compare_builds.h"
 #include "qgate/jobs/gpu_choice.h"
 #include "qgate/jobs/job_gpu_records.h"
@@ -86,13 +87,14 @@ v1::Job JobQueries::job(db::RowId id) const {
   return job;
 }
 
-std::vector<v1::Job> JobQueries::list(v1::JobState state, int limit) const {
+std::vector<v1::Job> JobQueries::list(v1::JobState state, int limit, const std::string& host) const {
   if (!v1::JobState_IsValid(state)) refuse("unknown job state " + std::to_string(state));
   if (limit < 0 || limit > 10000) refuse("limit must be in [0, 10000]");
   db::JobFilter filter;
   filter.state = from_proto(state);
   if (state == v1::JOB_STATE_WAITING_QUIET) filter.quiet_only = true;
   filter.limit = limit != 0 ? limit : 50;
+  if (!host.empty()) filter.host = host;
   std::vector<v1::Job> jobs;
   for (const db::JobListing& listing : store_.list_job_listings(filter)) jobs.push_back(to_proto(listing));
   return jobs;
@@ -135,7 +137,9 @@ v1::Job JobCancellation::cancel(db::RowId id) {
       daemon_.publish(event);
     }
   } else if (job->state == db::JobState::Running) {
-    daemon_.cancel_running(id);
+    // Running here: stopped now. Running on another daemon of the fleet: asked through the job's
+    // row, and that daemon stops it at its next lease renewal (docs/fleet.md).
+    if (!daemon_.cancel_running(id)) store_.request_cancel(id);
   } else {
     throw ApplicationError(ApplicationErrorKind::FailedPrecondition,
                            "job " + std::to_string(id) + " has already ended (" +
@@ -224,6 +228,15 @@ db::RowId Remeasurement::queue_remeasure(const db::Job& original, const v1::Reme
   spec.set_quiet_deadline_unix_ms(deadline_ms);
   spec.set_run_contended_on_expiry(request.run_contended_on_expiry());
   if (!request.gpus().empty()) *spec.mutable_gpus() = request.gpus();
+  // On the same GPU model as the runs it measures again, whichever daemon of a fleet takes it.
+  if (spec.gpu_model().empty() && spec.gpu_uuid().empty()) {
+    for (const db::CompareRun& run : store_.job_compare_runs(original.id)) {
+      if (!normalize_gpu_model(run.gpu_name).empty()) {
+        spec.set_gpu_model(normalize_gpu_model(run.gpu_name));
+        break;
+      }
+    }
+  }
   db::Job job = job_row(spec);
   job.kind = original.kind;
   job.build_id = original.build_id;
@@ -250,6 +263,7 @@ v1::CompareResponse BuildComparer::compare(const v1::CompareRequest& request) co
   if (!request.profile().empty()) options.profile = request.profile();
   if (request.tokens() > 0) options.tokens = request.tokens();
   if (!request.weight_type().empty()) options.weight_type = request.weight_type();
+  if (!request.host().empty()) options.host = request.host();
   if (request.same_margin() > 0) options.same_margin = request.same_margin();
   try {
     return to_proto(CompareBuilds(store_).compare(*a, *b, options));

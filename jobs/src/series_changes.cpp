@@ -81,6 +81,7 @@ v1::QueryChangesResponse SeriesChanges::find(const ChangesQuery& query) const {
   trend.weight_type = query.weight_type;
   trend.path = query.path;
   trend.build_name_glob = query.build_glob;
+  trend.host = query.host;
   trend.since_ms = query.since_ms;
   trend.include_contended = false;
   trend.include_unknown = true;

@@ -79,5 +79,38 @@ TEST(GpuChoiceTest, RefusesWhatItCannotHonour) {
             std::string::npos);
 }
 
+TEST(GpuChoiceTest, OnItsOwnStoreADaemonRefusesAJobNoneOfItsGpusFits) {
+  JobPolicy one = serving({"NVIDIA H100 80GB HBM3"});
+  one.labels = {"sm90"};
+  v1::JobSpec s = spec(v1::JOB_KIND_AB, {});
+  s.set_gpu_model("h100");
+  s.add_labels("sm90");
+  EXPECT_EQ(refusal(s, one), "");
+  s.set_gpu_model("H200");
+  EXPECT_NE(refusal(s, one).find("asks for GPU model H200 and this daemon serves NVIDIA H100 80GB HBM3"), std::string::npos)
+      << refusal(s, one);
+  s.set_gpu_model("");
+  s.set_gpu_uuid("GPU-9");
+  EXPECT_NE(refusal(s, one).find("GPU-9"), std::string::npos);
+  s.set_gpu_uuid("GPU-0");
+  EXPECT_EQ(refusal(s, one), "");
+  s.add_labels("rack2");
+  EXPECT_NE(refusal(s, one).find("label 'rack2' and this daemon carries sm90"), std::string::npos) << refusal(s, one);
+  s.clear_labels();
+  s.add_labels("bad label");
+  EXPECT_NE(refusal(s, one).find("'bad label'"), std::string::npos);
+}
+
+TEST(GpuChoiceTest, InAFleetAJobThisDaemonCannotRunWaitsForOneThatCan) {
+  JobPolicy one = serving({"NVIDIA H100 80GB HBM3"});
+  one.fleet = true;
+  v1::JobSpec s = spec(v1::JOB_KIND_AB, {}, true);  // a split, on a daemon of one GPU
+  s.set_gpu_model("H200");
+  s.add_labels("sm90");
+  EXPECT_EQ(refusal(s, one), "");
+  s.set_gpu_model("!!");  // still spelled by the rules
+  EXPECT_NE(refusal(s, one).find("gpu_model"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace qgate::jobs

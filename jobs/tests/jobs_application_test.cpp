@@ -26,12 +26,13 @@ class RecordingHooks final : public DaemonHooks {
   void job_queued() override { ++queued_calls; }
   bool cancel_running(db::RowId job_id) override {
     cancelled.push_back(job_id);
-    return true;
+    return runs_here;
   }
   db::RowId running_job() const override { return 0; }
   void publish(const v1::JobEvent& event) override { events.push_back(event); }
 
   int queued_calls = 0;
+  bool runs_here = true;  // false: the running jobs run on another daemon of a fleet
   std::vector<db::RowId> cancelled;
   std::vector<v1::JobEvent> events;
 };
@@ -327,6 +328,31 @@ TEST_F(JobsApplicationTest, CancelEndsAQueuedJobAndAsksTheSchedulerForARunningOn
   EXPECT_EQ(refusal([&] { cancellation_.cancel(queued); }, "has already ended (cancelled)"),
             ApplicationErrorKind::FailedPrecondition);
   EXPECT_EQ(refusal([&] { cancellation_.cancel(999); }, "no job 999"), ApplicationErrorKind::NotFound);
+}
+
+TEST_F(JobsApplicationTest, ACancelOfAJobRunningOnAnotherDaemonIsWrittenOnItsRowForThatDaemon) {
+  const db::RowId elsewhere = submit(ab_header("one"), std::string(64, '1')).job_id;
+  store_->claim_next_job(std::nullopt);
+  hooks_.runs_here = false;
+  EXPECT_FALSE(store_->find_job(elsewhere)->cancel_requested);
+  EXPECT_EQ(cancellation_.cancel(elsewhere).state(), v1::JOB_STATE_RUNNING);
+  EXPECT_TRUE(store_->find_job(elsewhere)->cancel_requested);
+}
+
+TEST_F(JobsApplicationTest, ARemeasureAsksForTheGpuModelItsRunsRanOn) {
+  const db::RowId id = finished_job(v1::VerdictReport{}, v1::DISPOSITION_OK);
+  db::Run run = db::testing::make_done_run(store_->find_job(id)->build_id, "cpu-tiny", "", 1000, 100.0, false);
+  run.job_id = id;
+  run.gpu_name = "NVIDIA H200";
+  db::RunBundle bundle;
+  bundle.run = run;
+  store_->record_runs(std::vector<db::RunBundle>{bundle});
+  v1::RemeasureRequest request;
+  request.set_job_id(id);
+  const v1::RemeasureResponse response = remeasurement_.remeasure(request, device_that_sees_load());
+  ASSERT_EQ(response.jobs_size(), 1);
+  EXPECT_EQ(response.jobs(0).spec().gpu_model(), "NVIDIA H200");
+  EXPECT_EQ(store_->find_job(response.jobs(0).id())->gpu_model, "NVIDIA H200");
 }
 
 // --- Remeasure ---

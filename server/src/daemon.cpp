@@ -41,6 +41,7 @@
 #include "qgate/server/job_runner.h"
 #include "qgate/server/listener_security.h"
 #include "qgate/server/metrics_exposition.h"
+#include "qgate/server/device_status.h"
 #include "qgate/server/lease_keeper.h"
 #include "qgate/server/store_outage.h"
 #include "qgate/server/unrecorded_jobs.h"
@@ -147,13 +148,18 @@ std::shared_ptr<WorkerLauncher> make_worker_launcher(const DaemonOptions& option
   return std::make_shared<ProcessLauncher>(std::move(cgroups), limits);
 }
 
-/// This daemon's id as a claimant of jobs: its host and data dir.
-std::string claimant_id(const std::string& data_dir) {
+/// The host's name, as runs and devices record it.
+std::string this_host() {
   char host[256] = {};
   if (gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "unknown-host");
+  return host;
+}
+
+/// This daemon's id as a claimant of jobs: its host and data dir.
+std::string claimant_id(const std::string& data_dir) {
   std::error_code ignored;
   const auto absolute = std::filesystem::weakly_canonical(data_dir, ignored);
-  return std::string(host) + ":" + (absolute.empty() ? data_dir : absolute.string());
+  return this_host() + ":" + (absolute.empty() ? data_dir : absolute.string());
 }
 
 }  // namespace
@@ -252,7 +258,9 @@ void Daemon::start() {
   }
   // This daemon claims as its host and data dir, the same across its restarts: it takes back its own
   // earlier life's jobs, and leaves other live daemons' on a shared database alone.
-  parts_->store->set_claimant({claimant_id(options_.data_dir), std::int64_t(options_.lease_s) * 1000});
+  options_.claimant_id = claimant_id(options_.data_dir);
+  options_.fleet = !options_.postgres_address.empty();
+  parts_->store->set_claimant({options_.claimant_id, std::int64_t(options_.lease_s) * 1000, this_host()});
   try {
     interrupted = parts_->store->requeue_interrupted_jobs(options_.max_daemon_deaths);  // the first write: proves we can
   } catch (const db::StoreError& e) {
@@ -317,6 +325,7 @@ void Daemon::start() {
   parts_->scheduler->set_store_watch(parts_->store_outage.get(), parts_->unrecorded.get());
   parts_->scheduler->set_quiet_source(first.watch, &parts_->events);
   parts_->scheduler->set_metrics(&parts_->metrics);
+  parts_->scheduler->set_labels(options_.labels);
   parts_->service = std::make_unique<HarnessService>(*parts_->store, parts_->events, *parts_->scheduler, options_,
                                                      parts_->gpus->description(first.ordinal));
   parts_->service->set_device_watch(first.watch);
@@ -404,9 +413,21 @@ void Daemon::start() {
   parts_->gpus->start();
   if (!parts_->read_only) {
     parts_->scheduler->start();
+    Scheduler* scheduler = parts_->scheduler.get();
+    LeaseHooks hooks;
+    hooks.requeued = [scheduler] { scheduler->notify(); };
+    hooks.running = [scheduler] { return scheduler->running_jobs(); };
+    hooks.renewed = [scheduler](const db::LeaseRenewal& renewal, const std::vector<int64_t>& running) {
+      scheduler->apply_lease_renewal(renewal, running);
+    };
+    if (options_.fleet) {
+      // What `qgate device` on any daemon of the fleet shows of this one's GPUs.
+      hooks.gpus = [this] {
+        return DeviceStatusReport(*parts_->store, options_, *parts_->gpus, *parts_->scheduler).published(QGATE_VERSION);
+      };
+    }
     parts_->leases = std::make_unique<LeaseKeeper>(*parts_->store, std::chrono::seconds(options_.lease_s),
-                                                   options_.max_daemon_deaths,
-                                                   [scheduler = parts_->scheduler.get()] { scheduler->notify(); });
+                                                   options_.max_daemon_deaths, std::move(hooks));
     parts_->leases->set_store_outage(parts_->store_outage.get());
     parts_->leases->start();
   }

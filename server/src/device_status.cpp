@@ -42,10 +42,52 @@ std::vector<v1::DeviceStatus> DeviceStatusReport::all(int64_t uptime_s, const st
     s.set_split_job_id(gpus_.pool().split_job(gpu.ordinal));
     s.set_cotenant(d.cotenant);
     s.set_uptime_s(uptime_s);
+    for (const std::string& label : options_.labels) s.add_labels(label);
     fill_cotenant_now(gpu.watch, waiting_quiet, s.mutable_now());
     out.push_back(std::move(s));
   }
   return out;
+}
+
+std::vector<db::FleetGpu> DeviceStatusReport::published(const std::string& version) const {
+  std::vector<db::FleetGpu> out;
+  for (const ServedGpu& gpu : gpus_.pool().gpus()) {
+    const DeviceDescription& d = gpus_.description(gpu.ordinal);
+    db::FleetGpu f;
+    f.ordinal = gpu.ordinal;
+    f.host = d.host;
+    f.name = d.name;
+    f.uuid = d.uuid;
+    f.labels = options_.labels;
+    f.backend = options_.backend;
+    f.qgate_version = version;
+    int64_t running = scheduler_.running_job_on(gpu.ordinal);
+    if (running == 0) running = gpus_.pool().running_job(gpu.ordinal);
+    if (running != 0) f.running_job_id = running;
+    v1::CotenantNow now;
+    fill_cotenant_now(gpu.watch, 0, &now);
+    f.cotenant_state = now.state();
+    f.cotenant_reason = now.reason();
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
+v1::DeviceStatus DeviceStatusReport::from_published(const db::FleetGpu& gpu) {
+  v1::DeviceStatus s;
+  s.set_host(gpu.host);
+  s.set_device(gpu.ordinal);
+  s.set_name(gpu.name);
+  s.set_uuid(gpu.uuid);
+  for (const std::string& label : gpu.labels) s.add_labels(label);
+  s.set_backend(gpu.backend);
+  s.set_qgate_version(gpu.qgate_version);
+  s.set_running_job_id(gpu.running_job_id.value_or(0));
+  s.set_cotenant(gpu.cotenant_state);
+  s.mutable_now()->set_state(gpu.cotenant_state);
+  s.mutable_now()->set_reason(gpu.cotenant_reason);
+  s.set_published_unix_ms(gpu.seen_ms);
+  return s;
 }
 
 void DeviceStatusReport::fill_cotenant_now(const cotenant::DeviceWatch* watch, int64_t waiting_jobs,

@@ -8,14 +8,25 @@
 namespace qgate::server {
 
 grpc::ServerUnaryReactor* HarnessService::ListDevices(grpc::CallbackServerContext* context,
-                                                      const v1::ListDevicesRequest*,
+                                                      const v1::ListDevicesRequest* request,
                                                       v1::ListDevicesResponse* response) {
   const grpc::Status status = guarded_status([&]() -> grpc::Status {
     const int64_t uptime_s =
         std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started_).count();
+    const auto wanted = [&](const std::string& host) { return request->host().empty() || request->host() == host; };
     if (gpus_) {
       for (v1::DeviceStatus& d : DeviceStatusReport(store_, options_, *gpus_, scheduler_).all(uptime_s, QGATE_VERSION))
-        *response->add_devices() = std::move(d);
+        if (wanted(d.host())) *response->add_devices() = std::move(d);
+      if (!options_.fleet) return grpc::Status::OK;
+      // The fleet's other daemons, as they last published their GPUs: those heard from within
+      // three leases (a daemon renews every quarter lease).
+      const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                 std::chrono::system_clock::now().time_since_epoch())
+                                 .count();
+      const int64_t since = now_ms - 3 * int64_t(options_.lease_s) * 1000;
+      for (const db::FleetGpu& gpu : store_.list_fleet_gpus(since))
+        if (gpu.claimant != options_.claimant_id && wanted(gpu.host))
+          *response->add_devices() = DeviceStatusReport::from_published(gpu);
       return grpc::Status::OK;
     }
     // A service without the daemon's GPUs (tests): the one device GetDevice describes.

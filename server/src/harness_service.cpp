@@ -434,7 +434,7 @@ grpc::ServerUnaryReactor* HarnessService::GetJob(grpc::CallbackServerContext* co
 grpc::ServerUnaryReactor* HarnessService::ListJobs(grpc::CallbackServerContext* context,
                                                    const v1::ListJobsRequest* request, v1::ListJobsResponse* response) {
   return finish(context, guarded_status([&]() -> grpc::Status {
-    for (v1::Job& job : queries_.list(request->state(), request->limit())) *response->add_jobs() = std::move(job);
+    for (v1::Job& job : queries_.list(request->state(), request->limit(), request->host())) *response->add_jobs() = std::move(job);
     return grpc::Status::OK;
   }));
 }
@@ -475,6 +475,7 @@ grpc::ServerUnaryReactor* HarnessService::QueryTrend(grpc::CallbackServerContext
     if (!request->weight_type().empty()) q.weight_type = request->weight_type();
     if (!request->path().empty()) q.path = request->path();
     if (!request->build_glob().empty()) q.build_name_glob = request->build_glob();
+    if (!request->host().empty()) q.host = request->host();
     q.since_ms = request->since_unix_ms();
     q.include_contended = request->include_contended();
     q.include_unknown = true;  // until a run is sampled, its load is unknown, not contended
@@ -546,6 +547,7 @@ grpc::ServerUnaryReactor* HarnessService::QueryChanges(grpc::CallbackServerConte
     if (!request->weight_type().empty()) q.weight_type = request->weight_type();
     if (!request->path().empty()) q.path = request->path();
     if (!request->build_glob().empty()) q.build_glob = request->build_glob();
+    if (!request->host().empty()) q.host = request->host();
     q.since_ms = request->since_unix_ms();
     q.slowdowns_only = request->slowdowns_only();
     if (request->alpha() > 0) q.alpha = request->alpha();

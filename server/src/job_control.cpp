@@ -14,6 +14,7 @@ void JobControl::check() const {
   const int stop = stop_.load();
   if (stop == kCancelJob) throw JobCancelled();
   if (stop == kDaemonStops) throw DaemonStopping();
+  if (stop == kLeaseLost) throw LeaseLost();
   if (time_up()) {
     const std::string detail = "job exceeded " + std::to_string(limit_s_) + " s";
     throw JobFailure("TIMEOUT: " + detail, Fault{v1::DISPOSITION_TIMEOUT, detail});

@@ -464,6 +464,10 @@ void JobRunner::run(const db::Job& job, const std::atomic<int>& stop, const JobP
   } catch (const DaemonStopping&) {
     // Left running here: the daemon queues it again once every runner has stopped (Daemon::shutdown).
     spdlog::info("job {} interrupted by the daemon stopping; it is queued again", job.id);
+  } catch (const LeaseLost&) {
+    // Its lease ran out under it (this daemon lost the database for longer than a lease): the job
+    // was queued again, and may be running elsewhere. Its verdict is that daemon's to write.
+    spdlog::warn("job {} stopped: this daemon no longer holds its lease; it was queued again for any daemon", job.id);
   } catch (const JobCancelled&) {
     recorder.end(db::JobState::Cancelled, "cancelled", std::nullopt);
   } catch (const JobFailure& e) {

@@ -5,9 +5,8 @@
 
 namespace qgate::server {
 
-LeaseKeeper::LeaseKeeper(db::Store& store, std::chrono::milliseconds lease, int max_daemon_deaths,
-                         std::function<void()> requeued)
-    : store_(store), lease_(lease), max_daemon_deaths_(max_daemon_deaths), requeued_(std::move(requeued)) {}
+LeaseKeeper::LeaseKeeper(db::Store& store, std::chrono::milliseconds lease, int max_daemon_deaths, LeaseHooks hooks)
+    : store_(store), lease_(lease), max_daemon_deaths_(max_daemon_deaths), hooks_(std::move(hooks)) {}
 
 LeaseKeeper::~LeaseKeeper() { stop(); }
 
@@ -22,17 +21,24 @@ void LeaseKeeper::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-void LeaseKeeper::pass() {
+void LeaseKeeper::renew() {
   // A failed renewal is logged and tried again at the next pass: a lease outlives three missed ones.
   try {
-    store_.renew_leases();
+    const std::vector<int64_t> running = hooks_.running ? hooks_.running() : std::vector<int64_t>{};
+    const db::LeaseRenewal renewal = store_.renew_leases();
+    if (hooks_.renewed) hooks_.renewed(renewal, running);
+    if (hooks_.gpus) {
+      const std::vector<db::FleetGpu> gpus = hooks_.gpus();
+      store_.publish_gpus(gpus);
+    }
+    if (outage_) outage_->answered();
   } catch (const std::exception& e) {
     if (outage_) outage_->failed(e);
     else spdlog::warn("qgated: cannot renew the leases of its running jobs: {}", e.what());
   }
-  const auto now = std::chrono::steady_clock::now();
-  if (now < next_sweep_) return;
-  next_sweep_ = now + lease_ / 2;
+}
+
+void LeaseKeeper::sweep() {
   try {
     const db::InterruptedJobs taken = store_.requeue_expired_leases(max_daemon_deaths_);
     for (auto id : taken.requeued)
@@ -40,11 +46,19 @@ void LeaseKeeper::pass() {
     for (auto id : taken.given_up)
       spdlog::error("job {}: its daemon's lease ran out and {} daemons have died under it: CRASHED, not run again",
                     id, max_daemon_deaths_);
-    if (!taken.requeued.empty() && requeued_) requeued_();
+    if (!taken.requeued.empty() && hooks_.requeued) hooks_.requeued();
   } catch (const std::exception& e) {
     if (outage_) outage_->failed(e);
     else spdlog::warn("qgated: cannot sweep for expired leases: {}", e.what());
   }
+}
+
+void LeaseKeeper::pass() {
+  renew();
+  const auto now = std::chrono::steady_clock::now();
+  if (now < next_sweep_) return;
+  next_sweep_ = now + lease_ / 2;
+  sweep();
 }
 
 void LeaseKeeper::loop() {

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "qgate/common/gpu_list.h"
+#include "qgate/common/gpu_routing.h"
 #include "qgate/db/postgres_store.h"
 #include "qgate/db/sqlite_store.h"
 #include "qgate/server/daemon.h"
@@ -61,6 +62,10 @@ int main(int argc, char** argv) {
   app.add_option("--worker-pids-max", o.worker_pids_max, "each worker cgroup's process and thread limit")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  app.add_option("--label", o.labels,
+                 "a label of this daemon, repeatable: it claims only jobs whose labels (qgate submit --label) "
+                 "it all carries (docs/fleet.md)")
+      ->check([](const std::string& label) { return qgate::invalid_label(label).value_or(""); });
   app.add_option("--lease-s", o.lease_s,
                  "how long this daemon's claim on a running job holds unrenewed: a job whose daemon died goes "
                  "back to the queue this long after (docs/fleet.md)")
@@ -126,6 +131,7 @@ int main(int argc, char** argv) {
   app.allow_config_extras(false);
   CLI11_PARSE(app, argc, argv);
   (qgate::db::is_postgres_address(store) ? o.postgres_address : o.db_path) = store.empty() ? o.db_path : store;
+  o.labels = qgate::canonical_labels(o.labels);
   if (!gpus.empty()) {
     try {
       o.all_gpus = gpus == "all";

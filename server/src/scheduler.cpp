@@ -2,6 +2,7 @@
 // quiet-window jobs wait for a quiet GPU or their deadline.
 #include "qgate/server/scheduler.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include <spdlog/spdlog.h>
@@ -86,6 +87,38 @@ bool Scheduler::cancel_running(int64_t job_id) {
   return false;
 }
 
+std::vector<int64_t> Scheduler::running_jobs() const {
+  std::vector<int64_t> out;
+  for (const auto& lane : lanes_)
+    if (int64_t id = lane->running.load()) out.push_back(id);
+  return out;
+}
+
+void Scheduler::apply_lease_renewal(const db::LeaseRenewal& renewal, const std::vector<int64_t>& running_before) {
+  for (db::RowId id : renewal.cancel_requested) {
+    if (cancel_running(id)) spdlog::info("job {}: cancelled from another daemon of the fleet", id);
+  }
+  for (int64_t id : running_before) {
+    if (std::find(renewal.held.begin(), renewal.held.end(), id) != renewal.held.end()) continue;
+    // Not held: it ended here since (its verdict written), or its lease ran out and it went back to
+    // the queue, perhaps to another daemon. Only the second stops it.
+    std::optional<db::Job> now;
+    try {
+      now = store_.find_job(id);
+    } catch (const std::exception&) {
+      continue;  // the store is out: the next renewal judges it
+    }
+    if (!now || qgate::is_terminal(now->state)) continue;
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& lane : lanes_) {
+      if (lane->running.load() != id) continue;
+      lane->stop_flag = kLeaseLost;
+      spdlog::warn("job {}: this daemon's lease on it ran out ({}); stopping it here", id,
+                   now->state == db::JobState::Running ? "another daemon runs it now" : "it was queued again");
+    }
+  }
+}
+
 int64_t Scheduler::running_job() const {
   for (const auto& lane : lanes_)
     if (int64_t id = lane->running.load()) return id;
@@ -136,9 +169,20 @@ void Scheduler::loop(Lane& lane) {
       try {
         const bool quiet = watch && watch->quiet_now();
         if (!quiet) settle_quiet_deadlines();
-        // Its own queue first (jobs pinned to this GPU), then the jobs any GPU may take.
-        job = store_.claim_next_job(device, quiet);
-        if (!job) job = store_.claim_next_job(kAnyGpu, quiet);
+        // Its own queue first (jobs pinned to this GPU), then the jobs any GPU may take; either
+        // only those that this GPU's model and uuid and the daemon's labels and size can run.
+        db::ClaimScope scope;
+        scope.ordinal = device;
+        scope.gpu_name = lane.gpu->name;
+        scope.gpu_uuid = lane.gpu->uuid;
+        scope.labels = labels_;
+        scope.gpus_served = static_cast<int>(pool_.gpus().size());
+        scope.gpu_quiet = quiet;
+        job = store_.claim_next_job(scope);
+        if (!job) {
+          scope.ordinal = kAnyGpu;
+          job = store_.claim_next_job(scope);
+        }
         if (outage_) outage_->answered();
         // Jobs the store was lost under go back to the queue once it answers and nothing runs here.
         if (!job && unrecorded_ && unrecorded_->hand_back(store_, pool_, device) > 0) notify();

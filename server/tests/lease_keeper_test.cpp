@@ -61,7 +61,7 @@ TEST_F(LeaseKeeperTest, ItsPassKeepsItsOwnJobAndTakesBackADeadDaemonsJob) {
   ASSERT_EQ(theirs_->claim_next_job(std::nullopt)->id, dead);  // host-b then dies: nothing renews it
 
   int wakeups = 0;
-  LeaseKeeper keeper(*ours_, lease, db::kMaxDaemonDeaths, [&] { ++wakeups; });
+  LeaseKeeper keeper(*ours_, lease, db::kMaxDaemonDeaths, LeaseHooks{[&] { ++wakeups; }, {}, {}, {}});
   for (int i = 0; i < 4; ++i) {  // two leases' time, renewed every half lease
     std::this_thread::sleep_for(lease / 2);
     keeper.pass();
@@ -80,7 +80,7 @@ TEST_F(LeaseKeeperTest, ItsThreadRunsPassesUntilStopped) {
   ASSERT_EQ(theirs_->claim_next_job(std::nullopt)->id, dead);
   ours_->set_claimant({"host-a:/d", lease.count()});
   std::atomic<int> wakeups{0};
-  LeaseKeeper keeper(*ours_, lease, db::kMaxDaemonDeaths, [&] { ++wakeups; });
+  LeaseKeeper keeper(*ours_, lease, db::kMaxDaemonDeaths, LeaseHooks{[&] { ++wakeups; }, {}, {}, {}});
   keeper.start();
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (ours_->find_job(dead)->state != db::JobState::Queued && std::chrono::steady_clock::now() < give_up)
@@ -88,6 +88,44 @@ TEST_F(LeaseKeeperTest, ItsThreadRunsPassesUntilStopped) {
   keeper.stop();
   EXPECT_EQ(ours_->find_job(dead)->state, db::JobState::Queued);
   EXPECT_EQ(wakeups.load(), 1);
+}
+
+TEST_F(LeaseKeeperTest, ItsRenewalSaysWhichJobsWereAskedToCancelAndWhichItNoLongerHolds) {
+  const auto lease = std::chrono::milliseconds(60000);
+  ours_->set_claimant({"host-a:/d", lease.count(), "host-a"});
+  const db::RowId kept = queue_job();
+  const db::RowId cancelled = queue_job();
+  const db::RowId lost = queue_job();
+  for (db::RowId id : {kept, cancelled, lost}) ASSERT_EQ(ours_->claim_next_job(std::nullopt)->id, id);
+  EXPECT_EQ(ours_->find_job(kept)->host, "host-a");
+  // Another daemon's cancel, and a job put back in the queue under host-a (as a sweep does).
+  ASSERT_TRUE(theirs_->request_cancel(cancelled));
+  ASSERT_TRUE(theirs_->update_job_state(lost, db::JobState::Queued, std::nullopt, db::JobState::Running));
+
+  db::LeaseRenewal seen;
+  std::vector<int64_t> running_seen;
+  std::vector<db::FleetGpu> published;
+  db::FleetGpu gpu;
+  gpu.host = "host-a";
+  gpu.name = "NVIDIA H200";
+  gpu.labels = {"sm90"};
+  LeaseHooks hooks;
+  hooks.running = [&] { return std::vector<int64_t>{kept, cancelled, lost}; };
+  hooks.renewed = [&](const db::LeaseRenewal& renewal, const std::vector<int64_t>& running) {
+    seen = renewal;
+    running_seen = running;
+  };
+  hooks.gpus = [&] { return std::vector<db::FleetGpu>{gpu}; };
+  LeaseKeeper keeper(*ours_, lease, db::kMaxDaemonDeaths, hooks);
+  keeper.pass();
+  EXPECT_EQ(seen.held, (std::vector<db::RowId>{kept, cancelled}));
+  EXPECT_EQ(seen.cancel_requested, (std::vector<db::RowId>{cancelled}));
+  EXPECT_EQ(running_seen, (std::vector<int64_t>{kept, cancelled, lost}));
+  const auto fleet = theirs_->list_fleet_gpus(0);
+  ASSERT_EQ(fleet.size(), 1u);
+  EXPECT_EQ(fleet[0].claimant, "host-a:/d");
+  EXPECT_EQ(fleet[0].name, "NVIDIA H200");
+  EXPECT_EQ(fleet[0].labels, (std::vector<std::string>{"sm90"}));
 }
 
 }  // namespace

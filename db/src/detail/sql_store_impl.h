@@ -22,6 +22,7 @@
 
 #include <fmt/format.h>
 
+#include "qgate/common/gpu_routing.h"
 #include "qgate/db/store.h"
 #include "sql_checked.h"
 #include "sql_connection.h"
@@ -82,12 +83,13 @@ class SqlStore final : public Store {
   std::vector<JobListing> list_job_listings(const JobFilter& filter) override;
   std::optional<JobListing> find_job_listing(RowId id) override;
   using Store::claim_next_job;
-  std::optional<Job> claim_next_job(std::optional<int> device, bool gpu_quiet) override;
+  std::optional<Job> claim_next_job(const ClaimScope& scope) override;
+  bool request_cancel(RowId id) override;
   bool set_job_quiet_only(RowId id, bool quiet_only) override;
   std::vector<RowId> jobs_with_contended_runs(std::int64_t since_ms) override;
   InterruptedJobs requeue_interrupted_jobs(int max_daemon_deaths, bool daemon_died) override;
   void set_claimant(const Claimant& claimant) override;
-  int renew_leases() override;
+  LeaseRenewal renew_leases() override;
   InterruptedJobs requeue_expired_leases(int max_daemon_deaths) override;
 
   // --- Runs ---
@@ -117,6 +119,10 @@ class SqlStore final : public Store {
   std::vector<CompareRun> compare_runs(const CompareRunsQuery& query) override;
   std::vector<CompareRun> job_compare_runs(RowId job_id) override;
   std::string integrity_check() override;
+
+  // --- The fleet's GPUs ---
+  void publish_gpus(std::span<const FleetGpu> gpus) override;
+  std::vector<FleetGpu> list_fleet_gpus(std::int64_t seen_since_ms) override;
 
  private:
   /// Which running jobs a recovery takes: a condition on jobs and the one value it binds.
@@ -230,6 +236,24 @@ class SqlStore final : public Store {
   void after_migration(int version);
   SqlStatement& prepared(const std::string& sql) { return connection_->prepared(sql); }
   std::optional<Job> select_job(RowId id);
+  /// Writes a new job's labels (job_labels), in the caller's transaction.
+  void insert_job_labels(RowId job_id, const std::vector<std::string>& labels);
+
+  /// Fills in the labels of `jobs` from job_labels: one query over the jobs that `job_ids_sql` (a
+  /// SELECT of job ids; `bind` binds it) names.
+  template <class Bind>
+  void attach_job_labels(const std::vector<Job*>& jobs, const std::string& job_ids_sql, Bind&& bind) {
+    if (jobs.empty()) return;
+    std::unordered_map<RowId, Job*> by_id;
+    for (Job* job : jobs) by_id[job->id] = job;
+    ScopedStatement select(prepared(fmt::format(
+        "SELECT job_id, label FROM job_labels WHERE job_id IN ({}) ORDER BY job_id, label", job_ids_sql)));
+    bind(*select);
+    while (select->step()) {
+      const auto found = by_id.find(select->int64(0));
+      if (found != by_id.end()) found->second->labels.push_back(select->text(1));
+    }
+  }
 
   // The verdict upsert with its child rows (replaced), inside the caller's transaction.
   void upsert_verdict(const Verdict& verdict);

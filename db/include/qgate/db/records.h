@@ -129,6 +129,15 @@ struct Job {
   bool run_contended_on_expiry = false;  // at the quiet deadline (deadline_ms): run, not expire
   std::optional<RowId> remeasure_of;     // the job this one measures again
   std::int64_t timeout_s = 0;     // 0 = the daemon's default
+  // What the job asks of the GPU that runs it (docs/fleet.md): a model, matched against the words of
+  // a GPU's name (normalized by normalize_gpu_model), a GPU uuid, labels the claiming daemon must all
+  // carry, and how many GPUs it holds at once (two for a split A/B). '' and none: any.
+  std::string gpu_model;
+  std::string gpu_uuid;
+  std::vector<std::string> labels;  // sorted, unique (job_labels)
+  int gpus_needed = 1;
+  std::string host;               // the host whose daemon claimed it last; '' until claimed
+  bool cancel_requested = false;  // a cancel asked of a daemon that does not run it
 };
 
 /// How a job ended: its disposition and the detail for people ("SIGSEGV in gemm_prepare").
@@ -142,6 +151,7 @@ struct JobFilter {
   int limit = 100;                // list calls only; count_jobs counts every match
   std::optional<bool> quiet_only;       // none = either
   std::optional<RowId> remeasure_of;    // only the re-measures of this job
+  std::optional<std::string> host;      // only jobs claimed by this host's daemons
 };
 
 struct Run : SeriesFields {
@@ -380,6 +390,8 @@ struct TrendQuery {
   std::optional<int> limit;
   /// Only this job's runs (query_trend; query_trend_summaries refuses it).
   std::optional<RowId> job_id;
+  /// Only runs measured on this host (its hostname).
+  std::optional<std::string> host;
 };
 
 struct TrendRow : SeriesFields {
@@ -430,6 +442,7 @@ struct CompareRunsQuery {
   std::optional<std::string> profile;
   std::optional<std::int64_t> tokens;
   std::optional<std::string> weight_type;
+  std::optional<std::string> host;  // only runs measured on this host
 };
 
 /// One finished run of a build with what places it in a series (profile, tokens, backend, GPU, path,

@@ -35,6 +35,44 @@ inline constexpr int kMaxDaemonDeaths = 2;
 struct Claimant {
   std::string id;                 // "" until set: jobs are claimed with no claimant and no lease
   std::int64_t lease_ms = 60000;  // a claim held this long past its last renewal
+  std::string host;               // written on the jobs it claims (JobFilter::host)
+};
+
+/// The queue's jobs a claimer may take: those its GPU and daemon can run (docs/fleet.md).
+struct ClaimScope {
+  /// Jobs pinned to this ordinal; none = the jobs any GPU may take.
+  std::optional<int> ordinal;
+  /// The GPU's name and uuid: a job that asks for a model or uuid is taken only by a GPU of it.
+  std::string gpu_name;
+  std::string gpu_uuid;
+  /// The daemon's labels: a job is taken only when they include every label it asks for.
+  std::vector<std::string> labels;
+  /// The GPUs the daemon serves: a job that needs more at once (a split A/B) is left to another.
+  int gpus_served = 1;
+  /// The GPU is quiet now: jobs waiting for a quiet window may be taken too.
+  bool gpu_quiet = false;
+};
+
+/// What a lease renewal found of the claimant's running jobs.
+struct LeaseRenewal {
+  std::vector<RowId> held;              // running under the claimant's lease, now renewed
+  std::vector<RowId> cancel_requested;  // of those, the ones a daemon elsewhere was asked to cancel
+};
+
+/// One GPU of one daemon of the fleet, as that daemon last published it (table fleet_gpus).
+struct FleetGpu {
+  std::string claimant;           // the daemon's claimant id
+  int ordinal = 0;
+  std::string host;
+  std::string name;
+  std::string uuid;
+  std::vector<std::string> labels;  // the daemon's
+  std::string backend;
+  std::string qgate_version;
+  std::optional<RowId> running_job_id;
+  std::string cotenant_state;     // "quiet", "contended", ...; '' = unknown
+  std::string cotenant_reason;
+  std::int64_t seen_ms = 0;       // when the daemon last published it
 };
 
 /// The schema version this library migrates to (the number of migrations), on either engine.
@@ -105,19 +143,32 @@ class Store {
   /// Who claims jobs through this store from now on (claim_next_job, renew_leases,
   /// requeue_interrupted_jobs).
   virtual void set_claimant(const Claimant& claimant) = 0;
-  /// Atomically takes the oldest queued job (for `device` when given) and marks it running, held
-  /// by the claimant under a lease. Jobs that wait for a quiet window (quiet_only) are passed over
-  /// unless `gpu_quiet`.
-  virtual std::optional<Job> claim_next_job(std::optional<int> device, bool gpu_quiet) = 0;
-  std::optional<Job> claim_next_job(std::optional<int> device) { return claim_next_job(device, false); }
+  /// Atomically takes the oldest queued job within the scope and marks it running, held by the
+  /// claimant under a lease, with the claimant's host. Jobs that wait for a quiet window
+  /// (quiet_only) are passed over unless the scope's GPU is quiet.
+  virtual std::optional<Job> claim_next_job(const ClaimScope& scope) = 0;
+  /// The same for a GPU with no name, uuid or labels that a daemon of any size serves: only jobs
+  /// that ask for no model, uuid or label (single-daemon tests and tools).
+  std::optional<Job> claim_next_job(std::optional<int> device, bool gpu_quiet = false) {
+    ClaimScope scope;
+    scope.ordinal = device;
+    scope.gpus_served = 2;
+    scope.gpu_quiet = gpu_quiet;
+    return claim_next_job(scope);
+  }
+  /// Asks the daemon that runs a job to cancel it, through the job's row: that daemon's next lease
+  /// renewal sees it. Returns false when the job is not running.
+  virtual bool request_cancel(RowId id) = 0;
   /// A queued job stops (or starts) waiting for a quiet window. Returns false when the job is not
   /// queued any more.
   virtual bool set_job_quiet_only(RowId id, bool quiet_only) = 0;
   /// Finished jobs (done) created at or after since_ms with at least one run whose co-tenant load
   /// was contended, oldest first.
   virtual std::vector<RowId> jobs_with_contended_runs(std::int64_t since_ms) = 0;
-  /// Extends the lease of every job the claimant runs, to now + lease_ms; returns how many.
-  virtual int renew_leases() = 0;
+  /// Extends the lease of every job the claimant runs, to now + lease_ms, and says which they are
+  /// and which of them were asked to cancel. A job the claimant thinks it runs that is not held
+  /// has lost its lease: another daemon may have taken it.
+  virtual LeaseRenewal renew_leases() = 0;
   /// Jobs whose lease ran out (any claimant's: a daemon that died or lost the database) are
   /// recovered as requeue_interrupted_jobs recovers a dead daemon's jobs: back to queued with
   /// attempts + 1 and their unfinished runs interrupted, or ended when that makes
@@ -191,6 +242,14 @@ class Store {
   /// included, in compare_runs' shape; oldest first (started_ms, then id). Read through runs_by_job:
   /// bounded by the job's own runs, never by how many runs its builds have from other jobs.
   virtual std::vector<CompareRun> job_compare_runs(RowId job_id) = 0;
+
+  // --- The fleet's GPUs ---
+
+  /// Replaces the claimant's rows of fleet_gpus with these (its GPUs now), seen now.
+  virtual void publish_gpus(std::span<const FleetGpu> gpus) = 0;
+  /// Every daemon's GPUs as last published, by host, claimant and ordinal; rows not seen since
+  /// `seen_since_ms` are left out.
+  virtual std::vector<FleetGpu> list_fleet_gpus(std::int64_t seen_since_ms) = 0;
 
   /// The backend's own consistency check; "ok" when healthy.
   virtual std::string integrity_check() = 0;

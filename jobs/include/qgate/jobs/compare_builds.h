@@ -37,6 +37,7 @@ struct CompareOptions {
   std::optional<std::string> profile;
   std::optional<std::int64_t> tokens;
   std::optional<std::string> weight_type;
+  std::optional<std::string> host;  // only runs measured on this host
   double same_margin = 0.02;  // SAME: the interval lies within [1 - margin, 1 + margin]
   double confidence = 0.95;
 };

@@ -27,6 +27,12 @@ struct JobPolicy {
   // Command jobs run programs the client names (docs/command-mode.md): refused unless this is set,
   // and then only from a client holding the token of auth_token_file, even on the unix socket.
   bool allow_commands = false;
+  // The daemon's labels (--label, repeatable; docs/fleet.md): it claims only jobs whose labels are
+  // all among them.
+  std::vector<std::string> labels;
+  // Filled by the daemon at start: the store is one a fleet of daemons shares (PostgreSQL), so a job
+  // this daemon cannot run may still be accepted for another to claim.
+  bool fleet = false;
 };
 
 }  // namespace qgate::jobs

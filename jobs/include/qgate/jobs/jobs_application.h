@@ -86,7 +86,8 @@ class JobQueries {
 
   v1::Job job(db::RowId id) const;  // ApplicationError(NotFound)
   /// Newest first; state UNSPECIFIED = every state; limit 0 = 50, at most 10000.
-  std::vector<v1::Job> list(v1::JobState state, int limit) const;
+  /// Newest first; `host` non-empty: only jobs claimed by that host's daemons.
+  std::vector<v1::Job> list(v1::JobState state, int limit, const std::string& host = "") const;
   QueueCounts queue_counts() const;
   /// How many jobs are in each state now, every state present (0 when none).
   std::map<db::JobState, std::int64_t> counts_by_state() const;

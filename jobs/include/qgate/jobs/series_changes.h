@@ -17,6 +17,7 @@ struct ChangesQuery {
   std::optional<std::string> weight_type;
   std::optional<std::string> path;
   std::optional<std::string> build_glob;
+  std::optional<std::string> host;  // only runs measured on this host
   std::int64_t since_ms = 0;
   bool slowdowns_only = false;
   double alpha = 0.01;

@@ -22,6 +22,8 @@ struct DaemonOptions : jobs::JobPolicy {
   // How long this daemon's claim on a running job holds without a renewal: a job whose daemon died
   // goes back to the queue this long after (docs/fleet.md).
   int lease_s = 60;
+  // Filled by the daemon at start: its id as a claimant of jobs (host and data dir, docs/fleet.md).
+  std::string claimant_id;
   // Several GPUs (docs/two-gpus.md): --gpus 0,1 or all serves each with its own queue and sampler;
   // empty = just `gpu`. On the CPU backend each is a fake device: cpu_device_names gives their names
   // (one per entry, default "cpu") and cpu_slowdowns a simulated slowdown each (tests, default 1).

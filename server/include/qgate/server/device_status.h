@@ -26,6 +26,12 @@ class DeviceStatusReport {
   /// quiet window.
   static void fill_cotenant_now(const cotenant::DeviceWatch* watch, int64_t waiting_jobs, v1::CotenantNow* out);
 
+  /// Every served GPU as the fleet sees it (Store::publish_gpus): what it is, the daemon's labels,
+  /// the job running and the co-tenant state now.
+  std::vector<db::FleetGpu> published(const std::string& version) const;
+  /// Another daemon's GPU, as it published it, in `qgate device`'s terms (published_unix_ms set).
+  static v1::DeviceStatus from_published(const db::FleetGpu& gpu);
+
  private:
   db::Store& store_;
   const DaemonOptions& options_;

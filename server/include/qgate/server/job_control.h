@@ -18,6 +18,7 @@ enum StopRequest : int {
   kKeepRunning = 0,
   kCancelJob = 1,     // the user cancelled: the job ends CANCELLED
   kDaemonStops = 2,   // the daemon stops: the job stays running and is run again at restart
+  kLeaseLost = 3,     // the daemon lost the job's lease: it stops and writes nothing more
 };
 
 class JobControl {
@@ -25,7 +26,7 @@ class JobControl {
   using Clock = std::chrono::steady_clock;
   JobControl(const std::atomic<int>& stop, std::chrono::seconds limit);
 
-  /// Throws JobCancelled, DaemonStopping, or JobFailure (TIMEOUT) when the job must end.
+  /// Throws JobCancelled, DaemonStopping, LeaseLost, or JobFailure (TIMEOUT) when the job must end.
   void check() const;
   bool time_up() const { return Clock::now() >= deadline_; }
   int64_t limit_s() const { return limit_s_; }

@@ -31,4 +31,10 @@ struct DaemonStopping : std::runtime_error {
   DaemonStopping() : std::runtime_error("daemon stopping") {}
 };
 
+/// The daemon no longer holds the job's lease (docs/fleet.md): the job went back to the queue, or
+/// another daemon runs it, so this one stops at once and writes nothing more of it.
+struct LeaseLost : std::runtime_error {
+  LeaseLost() : std::runtime_error("lease lost") {}
+};
+
 }  // namespace qgate::server

@@ -53,8 +53,8 @@ class JobRunner {
   const DaemonOptions& options_;
   cotenant::Sampler& sampler_;
   std::shared_ptr<WorkerLauncher> launcher_;
-  UnrecordedJobs* unrecorded_ = nullptr;
   BuildFiles build_files_;  // the files this host runs builds from (<data dir>/artifacts)
+  UnrecordedJobs* unrecorded_ = nullptr;
 };
 
 }  // namespace qgate::server

@@ -37,6 +37,12 @@ class Scheduler {
   void notify();
   /// Cancels the job if it is running on any GPU; returns whether it was.
   bool cancel_running(int64_t job_id);
+  /// The jobs running on the GPUs now.
+  std::vector<int64_t> running_jobs() const;
+  /// After a lease renewal (docs/fleet.md): cancels the jobs that a cancel on another daemon asked
+  /// to stop, and stops, writing nothing more, those of `running_before` (running_jobs() read before
+  /// the renewal) whose lease this daemon no longer holds and that have not ended.
+  void apply_lease_renewal(const db::LeaseRenewal& renewal, const std::vector<int64_t>& running_before);
   /// A running job's id (the first GPU's that has one), 0 when none.
   int64_t running_job() const;
   /// The job running on one GPU, 0 when none.
@@ -49,6 +55,9 @@ class Scheduler {
     watch_ = watch;
     events_ = events;
   }
+  /// The daemon's labels (qgated --label): a lane claims only jobs whose labels are all among
+  /// them (docs/fleet.md). Call before start().
+  void set_labels(std::vector<std::string> labels) { labels_ = std::move(labels); }
   /// Where the lanes count their claims and finished jobs (/metrics). Call before start().
   void set_metrics(DaemonMetrics* metrics) { metrics_ = metrics; }
   /// Where the lanes report whether the store answers their claims (said once per outage, claims
@@ -97,6 +106,7 @@ class Scheduler {
   const cotenant::DeviceWatch* watch_ = nullptr;
   EventHub* events_ = nullptr;
   DaemonMetrics* metrics_ = nullptr;
+  std::vector<std::string> labels_;
   StoreOutage* outage_ = nullptr;
   UnrecordedJobs* unrecorded_ = nullptr;
 };

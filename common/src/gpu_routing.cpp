@@ -1,0 +1,55 @@
+// GPU models and labels in their one spelling (gpu_routing.h).
+#include "qgate/common/gpu_routing.h"
+
+#include <algorithm>
+#include <cctype>
+
+namespace qgate {
+
+namespace {
+bool is_alnum(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; }
+}  // namespace
+
+std::string normalize_gpu_model(std::string_view text) {
+  std::string out;
+  bool gap = false;
+  for (char c : text) {
+    if (!is_alnum(c)) {
+      gap = true;
+      continue;
+    }
+    if (gap && !out.empty()) out += ' ';
+    gap = false;
+    out += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  }
+  return out;
+}
+
+bool gpu_is_model(std::string_view gpu_name, std::string_view model) {
+  const std::string wanted = normalize_gpu_model(model);
+  if (wanted.empty()) return true;
+  // Padded with spaces, so the model's words must be whole words of the name.
+  return (" " + normalize_gpu_model(gpu_name) + " ").find(" " + wanted + " ") != std::string::npos;
+}
+
+std::optional<std::string> invalid_gpu_model(std::string_view model) {
+  if (model.empty() || model.size() > 64) return "a GPU model is 1 to 64 characters, e.g. H200 or \"RTX 4090\"";
+  if (normalize_gpu_model(model).empty()) return "a GPU model needs a letter or digit, e.g. H200";
+  return std::nullopt;
+}
+
+std::optional<std::string> invalid_label(std::string_view label) {
+  const bool ok = !label.empty() && label.size() <= 64 && is_alnum(label.front()) &&
+                  std::all_of(label.begin(), label.end(), [](char c) { return is_alnum(c) || c == '.' || c == '_' || c == '-'; });
+  if (ok) return std::nullopt;
+  return "label '" + std::string(label) +
+         "' must be 1 to 64 of letters, digits, '.', '_' and '-', starting with a letter or digit";
+}
+
+std::vector<std::string> canonical_labels(std::vector<std::string> labels) {
+  std::sort(labels.begin(), labels.end());
+  labels.erase(std::unique(labels.begin(), labels.end()), labels.end());
+  return labels;
+}
+
+}  // namespace qgate
