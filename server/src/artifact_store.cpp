@@ -55,6 +55,10 @@ std::string ArtifactUpload::commit(std::string* sha256, std::string* error) {
   fd_ = -1;
   *sha256 = hash_.hex_digest();
   const std::string final_path = dir_ + "/" + *sha256 + ".so";
+  // The same bytes uploaded again: the stored file stays as it is (its temporary twin is removed by
+  // the destructor). Renaming over it would give the path a new inode under a worker that is
+  // starting on it, whose sandbox allowed the old one, and its load would be refused.
+  if (stored_build_mismatch(final_path, *sha256).empty()) return final_path;
   if (rename(temp_path_.c_str(), final_path.c_str()) != 0) {
     *error = std::string("cannot store the upload: ") + std::strerror(errno);
     return "";

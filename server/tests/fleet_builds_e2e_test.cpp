@@ -5,7 +5,6 @@
 // database's copy into its own data dir, checks it by sha256 and runs the job to done.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
-#include <libpq-fe.h>
 
 #include <chrono>
 #include <filesystem>
@@ -22,21 +21,6 @@ using namespace std::chrono_literals;
 using namespace qgate::testing;
 
 namespace {
-
-/// One value of a query, read past the daemons through a connection of its own ("" for NULL).
-std::string query_value(const std::string& conninfo, const std::string& sql) {
-  std::unique_ptr<PGconn, decltype(&PQfinish)> connection(PQconnectdb(conninfo.c_str()), &PQfinish);
-  if (PQstatus(connection.get()) != CONNECTION_OK) {
-    ADD_FAILURE() << "cannot connect: " << PQerrorMessage(connection.get());
-    return "";
-  }
-  std::unique_ptr<PGresult, decltype(&PQclear)> result(PQexec(connection.get(), sql.c_str()), &PQclear);
-  if (PQresultStatus(result.get()) != PGRES_TUPLES_OK) {
-    ADD_FAILURE() << sql << ": " << PQresultErrorMessage(result.get());
-    return "";
-  }
-  return PQntuples(result.get()) > 0 && !PQgetisnull(result.get(), 0, 0) ? PQgetvalue(result.get(), 0, 0) : "";
-}
 
 /// A co-tenant trace for --replay-samples, a sample every 100 ms for 2 s: a foreign process at 90%
 /// SM throughout (replay holds the last line, so busy stays busy), or nobody.
@@ -81,14 +65,7 @@ TEST(FleetBuildsE2e, ABuildSubmittedToOneDaemonRunsOnAnotherFromTheDatabasesCopy
   auto& server = qgate::test_support::TestPostgres::for_process();
   if (!server.available()) GTEST_SKIP() << "no PostgreSQL server: " << server.why_unavailable();
   const auto database = server.fresh_database();
-  // libpq's URI form, as --store takes it: the socket directory and port from the conninfo.
-  std::string host, port;
-  for (std::string part : {std::string("host="), std::string("port=")}) {
-    const auto at = database.conninfo().find(part);
-    const auto end = database.conninfo().find(' ', at);
-    (part == "host=" ? host : port) = database.conninfo().substr(at + part.size(), end - at - part.size());
-  }
-  const std::string store = "postgresql://qgate@/" + database.name() + "?host=" + host + "&port=" + port;
+  const std::string store = database.store_address();
 
   DaemonUnderTest a, b;
   write_trace(a.dir() + "/busy.jsonl", true);
@@ -104,15 +81,15 @@ TEST(FleetBuildsE2e, ABuildSubmittedToOneDaemonRunsOnAnotherFromTheDatabasesCopy
   ASSERT_GT(job, 0);
   const std::string id = std::to_string(job);
   // The content is in the database by the time the submit is answered.
-  EXPECT_EQ(query_value(database.conninfo(), "SELECT size_bytes FROM build_contents WHERE sha256 = '" + sha256 + "'"),
+  EXPECT_EQ(database.query_value("SELECT size_bytes FROM build_contents WHERE sha256 = '" + sha256 + "'"),
             std::to_string(bytes.size()));
   const std::string a_file = a.dir() + "/artifacts/" + sha256 + ".so";
   ASSERT_TRUE(std::filesystem::exists(a_file));
   // A's GPU stays busy: the job waits.
   std::this_thread::sleep_for(2s);
-  ASSERT_EQ(query_value(database.conninfo(), "SELECT state FROM jobs WHERE id = " + id), "queued") << a.log();
+  ASSERT_EQ(database.query_value("SELECT state FROM jobs WHERE id = " + id), "queued") << a.log();
   ASSERT_TRUE(a.terminate(30s)) << a.log();
-  ASSERT_EQ(query_value(database.conninfo(), "SELECT claimed_by FROM jobs WHERE id = " + id), "");
+  ASSERT_EQ(database.query_value("SELECT claimed_by FROM jobs WHERE id = " + id), "");
   std::filesystem::remove_all(a.dir() + "/artifacts");  // nothing of A's is left to read
 
   ASSERT_TRUE(b.try_start({"--store", store, "--replay-samples", b.dir() + "/quiet.jsonl", "--quiet-hold", "1"}, "",
@@ -121,13 +98,13 @@ TEST(FleetBuildsE2e, ABuildSubmittedToOneDaemonRunsOnAnotherFromTheDatabasesCopy
   const auto deadline = std::chrono::steady_clock::now() + 240s;
   std::string state;
   while (std::chrono::steady_clock::now() < deadline) {
-    state = query_value(database.conninfo(), "SELECT state FROM jobs WHERE id = " + id);
+    state = database.query_value("SELECT state FROM jobs WHERE id = " + id);
     if (state == "done" || state == "failed" || state == "cancelled" || state == "expired") break;
     std::this_thread::sleep_for(200ms);
   }
-  ASSERT_EQ(state, "done") << query_value(database.conninfo(), "SELECT error FROM jobs WHERE id = " + id) << "\n"
+  ASSERT_EQ(state, "done") << database.query_value("SELECT error FROM jobs WHERE id = " + id) << "\n"
                            << b.log();
-  EXPECT_NE(query_value(database.conninfo(), "SELECT claimed_by FROM jobs WHERE id = " + id).find(b.dir()),
+  EXPECT_NE(database.query_value("SELECT claimed_by FROM jobs WHERE id = " + id).find(b.dir()),
             std::string::npos);
   const std::string b_file = b.dir() + "/artifacts/" + sha256 + ".so";
   ASSERT_TRUE(std::filesystem::exists(b_file)) << b.log();

@@ -5,7 +5,6 @@
 // call may fail (every exit code 0, every document parses), every job ends done exactly once with
 // one verdict, and no job is started by both daemons (docs/fleet.md).
 #include <gtest/gtest.h>
-#include <libpq-fe.h>
 
 #include <atomic>
 #include <chrono>
@@ -26,21 +25,6 @@ using namespace qgate::testing;
 namespace {
 
 constexpr int kClients = 20;
-
-/// One value of a query, read past the daemons through a connection of its own ("" for NULL).
-std::string query_value(const std::string& conninfo, const std::string& sql) {
-  std::unique_ptr<PGconn, decltype(&PQfinish)> connection(PQconnectdb(conninfo.c_str()), &PQfinish);
-  if (PQstatus(connection.get()) != CONNECTION_OK) {
-    ADD_FAILURE() << "cannot connect: " << PQerrorMessage(connection.get());
-    return "";
-  }
-  std::unique_ptr<PGresult, decltype(&PQclear)> result(PQexec(connection.get(), sql.c_str()), &PQclear);
-  if (PQresultStatus(result.get()) != PGRES_TUPLES_OK) {
-    ADD_FAILURE() << sql << ": " << PQresultErrorMessage(result.get());
-    return "";
-  }
-  return PQntuples(result.get()) > 0 && !PQgetisnull(result.get(), 0, 0) ? PQgetvalue(result.get(), 0, 0) : "";
-}
 
 /// How many times `text` is in `log`.
 int count_in(const std::string& log, const std::string& text) {
@@ -96,13 +80,7 @@ TEST(FleetConcurrencyE2e, TwentyClientsOnTwoDaemonsSubmitAndReadWithoutAnErrorAn
   auto& server = qgate::test_support::TestPostgres::for_process();
   if (!server.available()) GTEST_SKIP() << "no PostgreSQL server: " << server.why_unavailable();
   const auto database = server.fresh_database();
-  std::string host, port;
-  for (const std::string part : {"host=", "port="}) {
-    const auto at = database.conninfo().find(part);
-    const auto end = database.conninfo().find(' ', at);
-    (part == "host=" ? host : port) = database.conninfo().substr(at + part.size(), end - at - part.size());
-  }
-  const std::string store = "postgresql://qgate@/" + database.name() + "?host=" + host + "&port=" + port;
+  const std::string store = database.store_address();
 
   DaemonUnderTest first, second;
   first.threads = "1";
@@ -167,17 +145,17 @@ TEST(FleetConcurrencyE2e, TwentyClientsOnTwoDaemonsSubmitAndReadWithoutAnErrorAn
     ASSERT_NE(id, 0) << "client " << i << " submitted nothing";
     distinct.insert(id);
     const std::string job = std::to_string(id);
-    EXPECT_EQ(query_value(database.conninfo(), "SELECT state FROM jobs WHERE id = " + job), "done") << job;
-    EXPECT_EQ(query_value(database.conninfo(), "SELECT count(*) FROM verdicts WHERE job_id = " + job), "1") << job;
-    EXPECT_EQ(query_value(database.conninfo(), "SELECT attempts FROM jobs WHERE id = " + job), "0") << job;
+    EXPECT_EQ(database.query_value("SELECT state FROM jobs WHERE id = " + job), "done") << job;
+    EXPECT_EQ(database.query_value("SELECT count(*) FROM verdicts WHERE job_id = " + job), "1") << job;
+    EXPECT_EQ(database.query_value("SELECT attempts FROM jobs WHERE id = " + job), "0") << job;
     const std::string started_line = "job " + job + " started: ";
     EXPECT_EQ(count_in(first_log, started_line) + count_in(second_log, started_line), 1)
         << "job " << job << " started on " << count_in(first_log, started_line) << " and "
         << count_in(second_log, started_line) << " times";
   }
   EXPECT_EQ(distinct.size(), size_t(kClients));
-  EXPECT_EQ(query_value(database.conninfo(), "SELECT count(*) FROM jobs"), std::to_string(kClients));
-  EXPECT_EQ(query_value(database.conninfo(), "SELECT count(*) FROM runs WHERE state = 'running'"), "0");
+  EXPECT_EQ(database.query_value("SELECT count(*) FROM jobs"), std::to_string(kClients));
+  EXPECT_EQ(database.query_value("SELECT count(*) FROM runs WHERE state = 'running'"), "0");
   // Both daemons took part (each claims the oldest queued job when it is free).
   EXPECT_GT(count_in(first_log, " started: "), 0) << first_log;
   EXPECT_GT(count_in(second_log, " started: "), 0) << second_log;

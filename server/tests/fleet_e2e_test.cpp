@@ -4,7 +4,6 @@
 // runs out and runs it to the end. Nothing is lost or doubled: one verdict, the job counted one
 // daemon's death, its cut-off runs kept as interrupted, no run left running (docs/fleet.md).
 #include <gtest/gtest.h>
-#include <libpq-fe.h>
 
 #include <chrono>
 #include <memory>
@@ -19,33 +18,11 @@ using namespace qgate::testing;
 
 namespace {
 
-/// One value of a query, read past the daemons through a connection of its own ("" for NULL).
-std::string query_value(const std::string& conninfo, const std::string& sql) {
-  std::unique_ptr<PGconn, decltype(&PQfinish)> connection(PQconnectdb(conninfo.c_str()), &PQfinish);
-  if (PQstatus(connection.get()) != CONNECTION_OK) {
-    ADD_FAILURE() << "cannot connect: " << PQerrorMessage(connection.get());
-    return "";
-  }
-  std::unique_ptr<PGresult, decltype(&PQclear)> result(PQexec(connection.get(), sql.c_str()), &PQclear);
-  if (PQresultStatus(result.get()) != PGRES_TUPLES_OK) {
-    ADD_FAILURE() << sql << ": " << PQresultErrorMessage(result.get());
-    return "";
-  }
-  return PQntuples(result.get()) > 0 && !PQgetisnull(result.get(), 0, 0) ? PQgetvalue(result.get(), 0, 0) : "";
-}
-
 TEST(FleetE2e, AJobWhoseDaemonIsKilledMidJobFinishesOnTheOtherDaemonOnce) {
   auto& server = qgate::test_support::TestPostgres::for_process();
   if (!server.available()) GTEST_SKIP() << "no PostgreSQL server: " << server.why_unavailable();
   const auto database = server.fresh_database();
-  // libpq's URI form, as --store takes it: the socket directory and port from the conninfo.
-  std::string host, port;
-  for (std::string part : {std::string("host="), std::string("port=")}) {
-    const auto at = database.conninfo().find(part);
-    const auto end = database.conninfo().find(' ', at);
-    (part == "host=" ? host : port) = database.conninfo().substr(at + part.size(), end - at - part.size());
-  }
-  const std::string store = "postgresql://qgate@/" + database.name() + "?host=" + host + "&port=" + port;
+  const std::string store = database.store_address();
   const std::vector<std::string> flags = {"--store", store, "--lease-s", "3"};
 
   DaemonUnderTest first, second;
@@ -61,9 +38,9 @@ TEST(FleetE2e, AJobWhoseDaemonIsKilledMidJobFinishesOnTheOtherDaemonOnce) {
   std::string claimant;
   const auto under_way = std::chrono::steady_clock::now() + 120s;
   while (std::chrono::steady_clock::now() < under_way) {
-    claimant = query_value(database.conninfo(), "SELECT claimed_by FROM jobs WHERE id = " + id);
+    claimant = database.query_value("SELECT claimed_by FROM jobs WHERE id = " + id);
     if (!claimant.empty() &&
-        query_value(database.conninfo(), "SELECT count(*) FROM runs WHERE state = 'done' AND job_id = " + id) != "0")
+        database.query_value("SELECT count(*) FROM runs WHERE state = 'done' AND job_id = " + id) != "0")
       break;
     std::this_thread::sleep_for(100ms);
   }
@@ -71,24 +48,24 @@ TEST(FleetE2e, AJobWhoseDaemonIsKilledMidJobFinishesOnTheOtherDaemonOnce) {
   const bool first_runs_it = claimant.find(first.dir()) != std::string::npos;
   DaemonUnderTest& victim = first_runs_it ? first : second;
   DaemonUnderTest& survivor = first_runs_it ? second : first;
-  ASSERT_EQ(query_value(database.conninfo(), "SELECT state FROM jobs WHERE id = " + id), "running");
+  ASSERT_EQ(database.query_value("SELECT state FROM jobs WHERE id = " + id), "running");
   victim.kill9();
 
   // The survivor takes it back once the lease (3 s) runs out, and runs it to the end.
   const auto finished = std::chrono::steady_clock::now() + 240s;
   std::string state;
   while (std::chrono::steady_clock::now() < finished) {
-    state = query_value(database.conninfo(), "SELECT state FROM jobs WHERE id = " + id);
+    state = database.query_value("SELECT state FROM jobs WHERE id = " + id);
     if (state == "done" || state == "failed" || state == "cancelled") break;
     std::this_thread::sleep_for(200ms);
   }
   ASSERT_EQ(state, "done") << survivor.log();
-  EXPECT_NE(query_value(database.conninfo(), "SELECT claimed_by FROM jobs WHERE id = " + id).find(survivor.dir()),
+  EXPECT_NE(database.query_value("SELECT claimed_by FROM jobs WHERE id = " + id).find(survivor.dir()),
             std::string::npos);
-  EXPECT_EQ(query_value(database.conninfo(), "SELECT attempts FROM jobs WHERE id = " + id), "1");
-  EXPECT_EQ(query_value(database.conninfo(), "SELECT count(*) FROM verdicts WHERE job_id = " + id), "1");
-  EXPECT_EQ(query_value(database.conninfo(), "SELECT count(*) FROM runs WHERE state = 'running'"), "0");
-  EXPECT_NE(query_value(database.conninfo(),
+  EXPECT_EQ(database.query_value("SELECT attempts FROM jobs WHERE id = " + id), "1");
+  EXPECT_EQ(database.query_value("SELECT count(*) FROM verdicts WHERE job_id = " + id), "1");
+  EXPECT_EQ(database.query_value("SELECT count(*) FROM runs WHERE state = 'running'"), "0");
+  EXPECT_NE(database.query_value(
                         "SELECT count(*) FROM runs WHERE state = 'interrupted' AND job_id = " + id),
             "0")
       << "the killed daemon's run under way is kept, marked interrupted";

@@ -4,7 +4,6 @@
 // constrains spread over the fleet; any daemon lists every host's GPUs; a job running on one daemon
 // is cancelled through another (docs/fleet.md).
 #include <gtest/gtest.h>
-#include <libpq-fe.h>
 
 #include <algorithm>
 #include <chrono>
@@ -25,39 +24,6 @@ using namespace std::chrono_literals;
 using namespace qgate::testing;
 
 namespace {
-
-using Rows = std::vector<std::vector<std::string>>;
-
-/// Every row of a query, read past the daemons through a connection of its own.
-Rows query_rows(const std::string& conninfo, const std::string& sql) {
-  std::unique_ptr<PGconn, decltype(&PQfinish)> connection(PQconnectdb(conninfo.c_str()), &PQfinish);
-  Rows rows;
-  if (PQstatus(connection.get()) != CONNECTION_OK) {
-    ADD_FAILURE() << "cannot connect: " << PQerrorMessage(connection.get());
-    return rows;
-  }
-  std::unique_ptr<PGresult, decltype(&PQclear)> result(PQexec(connection.get(), sql.c_str()), &PQclear);
-  if (PQresultStatus(result.get()) != PGRES_TUPLES_OK) {
-    ADD_FAILURE() << sql << ": " << PQresultErrorMessage(result.get());
-    return rows;
-  }
-  for (int r = 0; r < PQntuples(result.get()); ++r) {
-    rows.emplace_back();
-    for (int c = 0; c < PQnfields(result.get()); ++c) rows.back().push_back(PQgetvalue(result.get(), r, c));
-  }
-  return rows;
-}
-
-/// libpq's URI form of a conninfo, as --store takes it.
-std::string store_address(const qgate::test_support::TestDatabase& database) {
-  std::string host, port;
-  for (std::string part : {std::string("host="), std::string("port=")}) {
-    const auto at = database.conninfo().find(part);
-    const auto end = database.conninfo().find(' ', at);
-    (part == "host=" ? host : port) = database.conninfo().substr(at + part.size(), end - at - part.size());
-  }
-  return "postgresql://qgate@/" + database.name() + "?host=" + host + "&port=" + port;
-}
 
 /// What a job asks of the daemon that runs it.
 struct Routing {
@@ -97,7 +63,7 @@ TEST(FleetRoutingE2e, TwoHundredJobsRunOnceEachOnADaemonOfTheirModelAndLabels) {
   auto& server = qgate::test_support::TestPostgres::for_process();
   if (!server.available()) GTEST_SKIP() << "no PostgreSQL server: " << server.why_unavailable();
   const auto database = server.fresh_database();
-  const std::string store = store_address(database);
+  const std::string store = database.store_address();
 
   // h200: one H200, sm90. h100s: two H100s, sm90 and rack2. a100: one A100, sm80.
   struct Member {
@@ -139,15 +105,15 @@ TEST(FleetRoutingE2e, TwoHundredJobsRunOnceEachOnADaemonOfTheirModelAndLabels) {
   const std::string long_id = std::to_string(long_job);
   const auto under_way = std::chrono::steady_clock::now() + 120s;
   while (std::chrono::steady_clock::now() < under_way &&
-         query_rows(database.conninfo(), "SELECT state FROM jobs WHERE id = " + long_id)[0][0] != "running")
+         database.query("SELECT state FROM jobs WHERE id = " + long_id)[0][0] != "running")
     std::this_thread::sleep_for(100ms);
-  ASSERT_EQ(query_rows(database.conninfo(), "SELECT state FROM jobs WHERE id = " + long_id)[0][0], "running");
+  ASSERT_EQ(database.query("SELECT state FROM jobs WHERE id = " + long_id)[0][0], "running");
   const auto cancel = daemons[0]->cli("cancel " + long_id);
   EXPECT_EQ(cancel.code, 0) << cancel.err;
   std::string long_state;
   const auto stopped = std::chrono::steady_clock::now() + 60s;
   while (std::chrono::steady_clock::now() < stopped) {
-    long_state = query_rows(database.conninfo(), "SELECT state FROM jobs WHERE id = " + long_id)[0][0];
+    long_state = database.query("SELECT state FROM jobs WHERE id = " + long_id)[0][0];
     if (long_state != "running") break;
     std::this_thread::sleep_for(100ms);
   }
@@ -174,17 +140,18 @@ TEST(FleetRoutingE2e, TwoHundredJobsRunOnceEachOnADaemonOfTheirModelAndLabels) {
   const auto all_ended = std::chrono::steady_clock::now() + 480s;
   std::string open = "?";
   while (std::chrono::steady_clock::now() < all_ended) {
-    open = query_rows(database.conninfo(), "SELECT count(*) FROM jobs WHERE state IN ('queued', 'running')")[0][0];
+    open = database.query("SELECT count(*) FROM jobs WHERE state IN ('queued', 'running')")[0][0];
     if (open == "0") break;
     std::this_thread::sleep_for(500ms);
   }
   ASSERT_EQ(open, "0") << daemons[0]->log();
 
   // Each job: done once, one verdict, run on a GPU of its model by a daemon with its labels.
-  const Rows jobs = query_rows(database.conninfo(),
+  const auto jobs = database.query(
                                "SELECT j.id, j.state, j.attempts, j.claimed_by, "
                                "(SELECT count(*) FROM verdicts v WHERE v.job_id = j.id), "
-                               "(SELECT string_agg(DISTINCT r.gpu_name, ',') FROM runs r WHERE r.job_id = j.id) "
+                               "(SELECT string_agg(DISTINCT r.gpu_name, ',') FROM runs r WHERE r.job_id = j.id), "
+                               "COALESCE(j.error, '') || ' ' || j.disposition || ' ' || j.disposition_detail "
                                "FROM jobs j WHERE j.id <> " + long_id + " ORDER BY j.id");
   ASSERT_EQ(jobs.size(), std::size_t(kJobs));
   std::map<std::string, int> ran_by;  // claimant -> jobs
@@ -193,7 +160,7 @@ TEST(FleetRoutingE2e, TwoHundredJobsRunOnceEachOnADaemonOfTheirModelAndLabels) {
     const int64_t id = std::stoll(row[0]);
     ASSERT_TRUE(asked.count(id)) << id;
     const Routing& routing = asked[id];
-    EXPECT_EQ(row[1], "done") << "job " << id;
+    EXPECT_EQ(row[1], "done") << "job " << id << ": " << row[6];
     EXPECT_EQ(row[2], "0") << "job " << id << " was taken back from a daemon";
     EXPECT_EQ(row[4], "1") << "job " << id << ": one verdict";
     int member = -1;
@@ -213,7 +180,7 @@ TEST(FleetRoutingE2e, TwoHundredJobsRunOnceEachOnADaemonOfTheirModelAndLabels) {
   }
   EXPECT_EQ(ran_by.size(), daemons.size()) << "every daemon ran jobs";
   EXPECT_GT(__builtin_popcount(unconstrained_spread), 1) << "the jobs anyone may take went to more than one daemon";
-  EXPECT_EQ(query_rows(database.conninfo(), "SELECT count(*) FROM runs WHERE state <> 'done' AND job_id <> " + long_id)[0][0],
+  EXPECT_EQ(database.query("SELECT count(*) FROM runs WHERE state <> 'done' AND job_id <> " + long_id)[0][0],
             "0");
 }
 

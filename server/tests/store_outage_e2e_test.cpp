@@ -7,7 +7,6 @@
 // unreachable").
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <libpq-fe.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 
@@ -27,29 +26,6 @@ using namespace qgate::testing;
 using qgate::test_support::TestPostgres;
 
 namespace {
-
-/// One value of a query on its own connection ("" for NULL or when the server is down).
-std::string query_value(const std::string& conninfo, const std::string& sql) {
-  std::unique_ptr<PGconn, decltype(&PQfinish)> connection(PQconnectdb(conninfo.c_str()), &PQfinish);
-  if (PQstatus(connection.get()) != CONNECTION_OK) return "";
-  std::unique_ptr<PGresult, decltype(&PQclear)> result(PQexec(connection.get(), sql.c_str()), &PQclear);
-  if (PQresultStatus(result.get()) != PGRES_TUPLES_OK) {
-    ADD_FAILURE() << sql << ": " << PQresultErrorMessage(result.get());
-    return "";
-  }
-  return PQntuples(result.get()) > 0 && !PQgetisnull(result.get(), 0, 0) ? PQgetvalue(result.get(), 0, 0) : "";
-}
-
-/// --store's libpq URI for a test database: its socket directory and port from the conninfo.
-std::string store_address(const qgate::test_support::TestDatabase& database) {
-  std::string host, port;
-  for (const std::string part : {"host=", "port="}) {
-    const auto at = database.conninfo().find(part);
-    const auto end = database.conninfo().find(' ', at);
-    (part == "host=" ? host : port) = database.conninfo().substr(at + part.size(), end - at - part.size());
-  }
-  return "postgresql://qgate@/" + database.name() + "?host=" + host + "&port=" + port;
-}
 
 /// The HTTP status and body of one GET on 127.0.0.1:`port` (status 0 when nothing answered).
 struct HttpAnswer {
@@ -107,7 +83,6 @@ TEST(StoreOutageE2e, TheDaemonSaysOnceThatTheStoreIsOutWaitsAndResumesWithNothin
   std::unique_ptr<TestPostgres> server = TestPostgres::start_private();
   if (!server->available()) GTEST_SKIP() << "no PostgreSQL server: " << server->why_unavailable();
   const auto database = server->fresh_database();
-  const std::string conninfo = database.conninfo();
 
   DaemonUnderTest d;
   d.threads = "1";
@@ -118,7 +93,7 @@ TEST(StoreOutageE2e, TheDaemonSaysOnceThatTheStoreIsOutWaitsAndResumesWithNothin
   const std::string site = d.dir() + "/site";
   std::filesystem::create_directories(site);
   std::ofstream(site + "/index.html") << "<!doctype html>\n";
-  ASSERT_TRUE(d.try_start({"--store", store_address(database), "--lease-s", "30", "--http", "127.0.0.1:0",
+  ASSERT_TRUE(d.try_start({"--store", database.store_address(), "--lease-s", "30", "--http", "127.0.0.1:0",
                            "--http-root", site},
                           "", &why))
       << why;
@@ -134,8 +109,8 @@ TEST(StoreOutageE2e, TheDaemonSaysOnceThatTheStoreIsOutWaitsAndResumesWithNothin
   const int64_t cut_off = submit_no_wait(d, "--name ref --kind ab --profile cpu-tiny --min-pairs 8 --max-pairs 8");
   const std::string cut_id = std::to_string(cut_off);
   ASSERT_TRUE(wait_until(120s, [&] {
-    return query_value(conninfo, "SELECT count(*) FROM runs WHERE state = 'done' AND job_id = " + cut_id) != "0" &&
-           query_value(conninfo, "SELECT state FROM jobs WHERE id = " + cut_id) == "running";
+    return database.query_value("SELECT count(*) FROM runs WHERE state = 'done' AND job_id = " + cut_id) != "0" &&
+           database.query_value("SELECT state FROM jobs WHERE id = " + cut_id) == "running";
   })) << d.log();
 
   server->stop(TestPostgres::StopMode::kFast);
@@ -171,14 +146,14 @@ TEST(StoreOutageE2e, TheDaemonSaysOnceThatTheStoreIsOutWaitsAndResumesWithNothin
     const std::string id = std::to_string(job);
     std::string state;
     wait_until(240s, [&] {
-      state = query_value(conninfo, "SELECT state FROM jobs WHERE id = " + id);
+      state = database.query_value("SELECT state FROM jobs WHERE id = " + id);
       return state == "done" || state == "failed" || state == "cancelled";
     });
     EXPECT_EQ(state, "done") << "job " << id << "\n" << d.log();
-    EXPECT_EQ(query_value(conninfo, "SELECT count(*) FROM verdicts WHERE job_id = " + id), "1");
+    EXPECT_EQ(database.query_value("SELECT count(*) FROM verdicts WHERE job_id = " + id), "1");
   }
-  EXPECT_EQ(query_value(conninfo, "SELECT attempts FROM jobs WHERE id = " + cut_id), "0");
-  EXPECT_EQ(query_value(conninfo, "SELECT count(*) FROM runs WHERE state = 'running'"), "0");
+  EXPECT_EQ(database.query_value("SELECT attempts FROM jobs WHERE id = " + cut_id), "0");
+  EXPECT_EQ(database.query_value("SELECT count(*) FROM runs WHERE state = 'running'"), "0");
 
   const std::string end_log = d.log();
   EXPECT_NE(end_log.find("job " + cut_id + ": the store was lost while it ran; queued again"), std::string::npos)

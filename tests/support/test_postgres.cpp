@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <mutex>
 #include <sstream>
 #include <stdexcept>
@@ -246,19 +247,46 @@ std::optional<fs::path> find_postgres_bindir(std::string& why_not) {
 
 // --- TestDatabase ---
 
-TestDatabase::TestDatabase(std::string name, std::string conninfo, std::string maintenance_conninfo)
-    : name_(std::move(name)), conninfo_(std::move(conninfo)), maintenance_conninfo_(std::move(maintenance_conninfo)) {}
+TestDatabase::TestDatabase(std::string name, std::string conninfo, std::string store_address,
+                           std::string maintenance_conninfo)
+    : name_(std::move(name)),
+      conninfo_(std::move(conninfo)),
+      store_address_(std::move(store_address)),
+      maintenance_conninfo_(std::move(maintenance_conninfo)) {}
 
 TestDatabase::TestDatabase(TestDatabase&& other) noexcept
     : name_(std::move(other.name_)),
       conninfo_(std::move(other.conninfo_)),
+      store_address_(std::move(other.store_address_)),
       maintenance_conninfo_(std::exchange(other.maintenance_conninfo_, {})) {}
+
+std::vector<std::vector<std::string>> TestDatabase::query(const std::string& sql) const {
+  std::unique_ptr<PGconn, decltype(&PQfinish)> connection(PQconnectdb((conninfo_ + " connect_timeout=10").c_str()),
+                                                          &PQfinish);
+  if (PQstatus(connection.get()) != CONNECTION_OK)
+    throw std::runtime_error("cannot connect (" + conninfo_ + "): " + trimmed(PQerrorMessage(connection.get())));
+  std::unique_ptr<PGresult, decltype(&PQclear)> result(PQexec(connection.get(), sql.c_str()), &PQclear);
+  if (PQresultStatus(result.get()) != PGRES_TUPLES_OK)
+    throw std::runtime_error("`" + sql + "` failed: " + trimmed(PQresultErrorMessage(result.get())));
+  std::vector<std::vector<std::string>> rows;
+  for (int r = 0; r < PQntuples(result.get()); ++r) {
+    rows.emplace_back();
+    for (int c = 0; c < PQnfields(result.get()); ++c) rows.back().push_back(PQgetvalue(result.get(), r, c));
+  }
+  return rows;
+}
+
+std::string TestDatabase::query_value(const std::string& sql) const {
+  const auto rows = query(sql);
+  return rows.empty() || rows.front().empty() ? "" : rows.front().front();
+}
 
 TestDatabase& TestDatabase::operator=(TestDatabase&& other) noexcept {
   if (this != &other) {
     drop();
     name_ = std::move(other.name_);
     conninfo_ = std::move(other.conninfo_);
+    store_address_ = std::move(other.store_address_);
     maintenance_conninfo_ = std::exchange(other.maintenance_conninfo_, {});
   }
   return *this;
@@ -392,7 +420,8 @@ TestDatabase TestPostgres::fresh_database() {
   const std::string maintenance = conninfo(maintenance_db_);
   if (const auto error = execute(maintenance, "CREATE DATABASE " + quoted_identifier(name) + " TEMPLATE template0"))
     throw std::runtime_error("cannot make a test database: " + *error);
-  return TestDatabase(name, conninfo(name), maintenance);
+  return TestDatabase(name, conninfo(name), "postgresql://" + user_ + "@/" + name + "?host=" + host_ + "&port=" + port_,
+                      maintenance);
 }
 
 std::string TestPostgres::conninfo(std::string_view dbname) const {

@@ -23,6 +23,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 namespace qgate::test_support {
 
@@ -53,14 +54,22 @@ class TestDatabase {
   const std::string& name() const { return name_; }
   /// Its libpq connection string: "host=<socket dir> port=<port> user=<user> dbname=<name>".
   const std::string& conninfo() const { return conninfo_; }
+  /// Its address as qgated's --store takes it: "postgresql://<user>@/<name>?host=<socket dir>&port=<port>".
+  const std::string& store_address() const { return store_address_; }
+  /// Every row of `sql`, read through a connection of its own, past whatever else uses the
+  /// database (NULL reads ""). Throws std::runtime_error when it cannot connect or the query fails.
+  std::vector<std::vector<std::string>> query(const std::string& sql) const;
+  /// The first value of the first row of `sql`; "" when there is none.
+  std::string query_value(const std::string& sql) const;
 
  private:
   friend class TestPostgres;
-  TestDatabase(std::string name, std::string conninfo, std::string maintenance_conninfo);
+  TestDatabase(std::string name, std::string conninfo, std::string store_address, std::string maintenance_conninfo);
   void drop() noexcept;
 
   std::string name_;
   std::string conninfo_;
+  std::string store_address_;
   std::string maintenance_conninfo_;  // where DROP DATABASE runs; empty once dropped or moved from
 };
 

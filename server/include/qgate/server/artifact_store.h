@@ -20,7 +20,8 @@ class ArtifactUpload {
   int64_t size() const { return size_; }
   /// First bytes of the upload (for a quick ELF check).
   const std::string& head() const { return head_; }
-  /// Finishes the hash, moves the file to <dir>/<sha256>.so and returns that path.
+  /// Finishes the hash, moves the file to <dir>/<sha256>.so and returns that path. When that file
+  /// is already there with these bytes it is kept as it is (same inode) and the new copy dropped.
   std::string commit(std::string* sha256, std::string* error);
 
  private:
