@@ -30,8 +30,11 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "bench_arguments.h"
 #include "qgate/db/postgres_store.h"
 #include "qgate/db/sqlite_store.h"
+
+using qgate::db::bench::BenchArguments;
 
 namespace {
 
@@ -54,26 +57,13 @@ struct Options {
 
 Options parse_options(int argc, char** argv) {
   Options options;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage_error(fmt::format("{} needs a value", arg));
-      return argv[++i];
-    };
-    auto number = [&]() -> int {
-      const std::string text = value();
-      char* end = nullptr;
-      const long parsed = std::strtol(text.c_str(), &end, 10);
-      if (end == text.c_str() || *end != '\0' || parsed <= 0 || parsed > 1'000'000) {
-        usage_error(fmt::format("{} needs a positive integer, got '{}'", arg, text));
-      }
-      return static_cast<int>(parsed);
-    };
-    if (arg == "--claimers") options.claimers = number();
-    else if (arg == "--jobs") options.jobs = number();
-    else if (arg == "--db") options.db_path = value();
-    else if (arg == "--postgres") options.postgres = value();
-    else if (arg == "--json-out") options.json_out = value();
+  for (BenchArguments args(argc, argv, 1, usage_error); args.next();) {
+    const std::string_view arg = args.flag();
+    if (arg == "--claimers") options.claimers = static_cast<int>(args.positive(1'000'000));
+    else if (arg == "--jobs") options.jobs = static_cast<int>(args.positive(1'000'000));
+    else if (arg == "--db") options.db_path = args.value();
+    else if (arg == "--postgres") options.postgres = args.value();
+    else if (arg == "--json-out") options.json_out = args.value();
     else if (arg == "--help" || arg == "-h") usage_error("help");
     else usage_error(fmt::format("unknown option {}", arg));
   }

@@ -39,8 +39,11 @@
 #include "../src/detail/postgres_connection.h"
 #include "../src/detail/sql_store_impl.h"
 #include "../src/detail/sqlite_connection.h"
+#include "bench_arguments.h"
 #include "qgate/db/postgres_store.h"
 #include "qgate/db/sqlite_store.h"
+
+using qgate::db::bench::BenchArguments;
 
 namespace {
 
@@ -443,24 +446,13 @@ int main(int argc, char** argv) {
     if (command != "fill") usage_error(fmt::format("unknown command {}", command));
     std::string address, via = "sql", json_out;
     Shape shape;
-    for (int i = 2; i < argc; ++i) {
-      const std::string_view arg = argv[i];
-      auto value = [&]() -> std::string {
-        if (i + 1 >= argc) usage_error(fmt::format("{} needs a value", arg));
-        return argv[++i];
-      };
-      auto number = [&]() -> std::int64_t {
-        const std::string text = value();
-        char* end = nullptr;
-        const long long parsed = std::strtoll(text.c_str(), &end, 10);
-        if (end == text.c_str() || *end != '\0' || parsed <= 0) usage_error(fmt::format("{} needs a positive integer", arg));
-        return parsed;
-      };
-      if (arg == "--store") address = value();
-      else if (arg == "--runs") shape.runs = number();
-      else if (arg == "--builds") shape.builds = number();
-      else if (arg == "--via") via = value();
-      else if (arg == "--json-out") json_out = value();
+    for (BenchArguments args(argc, argv, 2, usage_error); args.next();) {
+      const std::string_view arg = args.flag();
+      if (arg == "--store") address = args.value();
+      else if (arg == "--runs") shape.runs = args.positive();
+      else if (arg == "--builds") shape.builds = args.positive();
+      else if (arg == "--via") via = args.value();
+      else if (arg == "--json-out") json_out = args.value();
       else usage_error(fmt::format("unknown option {}", arg));
     }
     if (address.empty() || shape.runs == 0) usage_error("fill needs --store and --runs");

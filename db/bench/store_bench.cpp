@@ -27,8 +27,11 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "bench_arguments.h"
 #include "qgate/db/postgres_store.h"
 #include "qgate/db/sqlite_store.h"
+
+using qgate::db::bench::BenchArguments;
 
 namespace {
 
@@ -55,29 +58,16 @@ struct BenchOptions {
 
 BenchOptions parse_options(int argc, char** argv) {
   BenchOptions options;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage_error(fmt::format("{} needs a value", arg));
-      return argv[++i];
-    };
-    auto number = [&]() -> std::int64_t {
-      const std::string text = value();
-      char* end = nullptr;
-      const long long parsed = std::strtoll(text.c_str(), &end, 10);
-      if (end == text.c_str() || *end != '\0' || parsed <= 0) {
-        usage_error(fmt::format("{} needs a positive integer, got '{}'", arg, text));
-      }
-      return parsed;
-    };
-    if (arg == "--runs") options.runs = number();
-    else if (arg == "--builds") options.builds = static_cast<int>(number());
-    else if (arg == "--queries") options.queries = static_cast<int>(number());
-    else if (arg == "--db") options.db_path = value();
-    else if (arg == "--postgres") options.postgres = value();
+  for (BenchArguments args(argc, argv, 1, usage_error); args.next();) {
+    const std::string_view arg = args.flag();
+    if (arg == "--runs") options.runs = args.positive();
+    else if (arg == "--builds") options.builds = static_cast<int>(args.positive());
+    else if (arg == "--queries") options.queries = static_cast<int>(args.positive());
+    else if (arg == "--db") options.db_path = args.value();
+    else if (arg == "--postgres") options.postgres = args.value();
     else if (arg == "--keep") options.keep = true;
     else if (arg == "--skip-raw") options.skip_raw = true;
-    else if (arg == "--json-out") options.json_out = value();
+    else if (arg == "--json-out") options.json_out = args.value();
     else if (arg == "--help" || arg == "-h") usage_error("help");
     else usage_error(fmt::format("unknown option {}", arg));
   }
