@@ -194,8 +194,8 @@ DashboardApi::DashboardApi(std::shared_ptr<grpc::ChannelInterface> channel)
     : harness_(v1::Harness::NewStub(channel)), dashboard_(v1::Dashboard::NewStub(channel)) {}
 
 bool DashboardApi::is_route(const std::string& path) {
-  static const std::set<std::string> fixed = {"/api/device",  "/api/jobs",        "/api/trend", "/api/changes",
-                                              "/api/builds",  "/api/regressions", "/api/compare"};
+  static const std::set<std::string> fixed = {"/api/device",  "/api/devices",     "/api/jobs",   "/api/trend",
+                                              "/api/changes", "/api/regressions", "/api/compare", "/api/builds"};
   return fixed.count(path) > 0 || std::regex_match(path, job_route());
 }
 

@@ -53,8 +53,9 @@ std::string uri_component(const std::string& value) {
 }  // namespace
 
 std::vector<std::string> page_requests(int jobs_limit) {
-  return {"/api/device", "/api/jobs?limit=" + std::to_string(jobs_limit), "/api/trend?include_contended=true",
-          "/api/changes", "/api/regressions"};
+  // The fleet's GPUs: the devices page, and the hosts the page's host filter offers.
+  return {"/api/device", "/api/devices", "/api/jobs?limit=" + std::to_string(jobs_limit),
+          "/api/trend?include_contended=true", "/api/changes", "/api/regressions"};
 }
 
 std::string compare_request(const std::string& build_a, const std::string& build_b) {

@@ -7,13 +7,17 @@
 // look, the looks in order), its parity matrix (a cell per type and shape, passing cells not red) and its
 // co-tenant timeline; the regressions page against `qgate regressions` (with each slowdown's slow builds and
 // transient label), the compare page against
-// `qgate compare`; and at phone width (390 px) that no page is wider than the window. Screenshots go to
-// ARTIFACTS, at desktop width and as phone-*.png. With QGATE_SNAPSHOT=1 the URL is a snapshot opened
-// from disk.
+// `qgate compare`; the hosts: a Host column with the host that ran each job (this machine's, as the
+// daemon records it), the devices page against `qgate device`, and the host filter (a host that ran
+// nothing empties the jobs, trend, regressions, compare and devices; this machine's brings back what
+// `qgate --host` has); and at phone width (390 px) that no page is wider than the window. Screenshots go
+// to ARTIFACTS, at desktop width and as phone-*.png. With QGATE_SNAPSHOT=1 the URL is a snapshot opened
+// from disk (which holds every host's answers only: its host filter is off).
 // Usage: node dashboard_browser_test.mjs URL ARTIFACTS
 import { execFileSync } from "node:child_process";
 import { mkdirSync, rmSync } from "node:fs";
 import { createRequire } from "node:module";
+import os from "node:os";
 import path from "node:path";
 
 const [url, artifacts] = process.argv.slice(2);
@@ -73,7 +77,11 @@ try {
   // Nothing may be fetched from anywhere but the dashboard itself: it must work offline.
   const origin = snapshot ? "file://" : new URL(url).origin;
   const outside = [];
-  page.on("request", (r) => { if (!r.url().startsWith(origin) && !r.url().startsWith("data:")) outside.push(r.url()); });
+  const apiRequests = [];  // the API requests the page made (path?query), for the host filter's checks
+  page.on("request", (r) => {
+    if (!r.url().startsWith(origin) && !r.url().startsWith("data:")) outside.push(r.url());
+    else if (!snapshot && new URL(r.url()).pathname.startsWith("/api/")) apiRequests.push(new URL(r.url()));
+  });
 
   await page.goto(url, { waitUntil: "load" });
   await page.waitForSelector("body[data-ready]", { timeout: 30000 });
@@ -86,6 +94,19 @@ try {
   const shownVerdicts = await page.$$eval("#jobs tbody tr td:nth-child(6)", (tds) => tds.map((t) => t.textContent));
   equal(shownVerdicts.join(","), jobs.map((j) => (j.verdict ? j.verdict.verdict.replace("VERDICT_", "") : "")).join(","),
     "verdicts in the job rows");
+  // The Host column: the host whose daemon claimed each job, as `qgate jobs` has it; every job here ran
+  // on this machine's daemon, which records the machine's host name (gethostname, as os.hostname()).
+  const machine = os.hostname();
+  const hostColumn = (await page.$$eval("#jobs thead th", (th) => th.map((t) => t.textContent))).indexOf("Host") + 1;
+  check(hostColumn > 0, `the jobs table has a Host column (column ${hostColumn})`);
+  const shownHosts = await page.$$eval(`#jobs tbody tr td:nth-child(${hostColumn || 1})`, (tds) => tds.map((t) => t.textContent));
+  equal(shownHosts.join(","), jobs.map((j) => j.host || "-").join(","), "hosts in the job rows, as `qgate jobs` has them");
+  const finishedJobs = jobs.filter((j) => j.state === "JOB_STATE_DONE");
+  check(finishedJobs.length > 0 && finishedJobs.every((j) => shownHosts[jobs.indexOf(j)] === machine),
+    `the Host of every finished job (${finishedJobs.length}) is this machine's, ${machine}`);
+  const hostOptions = await page.$$eval("#host-filter option", (o) => o.map((x) => x.value));
+  equal(hostOptions.join(","), `,${machine}`, "the host filter offers all hosts and this machine's");
+  equal(await page.$eval("#host-filter", (s) => s.disabled), snapshot, `the host filter is ${snapshot ? "off in a snapshot" : "on"}`);
 
   // --- Trend: every profile the page offers ---
   const symbols = (sel, name) => page.$$eval(`${sel} g.mark-symbol.role-mark${name ? "." + name : ""} path`, (p) => p.length);
@@ -400,12 +421,112 @@ try {
   await compareShows(after, before, "a regression's two builds");
   await page.screenshot({ path: path.join(artifacts, "compare-regression.png"), fullPage: true });
 
+  // --- Devices: `qgate device`, each GPU with its host and when it was published ---
+  const devices = qgate("device").devices;
+  await page.goto(`${url}#page=devices`, { waitUntil: "load" });
+  await page.waitForSelector("body[data-ready]", { timeout: 30000 });
+  await page.waitForFunction(() => document.getElementById("devices-section").dataset.rows > "", { timeout: 20000 });
+  const deviceRows = await page.$$eval("#devices-table tbody tr", (trs) => trs.map((tr) => [...tr.children].map((c) => c.textContent)));
+  equal(deviceRows.map((r) => `${r[0]} ${r[1]} ${r[2]} ${r[10]}`).join(", "),
+    devices.map((d) => `${d.host} ${d.device} ${d.name} ${d.published_unix_ms ? "published" : "live"}`).join(", "),
+    "the devices page lists `qgate device`'s GPUs: host, GPU, name, published");
+  check(devices.length > 0 && devices.every((d) => d.host === machine), `the daemon's GPUs are on this machine's host (${devices.length})`);
+  await page.screenshot({ path: path.join(artifacts, "devices.png"), fullPage: true });
+
+  // --- The host filter: a host that ran nothing, then this machine's ---
+  const nowhere = "no-such-host.invalid";
+  if (!snapshot) {
+    const since = apiRequests.length;
+    const askedFor = (route) => apiRequests.slice(since).some((u) => u.pathname === route && u.searchParams.get("host") === nowhere);
+    await page.goto(`${url}#page=trends&host=${encodeURIComponent(nowhere)}`, { waitUntil: "load" });
+    await page.waitForSelector("body[data-ready]", { timeout: 30000 });
+    // The trend is drawn before the jobs are listed (app.js: renderTrends).
+    await page.waitForFunction((h) => document.getElementById("jobs").dataset.host === h, { timeout: 20000 }, nowhere).catch(() => {});
+    equal(await page.$eval("#host-filter", (s) => s.value), nowhere, "the host in the URL is the filter's");
+    check(askedFor("/api/jobs") && askedFor("/api/trend") && askedFor("/api/changes"), `the jobs, trend and changes were asked for host=${nowhere}`);
+    check(jobs.length > 0, `jobs to filter out (${jobs.length})`);
+    equal(await page.$$eval("#jobs tbody tr", (r) => r.length), 0, `job rows on ${nowhere}`);
+    const none = await page.$eval("#jobs-none", (p) => (p.hidden ? "" : p.textContent));
+    check(none.includes(nowhere), `the jobs table says none ran there: ${none}`);
+    equal(await symbols("#trend-chart"), 0, `trend points on ${nowhere}`);
+    const emptyTrend = await page.$eval("#trend-summary", (p) => p.textContent);
+    check(emptyTrend.includes(`no finished runs on host ${nowhere}`), `the trend says so: ${emptyTrend}`);
+    await page.screenshot({ path: path.join(artifacts, "host-nothing.png"), fullPage: false });
+
+    // This machine's host, picked in the filter: its jobs and points come back, as `qgate --host` lists them.
+    await page.select("#host-filter", machine);
+    await page.waitForFunction((h) => document.getElementById("jobs").dataset.host === h, { timeout: 20000 }, machine).catch(() => {});
+    equal(await page.evaluate(() => new URLSearchParams(location.hash.slice(1)).get("host")), machine, "the host picked is in the URL");
+    const onMachine = qgate("jobs", "--limit", "50", "--host", machine).jobs;
+    check(onMachine.length > 0, `\`qgate jobs --host ${machine}\` lists jobs (${onMachine.length})`);
+    equal(await page.$$eval("#jobs tbody tr", (r) => r.length), onMachine.length, `job rows on ${machine}`);
+    equal((await page.$$eval(`#jobs tbody tr td:nth-child(${hostColumn || 1})`, (tds) => tds.map((t) => t.textContent))).filter((h) => h !== machine).length,
+      0, `job rows of another host on ${machine}`);
+    equal(await page.$eval("#jobs-none", (p) => p.hidden), true, "no 'no jobs' note");
+    const hostProfile = await page.$eval("#trend-profile", (s) => s.value);
+    const hostPoints = qgate("trend", "--profile", hostProfile, "--include-contended", "--since", "3650d", "--host", machine).points;
+    check(hostPoints.length > 0, `\`qgate trend --host ${machine}\` has points of ${hostProfile} (${hostPoints.length})`);
+    equal(await symbols("#trend-chart"), hostPoints.length, `trend points of ${hostProfile} on ${machine}`);
+    // Imported results name no host: the filter leaves their profiles out.
+    const hostProfiles = await page.$$eval("#trend-profile option", (o) => o.map((x) => x.value));
+    check(hostProfiles.length < profiles.length, `profiles on ${machine}: ${hostProfiles.join(", ")} (of ${profiles.length})`);
+    await page.select("#host-filter", "");
+    await page.waitForFunction(() => document.getElementById("jobs").dataset.host === "", { timeout: 20000 }).catch(() => {});
+    equal(await page.$$eval("#jobs tbody tr", (r) => r.length), jobs.length, "all hosts again: every job row");
+    equal(await page.evaluate(() => new URLSearchParams(location.hash.slice(1)).has("host")), false, "all hosts: no host in the URL");
+
+    // Regressions, compare and devices keep to the host filtered on too.
+    await page.goto(`${url}#page=regressions&host=${encodeURIComponent(nowhere)}`, { waitUntil: "load" });
+    await page.waitForFunction(() => document.getElementById("regressions-section").dataset.rows > "", { timeout: 20000 });
+    check(expectedRows.length > 0, `slowdowns to filter out (${expectedRows.length})`);
+    equal(await page.$$eval("#regressions-table tbody tr", (r) => r.length), 0, `regressions on ${nowhere}`);
+    check(askedFor("/api/regressions"), `the regressions were asked for host=${nowhere}`);
+    await page.select("#host-filter", machine);
+    await page.waitForFunction(() => document.getElementById("regressions-section").dataset.rows > "" &&
+      new URLSearchParams(location.hash.slice(1)).get("page") === "regressions", { timeout: 20000 });
+    const machineRegressions = qgate("regressions", "--since", "3650d", "--host", machine).regressions;
+    const machineSlowdowns = (machineRegressions.series || []).reduce((n, s) => n + (s.changes || []).filter((c) => c.ratio < 1 && !c.fixes_previous).length, 0);
+    equal(await page.$$eval("#regressions-table tbody tr", (r) => r.length), machineSlowdowns, `regressions on ${machine}, as \`qgate regressions --host\``);
+
+    const problemsBefore = problems.length;
+    await page.goto(`${url}#page=compare&host=${encodeURIComponent(nowhere)}&a=${encodeURIComponent(gateBuild)}&b=${encodeURIComponent(gateBaseline)}`, { waitUntil: "load" });
+    await page.waitForFunction((x) => document.getElementById("compare-section").dataset.compared === x, { timeout: 20000 }, `${gateBuild}|${gateBaseline}`);
+    equal(await page.$$eval("#compare-table tbody tr", (r) => r.length), 0, `compared series on ${nowhere}`);
+    check(askedFor("/api/compare"), `the comparison was asked for host=${nowhere}`);
+    const noComparison = await page.$eval("#compare-summary", (p) => p.textContent);
+    check(/^No comparison|on host/.test(noComparison), `the compare page says there is nothing to compare: ${noComparison}`);
+    // The daemon's refusal of nothing comparable is an HTTP error the browser logs; that one only.
+    const refusals = problems.splice(problemsBefore);
+    check(refusals.every((p) => /Failed to load resource: the server responded with a status of 4\d\d/.test(p)),
+      `only the daemon's refusal was logged: ${refusals.join(" | ") || "none"}`);
+    await page.select("#host-filter", machine);
+    await compareShows(gateBuild, gateBaseline, `the gate's two builds on ${machine}`);
+    const machineCompare = qgate("compare", gateBuild, gateBaseline, "--host", machine).compare;
+    equal(await page.$$eval("#compare-table tbody tr", (r) => r.length), machineCompare.rows.length,
+      `compared series on ${machine}, as \`qgate compare --host\``);
+
+    await page.goto(`${url}#page=devices&host=${encodeURIComponent(nowhere)}`, { waitUntil: "load" });
+    await page.waitForFunction(() => document.getElementById("devices-section").dataset.rows > "", { timeout: 20000 });
+    equal(await page.$$eval("#devices-table tbody tr", (r) => r.length), 0, `GPUs on ${nowhere}`);
+    await page.select("#host-filter", machine);
+    await page.waitForFunction(() => document.getElementById("devices-section").dataset.rows > "", { timeout: 20000 });
+    equal(await page.$$eval("#devices-table tbody tr", (r) => r.length), devices.length, `GPUs on ${machine}`);
+  } else {
+    // A snapshot holds every host's answers only: a host in its URL is not applied.
+    await page.goto(`${url}#page=trends&host=${encodeURIComponent(nowhere)}`, { waitUntil: "load" });
+    await page.reload({ waitUntil: "load" });
+    await page.waitForSelector("body[data-ready]", { timeout: 30000 });
+    equal(await page.$eval("#host-filter", (s) => s.value), "", "a snapshot's host filter stays on all hosts");
+    equal(await page.$$eval("#jobs tbody tr", (r) => r.length), jobs.length, "a snapshot lists every job whatever host its URL names");
+  }
+
   // --- Phone width: nothing wider than the window ---
   await page.setViewport({ width: 390, height: 844, isMobile: true, hasTouch: true, deviceScaleFactor: 2 });
   const views = [["trends", `#page=trends&job=${gate.id}`, () => document.getElementById("job-section").dataset.jobId > ""],
     ["regressions", "#page=regressions", () => document.getElementById("regressions-section").dataset.rows > ""],
     ["compare", `#page=compare&a=${encodeURIComponent(gateBuild)}&b=${encodeURIComponent(gateBaseline)}`,
-      () => document.getElementById("compare-section").dataset.compared > ""]];
+      () => document.getElementById("compare-section").dataset.compared > ""],
+    ["devices", "#page=devices", () => document.getElementById("devices-section").dataset.rows > ""]];
   for (const [name, hash, ready] of views) {
     await page.goto(`${url}${hash}`, { waitUntil: "load" });
     await page.reload({ waitUntil: "load" });

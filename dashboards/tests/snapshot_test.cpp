@@ -20,13 +20,18 @@
 namespace qgate::dashboards {
 namespace {
 
-/// The Harness reads a snapshot makes: one job (the seeded one), a trend point, no changes.
+/// The Harness reads a snapshot makes: one GPU, one job (the seeded one), a trend point, no changes.
 class SmallHarness final : public v1::Harness::CallbackService {
  public:
   explicit SmallHarness(std::int64_t job_id, bool fail_trend) : job_id_(job_id), fail_trend_(fail_trend) {}
   grpc::ServerUnaryReactor* GetDevice(grpc::CallbackServerContext* c, const v1::GetDeviceRequest*,
                                       v1::DeviceStatus* out) override {
     out->set_backend("cpu");
+    return done(c, grpc::Status::OK);
+  }
+  grpc::ServerUnaryReactor* ListDevices(grpc::CallbackServerContext* c, const v1::ListDevicesRequest*,
+                                        v1::ListDevicesResponse* out) override {
+    out->add_devices()->set_host("gpu-host-1");
     return done(c, grpc::Status::OK);
   }
   grpc::ServerUnaryReactor* ListJobs(grpc::CallbackServerContext* c, const v1::ListJobsRequest* in,
@@ -119,6 +124,9 @@ TEST_F(SnapshotTest, WritesThePageAndAnAnswerForEveryRequest) {
   EXPECT_EQ(answers["/api/jobs/" + std::to_string(seeded_.job_id) + "/ab"]["ab"]["pairs"].size(),
             static_cast<size_t>(seeded_.pairs));
   EXPECT_EQ(answers["/api/trend?include_contended=true"]["points"].size(), 1u);
+  // The fleet's GPUs, for the devices page and the host filter's hosts.
+  ASSERT_EQ(answers["/api/devices"]["devices"].size(), 1u);
+  EXPECT_EQ(answers["/api/devices"]["devices"][0]["host"], "gpu-host-1");
 }
 
 TEST_F(SnapshotTest, AFailedRequestFailsTheSnapshotByName) {

@@ -1,9 +1,10 @@
-// The dashboard page: reads the API (or a snapshot's answers) and shows one of three pages: the trends
-// with the last jobs (and one job's A/B, parity and co-tenant views), two builds compared, and the
-// regressions across series. The view lives in the URL's #fragment (page, profile, axis, series, zoom
-// window, job, builds compared), so a reloaded or shared URL shows the same view. When a chart has
-// drawn, its container gets data-rendered="1" and data-points="<data marks>", which the browser test
-// checks against the SVG it finds.
+// The dashboard page: reads the API (or a snapshot's answers) and shows one of four pages: the trends
+// with the last jobs (and one job's A/B, parity and co-tenant views), two builds compared, the
+// regressions across series, and the fleet's GPUs. The header's host filter keeps every page to one
+// host's jobs, runs and GPUs (the API's `host` parameter). The view lives in the URL's #fragment (page,
+// host, profile, axis, series, zoom window, job, builds compared), so a reloaded or shared URL shows the
+// same view. When a chart has drawn, its container gets data-rendered="1" and data-points="<data
+// marks>", which the browser test checks against the SVG it finds.
 "use strict";
 
 (() => {
@@ -14,14 +15,18 @@
 
   // --- The view's state and its permalink ---
 
-  /// What the URL holds: page ("trends", "regressions", "compare"), the trend's profile, weight type ("":
-  /// all), axis ("time" or "build"), picked series (null: all), zoom window ([from, to] in ms, along
-  /// time), the open job, and the builds compared with whether contended runs count.
-  const state = { page: "trends", profile: "", type: "", x: "time", series: null, zoom: null, job: 0, a: "", b: "", contended: false };
+  const PAGES = ["trends", "regressions", "compare", "devices"];
+  /// What the URL holds: page ("trends", "regressions", "compare", "devices"), the host kept to ("": every
+  /// host), the trend's profile, weight type ("": all), axis ("time" or "build"), picked series (null:
+  /// all), zoom window ([from, to] in ms, along time), the open job, and the builds compared with whether
+  /// contended runs count.
+  const state = { page: "trends", host: "", profile: "", type: "", x: "time", series: null, zoom: null, job: 0, a: "", b: "", contended: false };
 
   function readState() {
     const q = new URLSearchParams(location.hash.replace(/^#/, ""));
-    state.page = ["trends", "regressions", "compare"].includes(q.get("page")) ? q.get("page") : "trends";
+    state.page = PAGES.includes(q.get("page")) ? q.get("page") : "trends";
+    // A snapshot holds every host's answers only (docs/dashboard.md): there the filter stays off.
+    state.host = snapshot ? "" : q.get("host") || "";
     state.profile = q.get("profile") || "";
     state.type = q.get("type") || "";
     state.x = q.get("x") === "build" ? "build" : "time";
@@ -38,6 +43,7 @@
   function fragment(s) {
     const q = new URLSearchParams();
     q.set("page", s.page);
+    if (s.host) q.set("host", s.host);
     if (s.page === "trends") {
       if (s.profile) q.set("profile", s.profile);
       if (s.type) q.set("type", s.type);
@@ -95,9 +101,13 @@
     return body;
   }
 
-  const trendData = () => Promise.all([api("/api/trend?include_contended=true", "points"), api("/api/changes", "changes")])
+  /// `request` kept to the host filtered on (the API's `host` parameter), as is when the filter is off.
+  const onHost = (request) => (state.host ? `${request}${request.includes("?") ? "&" : "?"}host=${encodeURIComponent(state.host)}` : request);
+  const trendData = () => Promise.all([api(onHost("/api/trend?include_contended=true"), "points"), api(onHost("/api/changes"), "changes")])
     .then(([points, changes]) => ({ points, series: changes.series || [] }));
-  const jobsData = () => api(`/api/jobs?limit=${JOBS_LIMIT}`, "jobs");
+  const jobsData = () => api(onHost(`/api/jobs?limit=${JOBS_LIMIT}`), "jobs");
+  /// Every GPU of the fleet (`qgate device`): this daemon's live, the others' as they published them.
+  const devicesData = () => api(onHost("/api/devices"), "devices");
 
   function showError(e) {
     const el = $("error");
@@ -136,7 +146,7 @@
   const link = (text, view) => {
     const a = document.createElement("a");
     a.textContent = text;
-    a.href = fragment({ page: "trends", type: "", x: "time", series: null, zoom: null, job: 0, ...view });
+    a.href = fragment({ page: "trends", host: state.host, type: "", x: "time", series: null, zoom: null, job: 0, ...view });
     return a;
   };
   function row(cells) {
@@ -199,7 +209,9 @@
 
   let zoomTimer = 0;
   async function drawTrend() {
+    const host = state.host;
     const { points: everything, series: changeSeries } = await trendData();
+    if (host !== state.host) return;  // the filter changed meanwhile: its own render draws
     const profile = state.profile;
     const ofProfile = everything.filter((p) => p.profile === profile);
     // The weight-type filter, where the profile has more than one type.
@@ -213,8 +225,8 @@
     const all = ofProfile.filter((p) => !state.type || p.weight_type === state.type);
     const many = QgateCharts.variety(all);
     const names = [...new Set(all.map((p) => QgateCharts.seriesName(p, many)))].sort();
-    if ($("series-list").dataset.profile !== `${profile}|${state.type}` || $("series-list").children.length !== names.length) {
-      $("series-list").dataset.profile = `${profile}|${state.type}`;
+    if ($("series-list").dataset.profile !== `${host}|${profile}|${state.type}` || $("series-list").children.length !== names.length) {
+      $("series-list").dataset.profile = `${host}|${profile}|${state.type}`;
       fillSeriesPicker(names);
     }
     for (const box of $("series-list").querySelectorAll("input")) box.checked = !state.series || state.series.includes(box.value);
@@ -257,17 +269,26 @@
   }
 
   async function renderTrends() {
+    const host = state.host;
     const { points } = await trendData();
+    if (host !== state.host) return;
     const names = profiles(points);
     const select = $("trend-profile");
-    if (select.options.length !== names.length) select.replaceChildren(...names.map((p) => new Option(p, p)));
+    if ([...select.options].map((o) => o.value).join("|") !== names.join("|")) select.replaceChildren(...names.map((p) => new Option(p, p)));
     if (!names.includes(state.profile)) state.profile = names[0] || "";
     select.value = state.profile;
     $("trend-x").value = state.x;
     if (!points.length) {
-      $("trend-summary").textContent = "no finished runs yet";
-      $("trend-chart").dataset.rendered = "1";
-      $("trend-chart").dataset.points = "0";
+      // Nothing to draw (on this host): no series, and no chart left from another host.
+      $("trend-summary").textContent = host ? `no finished runs on host ${host}` : "no finished runs yet";
+      $("series-list").replaceChildren();
+      $("series-list").dataset.profile = "";
+      $("series-count").textContent = "none";
+      const el = $("trend-chart");
+      Object.assign(el.dataset, { profile: "", type: "", series: "0", changes: "0", zoom: "", xDomain: "" });
+      $("trend-reset-zoom").hidden = true;
+      $("trend-type-label").hidden = true;
+      await draw("trend-chart", {}, 0);
     } else {
       await drawTrend();
     }
@@ -291,10 +312,13 @@
       v.pairs ? `${v.pairs}${v.contended_pairs ? ` (${v.contended_pairs} contended)` : ""}` : "",
       v.parity_passed || v.parity_failed ? `${v.parity_passed} passed, ${v.parity_failed} failed` : "",
       short(job.disposition) + (job.disposition_detail ? `: ${job.disposition_detail}` : ""),
+      job.host || "-",
       (job.gpus || []).map((g) => `${g.ordinal}: ${g.name}`).join(", "),
       when(job.created_unix_ms),
     ]);
     tr.dataset.jobId = String(job.id);
+    tr.dataset.host = job.host || "";
+    if (!job.host) tr.children[10].title = "not claimed by a daemon yet";
     if (verdict) tr.children[5].className = `v-${verdict}`;
     if (job.disposition && job.disposition !== "DISPOSITION_OK" && job.disposition !== "DISPOSITION_UNSPECIFIED")
       tr.children[9].className = "d-bad";
@@ -306,12 +330,18 @@
     return tr;
   }
 
+  /// The last jobs, of the host filtered on; listed again only when the filter changes.
   async function renderJobs() {
-    const tbody = $("jobs").querySelector("tbody");
-    if (tbody.children.length) return;
+    const table = $("jobs");
+    const host = state.host;
+    if (table.dataset.rows !== undefined && table.dataset.host === host) return;
     const jobs = await jobsData();
-    tbody.replaceChildren(...jobs.map(jobRow));
-    $("jobs").dataset.rows = String(jobs.length);
+    if (host !== state.host) return;
+    table.querySelector("tbody").replaceChildren(...jobs.map(jobRow));
+    table.dataset.host = host;
+    table.dataset.rows = String(jobs.length);
+    $("jobs-none").hidden = jobs.length > 0;
+    $("jobs-none").textContent = host ? `No jobs on host ${host}.` : "No jobs yet.";
   }
 
   // --- One job ---
@@ -396,7 +426,9 @@
   async function renderCompare() {
     const section = $("compare-section");
     section.dataset.compared = "";
+    const host = state.host;
     const builds = await comparableBuilds();
+    if (host !== state.host) return;
     if (!state.a || !state.b) {
       // The newest job with a baseline, else the two newest builds.
       const gate = (await jobsData()).find((j) => j.build && j.baseline && j.baseline.metadata);
@@ -413,13 +445,14 @@
     const tbody = $("compare-table").querySelector("tbody");
     let answer = null;
     try {
-      answer = state.a && state.b ? await api(compareRequest(state.a, state.b, state.contended), "compare") : null;
+      answer = state.a && state.b ? await api(onHost(compareRequest(state.a, state.b, state.contended)), "compare") : null;
     } catch (e) {
       // Nothing comparable is the daemon's answer, not a fault of the page.
       const why = e.status ? e.detail || e.message : snapshot ? "this snapshot holds no comparison of these two builds " +
         "(it holds each listed job's build against its baseline and each regression's two builds)" : e.message;
       $("compare-summary").textContent = `No comparison: ${why}`;
     }
+    if (host !== state.host) return;
     if (!answer) {
       tbody.replaceChildren();
       $("compare-notes").replaceChildren();
@@ -431,7 +464,8 @@
     const side = (b) => `${b.metadata.name} (id ${b.id}, sha256 ${(b.sha256 || "").slice(0, 12)})`;
     const margin = Number(answer.same_margin) || 0.02;
     $("compare-summary").textContent = `A = ${side(answer.a)}; B = ${side(answer.b)}. ${plural(answer.rows.length, "matched series")}; ` +
-      `SAME within 1 ± ${(100 * margin).toFixed(3).replace(/\.?0+$/, "")}%${state.contended ? "; contended runs included" : "; quiet runs only"}.`;
+      `SAME within 1 ± ${(100 * margin).toFixed(3).replace(/\.?0+$/, "")}%${state.contended ? "; contended runs included" : "; quiet runs only"}` +
+      `${host ? `; runs on host ${host} only` : ""}.`;
     const verdicts = answer.rows.map((r) => short(r.comparison) === "UNSPECIFIED" ? "" : short(r.comparison));
     tbody.replaceChildren(...answer.rows.map((r, i) => {
       const paired = (r.paired_jobs || []).map((j) => link(`job ${j.job_id}: ${ratioText(j.ratio)} ${intervalText(j.ci_low, j.ci_high)} ` +
@@ -484,14 +518,16 @@
   async function renderRegressions() {
     const section = $("regressions-section");
     section.dataset.rows = "";
-    const [answer, { points }] = await Promise.all([api("/api/regressions", "regressions"), trendData()]);
+    const host = state.host;
+    const [answer, { points }] = await Promise.all([api(onHost("/api/regressions"), "regressions"), trendData()]);
+    if (host !== state.host) return;
     const rows = regressionRows(answer);
     $("regressions-significance").textContent = answer.correction ? "q" : "p";
     const transientRows = rows.filter((r) => r.change.transient).length;
     $("regressions-summary").textContent = rows.length
       ? `${plural(rows.length, "slowdown")} in ${plural(answer.series_tested || (answer.series || []).length, "series")} tested` +
-        `, ${transientRows} of them transient.`
-      : "No slowdowns.";
+        `, ${transientRows} of them transient${host ? `, on host ${host}` : ""}.`
+      : host ? `No slowdowns on host ${host}.` : "No slowdowns.";
     $("regressions-note").textContent = "Ratio: the new level / the old (geometric means of per-build medians of uncontended runs); < 1 is slower. " +
       `E-divisive means, permutation p < ${answer.alpha} (${answer.permutations} permutations), at least ${answer.min_segment} builds a level` +
       (answer.correction ? `; across series ${answer.correction} over ${answer.series_tested} series, q being the series' adjusted p.` : ".") +
@@ -528,6 +564,56 @@
     section.dataset.rows = String(rows.length);
   }
 
+  // --- Devices ---
+
+  /// How long ago, in the CLI's words ("12s", "3m", "2h", "4d").
+  function agoText(ms) {
+    const s = Math.max(0, Math.round(Number(ms) / 1000));
+    return s < 120 ? `${s}s` : s < 7200 ? `${Math.round(s / 60)}m` : s < 172800 ? `${Math.round(s / 3600)}h` : `${Math.round(s / 86400)}d`;
+  }
+
+  /// `qgate device`: this daemon's GPUs read live, the other daemons' as they last published them.
+  async function renderDevices() {
+    const section = $("devices-section");
+    section.dataset.rows = "";
+    const host = state.host;
+    const devices = await devicesData();
+    if (host !== state.host) return;
+    const now = Date.now();
+    const hosts = new Set(devices.map((d) => d.host));
+    $("devices-summary").textContent = devices.length
+      ? `${plural(devices.length, "GPU")} on ${plural(hosts.size, "host")}` +
+        `${devices.some((d) => Number(d.published_unix_ms)) ? ", some as another daemon published them" : ", all read live"}.`
+      : host ? `No GPUs on host ${host}.` : "No GPUs.";
+    $("devices-table").querySelector("tbody").replaceChildren(...devices.map((d) => {
+      const published = Number(d.published_unix_ms) || 0;
+      const running = Number(d.running_job_id) || 0;
+      const tr = row([d.host || "-", d.device, d.name || "-", d.uuid || "-", d.backend || "-",
+        (d.labels || []).join(", ") || "-", published ? "-" : d.queued_jobs,
+        running ? link(`job ${running}`, { job: running }) : "-", (d.now && d.now.state) || "unavailable",
+        d.qgate_version || "-", published ? `${when(published)} (${agoText(now - published)} ago)` : "live"]);
+      if (d.now && d.now.reason) tr.children[8].title = d.now.reason;
+      tr.dataset.host = d.host || "";
+      tr.dataset.published = String(published);
+      return tr;
+    }));
+    section.dataset.rows = String(devices.length);
+  }
+
+  /// The hosts the filter offers: those of the fleet's GPUs and of the last jobs, and the one filtered on
+  /// (a shared URL may name a host this daemon has not seen; it then lists nothing).
+  async function fillHosts() {
+    const [devices, jobs] = await Promise.all([api("/api/devices", "devices").catch(() => []),
+      api(`/api/jobs?limit=${JOBS_LIMIT}`, "jobs").catch(() => [])]);
+    const hosts = new Set([...devices.map((d) => d.host), ...jobs.map((j) => j.host)].filter(Boolean));
+    if (state.host) hosts.add(state.host);
+    const names = [...hosts].sort();
+    const select = $("host-filter");
+    if ([...select.options].map((o) => o.value).join("|") !== ["", ...names].join("|"))
+      select.replaceChildren(new Option("all hosts", ""), ...names.map((h) => new Option(h, h)));
+    select.value = state.host;
+  }
+
   // --- Pages ---
 
   let renders = 0;
@@ -536,10 +622,19 @@
     document.body.dataset.page = state.page;
     for (const section of document.querySelectorAll("main > section"))
       section.hidden = section.dataset.page !== state.page || (section.id === "job-section" && !state.job);
-    for (const a of $("pages").querySelectorAll("a")) a.classList.toggle("current", a.dataset.page === state.page);
+    for (const a of $("pages").querySelectorAll("a")) {
+      a.classList.toggle("current", a.dataset.page === state.page);
+      a.href = fragment({ page: a.dataset.page, host: state.host });  // the pages keep the host filtered on
+    }
     $("permalink").href = fragment(state);
+    // Not drawn yet for this view (the test waits for these to be set again).
+    $("regressions-section").dataset.rows = "";
+    $("compare-section").dataset.compared = "";
+    $("devices-section").dataset.rows = "";
+    await fillHosts();
     if (state.page === "trends") await renderTrends();
     else if (state.page === "compare") await renderCompare();
+    else if (state.page === "devices") await renderDevices();
     else await renderRegressions();
     if (mine === renders) document.body.dataset.view = fragment(state);
   }
@@ -553,6 +648,18 @@
 
   async function main() {
     $("source").textContent = snapshot ? "snapshot opened from disk" : `live from ${location.host}`;
+    if (snapshot) {
+      $("host-filter").disabled = true;
+      $("host-label").title = "A snapshot holds every host's answers only; filter by host on the live dashboard.";
+    }
+    $("host-filter").addEventListener("change", () => {
+      state.host = $("host-filter").value;
+      // Another host has other series and times: draw all of them, unzoomed.
+      state.series = null;
+      state.zoom = null;
+      saveState(true);
+      render().catch(showError);
+    });
     $("trend-profile").addEventListener("change", () => {
       state.profile = $("trend-profile").value;
       state.type = "";
