@@ -376,11 +376,14 @@ TEST(DaemonHttp, MetricsAreScrapedParsedAndMoveWithAJob) {
   for (const char* family :
        {"qgate_build_info", "qgate_uptime_seconds", "qgate_jobs", "qgate_queue_depth", "qgate_queue_waiting_quiet",
         "qgate_jobs_claimed_total", "qgate_jobs_finished_total", "qgate_job_claim_latency_seconds",
-        "qgate_job_run_duration_seconds", "qgate_gpu_info", "qgate_gpu_busy", "qgate_gpu_cotenant_state",
+        "qgate_job_run_duration_seconds", "qgate_claim_statements_total", "qgate_claim_statement_duration_seconds",
+        "qgate_gpu_info", "qgate_gpu_busy", "qgate_gpu_cotenant_state",
         "qgate_gpu_foreign_sm_percent", "qgate_gpu_foreign_processes", "qgate_store_size_bytes"})
     EXPECT_TRUE(before.has_family(family)) << family;
   EXPECT_EQ(before.type.at("qgate_job_claim_latency_seconds"), "histogram");
   EXPECT_EQ(before.type.at("qgate_jobs_claimed_total"), "counter");
+  EXPECT_EQ(before.type.at("qgate_claim_statement_duration_seconds"), "histogram");
+  EXPECT_EQ(before.type.at("qgate_claim_statements_total"), "counter");
   EXPECT_EQ(before.type.at("qgate_jobs"), "gauge");
   // qgate_build_info: 1, with the version, the commit and the schema as labels.
   bool build_info = false;
@@ -396,6 +399,8 @@ TEST(DaemonHttp, MetricsAreScrapedParsedAndMoveWithAJob) {
   EXPECT_EQ(before.value("qgate_jobs_claimed_total"), 0);
   EXPECT_EQ(before.value("qgate_job_claim_latency_seconds_count"), 0);
   EXPECT_EQ(before.value("qgate_job_run_duration_seconds_count"), 0);
+  EXPECT_EQ(before.value("qgate_claim_statements_total", {{"result", "job"}}), 0);
+  EXPECT_EQ(before.value("qgate_claim_statement_duration_seconds_count", {{"result", "job"}}), 0);
   EXPECT_EQ(before.value("qgate_gpu_cotenant_state", {{"gpu", "0"}, {"state", "unknown"}}), 1)
       << "the CPU backend samples nothing: its load is unknown";
   EXPECT_EQ(before.value("qgate_gpu_cotenant_state", {{"gpu", "0"}, {"state", "quiet"}}), 0);
@@ -436,6 +441,17 @@ TEST(DaemonHttp, MetricsAreScrapedParsedAndMoveWithAJob) {
   }
   EXPECT_EQ(last, 1) << "the +Inf bucket holds every run";
   EXPECT_GE(after.value("qgate_uptime_seconds"), before.value("qgate_uptime_seconds"));
+  // The claim statements: one found the job; the idle loop's empty ones go on, so the histograms'
+  // counts are read with the counters of the same scrape.
+  const std::map<std::string, std::string> job{{"result", "job"}}, empty{{"result", "empty"}};
+  EXPECT_EQ(after.value("qgate_claim_statements_total", job), 1);
+  EXPECT_GE(after.value("qgate_claim_statements_total", empty), 1) << "the GPU's own queue is looked at first";
+  EXPECT_EQ(after.value("qgate_claim_statements_total", {{"result", "error"}}), 0);
+  EXPECT_EQ(after.value("qgate_claim_statement_duration_seconds_count", job), 1);
+  EXPECT_EQ(after.value("qgate_claim_statement_duration_seconds_bucket", {{"result", "job"}, {"le", "+Inf"}}), 1);
+  EXPECT_GT(after.value("qgate_claim_statement_duration_seconds_sum", job), 0);
+  EXPECT_EQ(after.value("qgate_claim_statement_duration_seconds_count", empty),
+            after.value("qgate_claim_statements_total", empty));
 }
 
 }  // namespace

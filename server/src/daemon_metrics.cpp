@@ -15,11 +15,21 @@ const std::vector<double>& DaemonMetrics::run_bounds() {
   return bounds;
 }
 
+const std::vector<double>& DaemonMetrics::statement_bounds() {
+  static const std::vector<double> bounds = {0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02,
+                                             0.05,    0.1,    0.2,   0.5,   1,     2.5,  10};
+  return bounds;
+}
+
 DaemonMetrics::DaemonMetrics() {
   claim_.bounds = claim_bounds();
   claim_.cumulative.assign(claim_.bounds.size(), 0);
   run_.bounds = run_bounds();
   run_.cumulative.assign(run_.bounds.size(), 0);
+  for (LatencyHistogram* h : {&statement_job_, &statement_empty_}) {
+    h->bounds = statement_bounds();
+    h->cumulative.assign(h->bounds.size(), 0);
+  }
 }
 
 void DaemonMetrics::observe(LatencyHistogram& h, double seconds) {
@@ -42,6 +52,16 @@ void DaemonMetrics::job_finished(const std::string& end_state, double ran_s) {
   observe(run_, ran_s);
 }
 
+void DaemonMetrics::claim_statement(double took_s, bool found_job) {
+  std::lock_guard lock(mu_);
+  observe(found_job ? statement_job_ : statement_empty_, took_s);
+}
+
+void DaemonMetrics::claim_statement_failed() {
+  std::lock_guard lock(mu_);
+  ++statements_failed_;
+}
+
 DaemonMetrics::Snapshot DaemonMetrics::snapshot() const {
   Snapshot s;
   s.uptime_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
@@ -50,6 +70,9 @@ DaemonMetrics::Snapshot DaemonMetrics::snapshot() const {
   s.finished = finished_;
   s.claim = claim_;
   s.run = run_;
+  s.statement_job = statement_job_;
+  s.statement_empty = statement_empty_;
+  s.statements_failed = statements_failed_;
   return s;
 }
 

@@ -84,6 +84,19 @@ std::string MetricsExposition::text() const {
   out.family("qgate_job_run_duration_seconds", MetricType::Histogram,
              "Seconds from a job's claim to its end (parity, timed runs and verdict).");
   out.histogram({}, counted.run.bounds, counted.run.cumulative, counted.run.count, counted.run.sum_s);
+  out.family("qgate_claim_statements_total", MetricType::Counter,
+             "Claim statements the schedulers sent to the store, by what they found: a job, none (empty), or "
+             "no answer (error). An idle GPU sends one or two a second.");
+  out.sample({{"result", "job"}}, double(counted.statement_job.count));
+  out.sample({{"result", "empty"}}, double(counted.statement_empty.count));
+  out.sample({{"result", "error"}}, double(counted.statements_failed));
+  out.family("qgate_claim_statement_duration_seconds", MetricType::Histogram,
+             "Seconds one claim statement took the store to answer, by what it found (job or empty; failed ones "
+             "left out).");
+  const LatencyHistogram& job = counted.statement_job;
+  const LatencyHistogram& empty = counted.statement_empty;
+  out.histogram({{"result", "job"}}, job.bounds, job.cumulative, job.count, job.sum_s);
+  out.histogram({{"result", "empty"}}, empty.bounds, empty.cumulative, empty.count, empty.sum_s);
 
   // Each served GPU, as ListDevices reports it (none while the store does not answer).
   if (store_answers) write_gpus(out, devices);

@@ -178,10 +178,10 @@ void Scheduler::loop(Lane& lane) {
         scope.labels = labels_;
         scope.gpus_served = static_cast<int>(pool_.gpus().size());
         scope.gpu_quiet = quiet;
-        job = store_.claim_next_job(scope);
+        job = claim_timed(scope);
         if (!job) {
           scope.ordinal = kAnyGpu;
-          job = store_.claim_next_job(scope);
+          job = claim_timed(scope);
         }
         if (outage_) outage_->answered();
         // Jobs the store was lost under go back to the queue once it answers and nothing runs here.
@@ -218,6 +218,21 @@ void Scheduler::loop(Lane& lane) {
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait_for(lock, std::chrono::seconds(1), [&] { return stopping_ || wakeups_ != seen; });
   }
+}
+
+std::optional<db::Job> Scheduler::claim_timed(const db::ClaimScope& scope) {
+  if (!metrics_) return store_.claim_next_job(scope);
+  const auto sent = std::chrono::steady_clock::now();
+  std::optional<db::Job> job;
+  try {
+    job = store_.claim_next_job(scope);
+  } catch (...) {
+    metrics_->claim_statement_failed();
+    throw;
+  }
+  metrics_->claim_statement(std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count(),
+                            job.has_value());
+  return job;
 }
 
 void Scheduler::run_counted(Lane& lane, const db::Job& job) {

@@ -1,5 +1,5 @@
 // What /metrics and /healthz read inside qgated, in-process: DaemonMetrics' buckets and counts, the
-// scheduler counting a claimed job and its end into it, and HealthProbe with a scheduler that has not
+// scheduler counting a claimed job, its end and its claim statements into it, and HealthProbe with a scheduler that has not
 // started, runs, and has stopped, and with a daemon that started read-only. The pages themselves are
 // scraped from a real qgated in dashboards/tests/daemon_http_test.cpp.
 #include <gtest/gtest.h>
@@ -62,6 +62,32 @@ TEST(DaemonMetrics, ObservationsLandInEveryBucketAtOrAboveThem) {
   EXPECT_GE(after.uptime_s, 0);
 }
 
+TEST(DaemonMetrics, ClaimStatementsAreTimedAndCountedByWhatTheyFound) {
+  DaemonMetrics metrics;
+  metrics.claim_statement(0.0001, true);  // within the first bucket (0.25 ms)
+  metrics.claim_statement(0.003, false);  // 5 ms and above
+  metrics.claim_statement(0.003, false);
+  metrics.claim_statement(60, false);     // beyond the last bound: only in +Inf (the count)
+  metrics.claim_statement_failed();       // counted, not timed
+  const DaemonMetrics::Snapshot s = metrics.snapshot();
+  EXPECT_EQ(s.statements_failed, 1u);
+  ASSERT_EQ(s.statement_job.bounds, DaemonMetrics::statement_bounds());
+  ASSERT_EQ(s.statement_empty.bounds, DaemonMetrics::statement_bounds());
+  ASSERT_EQ(s.statement_job.cumulative.size(), s.statement_job.bounds.size());
+  ASSERT_EQ(s.statement_empty.cumulative.size(), s.statement_empty.bounds.size());
+  for (size_t i = 0; i < s.statement_job.bounds.size(); ++i) {
+    const double b = s.statement_job.bounds[i];
+    EXPECT_EQ(s.statement_job.cumulative[i], 1u) << "le " << b;
+    EXPECT_EQ(s.statement_empty.cumulative[i], b >= 0.003 ? 2u : 0u) << "le " << b;
+  }
+  EXPECT_EQ(s.statement_job.count, 1u);
+  EXPECT_EQ(s.statement_empty.count, 3u);
+  EXPECT_DOUBLE_EQ(s.statement_job.sum_s, 0.0001);
+  EXPECT_DOUBLE_EQ(s.statement_empty.sum_s, 0.006 + 60);
+  EXPECT_EQ(s.claimed, 0u) << "a statement is not a claimed job";
+  EXPECT_EQ(s.claim.count, 0u);
+}
+
 TEST(SchedulerMetrics, AClaimedJobAndItsEndAreCounted) {
   SchedulerParts parts("observability-test");
   DaemonMetrics metrics;
@@ -78,6 +104,13 @@ TEST(SchedulerMetrics, AClaimedJobAndItsEndAreCounted) {
   ASSERT_EQ(s.finished.size(), 1u);
   EXPECT_EQ(s.finished.count("failed"), 1u) << "a job whose build is missing ends FAILED";
   EXPECT_EQ(parts.store->find_job(job)->state, qgate::JobState::Failed);
+  // Its claim statements: the one that found the job, and the empty ones around it (its own queue
+  // first, then any GPU's), every one timed.
+  EXPECT_EQ(s.statement_job.count, 1u);
+  EXPECT_GE(s.statement_empty.count, 1u) << "the pinned queue is looked at first, and is empty";
+  EXPECT_EQ(s.statements_failed, 0u);
+  EXPECT_GT(s.statement_job.sum_s, 0);
+  EXPECT_LT(s.statement_job.sum_s + s.statement_empty.sum_s, 60);
 }
 
 TEST(HealthProbe, HealthyOnlyWhileTheSchedulerLoops) {

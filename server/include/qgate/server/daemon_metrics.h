@@ -1,6 +1,7 @@
 // DaemonMetrics: the counters qgated keeps about its own work, for /metrics (docs/operations.md):
 // how long a job waited from submit to a GPU claiming it, how long it ran once claimed, and how many
-// jobs were claimed and finished, by the state they ended in. The scheduler records; /metrics reads
+// jobs were claimed and finished, by the state they ended in; and how long each claim statement the
+// scheduler sends to the store took, and whether it found a job. The scheduler records; /metrics reads
 // a snapshot. Thread-safe: every GPU's lane records from its own thread.
 #pragma once
 
@@ -27,6 +28,8 @@ class DaemonMetrics {
   static const std::vector<double>& claim_bounds();
   /// The run latency's buckets: from a parity job of seconds to a long A/B gate.
   static const std::vector<double>& run_bounds();
+  /// The claim statement's buckets: from a local SQLite read to a PostgreSQL server under load.
+  static const std::vector<double>& statement_bounds();
 
   DaemonMetrics();
 
@@ -35,6 +38,10 @@ class DaemonMetrics {
   /// A claimed job came back from its runner after `ran_s`, in `end_state` ("done", "failed", ...,
   /// or "interrupted" when the daemon stopped under it).
   void job_finished(const std::string& end_state, double ran_s);
+  /// One claim statement (Store::claim_next_job) answered after `took_s`, with a job or without.
+  void claim_statement(double took_s, bool found_job);
+  /// One claim statement failed (the store did not answer); its time is not observed.
+  void claim_statement_failed();
 
   struct Snapshot {
     double uptime_s = 0;
@@ -42,6 +49,9 @@ class DaemonMetrics {
     std::map<std::string, std::uint64_t> finished;  // by end state
     LatencyHistogram claim;
     LatencyHistogram run;
+    LatencyHistogram statement_job;    // claim statements that claimed a job
+    LatencyHistogram statement_empty;  // those that found none
+    std::uint64_t statements_failed = 0;
   };
   Snapshot snapshot() const;
 
@@ -54,6 +64,9 @@ class DaemonMetrics {
   std::map<std::string, std::uint64_t> finished_;
   LatencyHistogram claim_;
   LatencyHistogram run_;
+  LatencyHistogram statement_job_;
+  LatencyHistogram statement_empty_;
+  std::uint64_t statements_failed_ = 0;
 };
 
 }  // namespace qgate::server

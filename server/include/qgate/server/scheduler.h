@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -86,6 +87,8 @@ class Scheduler {
   void run_claimed(Lane& lane, const db::Job& job);
   /// Runs it, and counts the claim and the end in metrics_ when there is one.
   void run_counted(Lane& lane, const db::Job& job);
+  /// One claim statement (Store::claim_next_job), timed and counted in metrics_ when there is one.
+  std::optional<db::Job> claim_timed(const db::ClaimScope& scope);
   /// Expires (or releases to run contended) the quiet-window jobs whose deadline has passed.
   void settle_quiet_deadlines();
   bool stopping() {
