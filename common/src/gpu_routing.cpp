@@ -1,5 +1,7 @@
-// GPU models and labels in their one spelling (gpu_routing.h).
+// GPU models, labels and host names in their one spelling (gpu_routing.h).
 #include "qgate/common/gpu_routing.h"
+
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -44,6 +46,20 @@ std::optional<std::string> invalid_label(std::string_view label) {
   if (ok) return std::nullopt;
   return "label '" + std::string(label) +
          "' must be 1 to 64 of letters, digits, '.', '_' and '-', starting with a letter or digit";
+}
+
+std::optional<std::string> invalid_host_name(std::string_view host) {
+  const bool ok = !host.empty() && host.size() <= 253 && is_alnum(host.front()) &&
+                  std::all_of(host.begin(), host.end(), [](char c) { return is_alnum(c) || c == '.' || c == '_' || c == '-'; });
+  if (ok) return std::nullopt;
+  return "host name '" + std::string(host) +
+         "' must be 1 to 253 of letters, digits, '.', '_' and '-', starting with a letter or digit";
+}
+
+std::string machine_host_name() {
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0 || host[0] == '\0') return "unknown-host";
+  return host;
 }
 
 std::vector<std::string> canonical_labels(std::vector<std::string> labels) {

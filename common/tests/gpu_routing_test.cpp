@@ -38,6 +38,21 @@ TEST(GpuRouting, ModelsAndLabelsOutsideTheirSpellingAreRefusedWithAReason) {
   EXPECT_NE(invalid_label("a b")->find("'a b'"), std::string::npos);
 }
 
+TEST(GpuRouting, HostNamesAreHostnamesOrNodeNames) {
+  EXPECT_FALSE(invalid_host_name("gpu-node-7.pool.example"));
+  EXPECT_FALSE(invalid_host_name("ip-10-0-3-17"));
+  EXPECT_TRUE(invalid_host_name(""));
+  EXPECT_TRUE(invalid_host_name(".hidden"));
+  EXPECT_TRUE(invalid_host_name("two words"));
+  EXPECT_TRUE(invalid_host_name("a:b"));
+  EXPECT_TRUE(invalid_host_name(std::string(254, 'a')));
+  EXPECT_FALSE(invalid_host_name(std::string(253, 'a')));
+  ASSERT_TRUE(invalid_host_name("a/b"));
+  EXPECT_NE(invalid_host_name("a/b")->find("'a/b'"), std::string::npos);
+  EXPECT_FALSE(machine_host_name().empty());
+  EXPECT_FALSE(invalid_host_name(machine_host_name()));
+}
+
 TEST(GpuRouting, LabelsAreKeptSortedWithoutRepeats) {
   EXPECT_EQ(canonical_labels({"sm90", "a", "sm90"}), (std::vector<std::string>{"a", "sm90"}));
 }

@@ -174,7 +174,17 @@ class PostgresConnection final : public SqlConnection {
 
   void begin(TransactionKind kind) override {
     ensure_connected();
-    execute_script(kind == TransactionKind::Write ? "BEGIN" : "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
+    if (kind == TransactionKind::Write && durable_next_write_) {
+      // A server (or this role or database) may run with synchronous_commit off, which acknowledges a
+      // commit before its WAL is flushed: this transaction's commit waits for the flush whatever the
+      // setting; a stronger setting (remote_write, remote_apply) is left as it is.
+      durable_next_write_ = false;
+      execute_script(
+          "BEGIN; SELECT set_config('synchronous_commit', 'on', true) "
+          "WHERE current_setting('synchronous_commit') = 'off'");
+    } else {
+      execute_script(kind == TransactionKind::Write ? "BEGIN" : "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
+    }
     in_transaction_ = true;
   }
   void commit() override {
@@ -233,7 +243,7 @@ class PostgresConnection final : public SqlConnection {
   std::string glob_argument(std::string_view glob) const override { return glob_to_regex(glob); }
   std::string_view claim_lock_clause() const override { return " FOR UPDATE SKIP LOCKED"; }
 
-  void make_next_commit_durable() override {}  // every commit is (synchronous_commit = on)
+  void make_next_commit_durable() override { durable_next_write_ = true; }
 
   PGconn* handle() {
     ensure_connected();
@@ -263,8 +273,14 @@ class PostgresConnection final : public SqlConnection {
  private:
   void connect() {
     const std::string timeout = std::to_string(connect_timeout_s_);
-    std::vector<const char*> keywords{"connect_timeout", "application_name", "client_encoding"};
-    std::vector<const char*> values{timeout.c_str(), "qgate", "UTF8"};
+    // Over TCP, a database host that vanishes without closing the connection (a network cut, a
+    // powered-off host) ends a call within about a minute instead of hanging the daemon: keepalive
+    // probes after 30 s idle, 10 s apart, 3 unanswered; data unacknowledged for 60 s. The address
+    // may set any of these itself, and wins.
+    std::vector<const char*> keywords{"connect_timeout",  "application_name",    "client_encoding",
+                                      "keepalives",       "keepalives_idle",     "keepalives_interval",
+                                      "keepalives_count", "tcp_user_timeout"};
+    std::vector<const char*> values{timeout.c_str(), "qgate", "UTF8", "1", "30", "10", "3", "60000"};
     if (!address_.empty()) {
       keywords.push_back("dbname");  // expanded: a URI or "key=value ..." string
       values.push_back(address_.c_str());
@@ -316,6 +332,7 @@ class PostgresConnection final : public SqlConnection {
   int connect_timeout_s_;
   PGconn* connection_ = nullptr;
   bool in_transaction_ = false;
+  bool durable_next_write_ = false;  // make_next_commit_durable: the next write transaction syncs its commit
   int generation_ = 0;
   std::unordered_map<std::string, std::unique_ptr<PostgresStatement>> statements_;
 };
@@ -408,6 +425,16 @@ std::unique_ptr<SqlConnection> open_postgres_connection(const PostgresOptions& o
 std::unique_ptr<SqlConnection> open_postgres_connection(const PostgresOptions& options,
                                                         const std::string& libpq_library) {
   return std::make_unique<PostgresConnection>(options, load_libpq(libpq_library));
+}
+
+std::optional<std::string> postgres_connection_option(SqlConnection& connection, const std::string& keyword) {
+  auto& pg = dynamic_cast<PostgresConnection&>(connection);
+  PQconninfoOption* options = pg.pq().PQconninfo(pg.handle());
+  std::optional<std::string> value;
+  for (PQconninfoOption* o = options; o && o->keyword; ++o)
+    if (keyword == o->keyword) value = o->val ? o->val : "";
+  if (options) pg.pq().PQconninfoFree(options);
+  return value;
 }
 
 }  // namespace qgate::db::detail

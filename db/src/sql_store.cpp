@@ -93,7 +93,20 @@ std::unique_ptr<Store> open_postgres_store(const PostgresOptions& options) {
 }
 
 bool is_postgres_address(std::string_view address) {
-  return address.starts_with("postgresql://") || address.starts_with("postgres://");
+  if (address.starts_with("postgresql://") || address.starts_with("postgres://")) return true;
+  // libpq's keyword=value form ("host=/run/pg dbname=qgate"): its first word is one of libpq's keywords.
+  static constexpr std::string_view kKeywords[] = {
+      "host", "hostaddr", "port", "dbname", "user", "password", "passfile", "service", "options",
+      "application_name", "connect_timeout", "sslmode", "sslrootcert", "sslcert", "sslkey", "target_session_attrs",
+      "keepalives", "keepalives_idle", "keepalives_interval", "keepalives_count", "tcp_user_timeout",
+      "channel_binding", "gssencmode", "client_encoding", "requirepeer", "load_balance_hosts"};
+  const auto first = address.find_first_not_of(" \t");
+  if (first == std::string_view::npos) return false;
+  const auto equals = address.find('=', first);
+  if (equals == std::string_view::npos) return false;
+  std::string_view keyword = address.substr(first, equals - first);
+  keyword = keyword.substr(0, keyword.find_last_not_of(" \t") + 1);
+  return std::find(std::begin(kKeywords), std::end(kKeywords), keyword) != std::end(kKeywords);
 }
 
 }  // namespace qgate::db

@@ -1,7 +1,8 @@
 // Tests of what only the PostgreSQL engine does: the migrations reach the same tables and columns as
 // SQLite's, a database migrated by a newer qgate is refused, a read-only store refuses writes, a
-// server that cannot be reached is a clear CannotOpen error, and the connection comes back after
-// the server went away between two calls.
+// server that cannot be reached is a clear CannotOpen error, the connection comes back after the
+// server went away between two calls, and a submitted job's commit is synced on a server that runs
+// with synchronous_commit off.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -122,6 +123,51 @@ TEST_F(PostgresStoreTest, TheStoreConnectsAgainAfterItsConnectionWasEnded) {
   }
   EXPECT_TRUE(store->find_build_by_sha256("sha-1").has_value());
   EXPECT_FALSE(store->insert_build(make_build("k", "sha-1")).inserted);
+}
+
+/// The value of libpq's option `keyword` on `connection`.
+std::string connection_option(detail::SqlConnection& connection, const std::string& keyword) {
+  return detail::postgres_connection_option(connection, keyword).value_or("(no such option)");
+}
+
+TEST_F(PostgresStoreTest, AConnectionProbesItsPeerSoThatASilentCutEndsCallsAndTheAddressMayTuneIt) {
+  auto plain = detail::open_postgres_connection(options());
+  EXPECT_EQ(connection_option(*plain, "keepalives"), "1");
+  EXPECT_EQ(connection_option(*plain, "keepalives_idle"), "30");
+  EXPECT_EQ(connection_option(*plain, "keepalives_interval"), "10");
+  EXPECT_EQ(connection_option(*plain, "keepalives_count"), "3");
+  EXPECT_EQ(connection_option(*plain, "tcp_user_timeout"), "60000");
+  PostgresOptions tuned = options();
+  tuned.address += " keepalives_idle=5 tcp_user_timeout=15000";
+  auto own = detail::open_postgres_connection(tuned);
+  EXPECT_EQ(connection_option(*own, "keepalives_idle"), "5");
+  EXPECT_EQ(connection_option(*own, "tcp_user_timeout"), "15000");
+  EXPECT_EQ(connection_option(*own, "keepalives_count"), "3");
+}
+
+TEST_F(PostgresStoreTest, ASubmittedJobIsCommittedSynchronouslyWhereTheServerRunsWithoutIt) {
+  const RowId build = open_postgres_store(options())->insert_build(make_build("k", "sha-1")).id;
+  // The database acknowledges commits before their WAL is flushed, and a trigger notes the
+  // setting each insert of a job or a build ran under.
+  detail::open_postgres_connection(options())->execute_script(
+      "ALTER DATABASE " + database_->name() + " SET synchronous_commit = off;"
+      "CREATE TABLE commit_modes (id BIGSERIAL PRIMARY KEY, what TEXT NOT NULL, mode TEXT NOT NULL);"
+      "CREATE FUNCTION note_commit_mode() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+      "INSERT INTO commit_modes (what, mode) VALUES (TG_TABLE_NAME, current_setting('synchronous_commit')); "
+      "RETURN NEW; END $$;"
+      "CREATE TRIGGER jobs_commit_mode AFTER INSERT ON jobs FOR EACH ROW EXECUTE FUNCTION note_commit_mode();"
+      "CREATE TRIGGER builds_commit_mode AFTER INSERT ON builds FOR EACH ROW EXECUTE FUNCTION note_commit_mode();");
+  auto store = open_postgres_store(options());  // a new session: it runs with the database's setting
+  store->insert_build(make_build("k", "sha-2"));
+  store->create_job(testing::make_job(build, 1000));
+  store->insert_build(make_build("k", "sha-3"));
+  store->create_job(testing::make_job(build, 2000));
+  const auto modes = detail::open_postgres_connection(options());
+  detail::ScopedStatement select(modes->prepared("SELECT what, mode FROM commit_modes ORDER BY id"));
+  std::vector<std::string> seen;
+  while (select->step()) seen.push_back(select->text(0) + ":" + select->text(1));
+  // Only the submits are made synchronous; the store's other writes keep the server's setting.
+  EXPECT_EQ(seen, (std::vector<std::string>{"builds:off", "jobs:on", "builds:off", "jobs:on"}));
 }
 
 }  // namespace

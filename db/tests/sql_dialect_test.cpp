@@ -5,9 +5,23 @@
 #include <regex>
 
 #include "detail/sql_dialect.h"
+#include "qgate/db/postgres_store.h"
 
 namespace qgate::db::detail {
 namespace {
+
+TEST(StoreAddress, PostgresUrisAndKeywordValueStringsArePostgresAndPathsAreSqlite) {
+  EXPECT_TRUE(is_postgres_address("postgresql://qgate@db.example/qgate"));
+  EXPECT_TRUE(is_postgres_address("postgres:///qgate?host=/run/postgresql"));
+  EXPECT_TRUE(is_postgres_address("host=/run/postgresql dbname=qgate"));
+  EXPECT_TRUE(is_postgres_address("  dbname = qgate user=gate"));
+  EXPECT_TRUE(is_postgres_address("service=qgate"));
+  EXPECT_FALSE(is_postgres_address("/var/lib/qgate/qgate.db"));
+  EXPECT_FALSE(is_postgres_address("qgate.db"));
+  EXPECT_FALSE(is_postgres_address("runs=2.db"));  // a file whose name has '=' but no libpq keyword
+  EXPECT_FALSE(is_postgres_address("./host=x.db"));
+  EXPECT_FALSE(is_postgres_address(""));
+}
 
 TEST(SqlDialect, MigrationTypesBecomePostgresTypesOutsideCommentsAndStrings) {
   const std::string sql =

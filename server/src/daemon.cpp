@@ -29,6 +29,7 @@
 #include "qgate/db/sqlite_store.h"
 #include "qgate/server/worker_cgroups.h"
 #include "qgate/common/default_paths.h"
+#include "qgate/common/gpu_routing.h"
 #include "qgate/dashboards/dashboard_api.h"
 #include "qgate/dashboards/dashboard_site.h"
 #include "qgate/dashboards/http_server.h"
@@ -61,8 +62,7 @@ std::string exe_dir() {
 /// Asks a worker to describe the device (qgated itself never creates a CUDA context).
 DeviceDescription describe_device(const DaemonOptions& o) {
   DeviceDescription d;
-  char host[256] = {};
-  if (gethostname(host, sizeof host - 1) == 0) d.host = host;
+  d.host = o.host_name;
   if (o.backend == "cpu") {
     d.name = "cpu";
     return d;
@@ -148,18 +148,11 @@ std::shared_ptr<WorkerLauncher> make_worker_launcher(const DaemonOptions& option
   return std::make_shared<ProcessLauncher>(std::move(cgroups), limits);
 }
 
-/// The host's name, as runs and devices record it.
-std::string this_host() {
-  char host[256] = {};
-  if (gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "unknown-host");
-  return host;
-}
-
 /// This daemon's id as a claimant of jobs: its host and data dir.
-std::string claimant_id(const std::string& data_dir) {
+std::string claimant_id(const std::string& host, const std::string& data_dir) {
   std::error_code ignored;
   const auto absolute = std::filesystem::weakly_canonical(data_dir, ignored);
-  return this_host() + ":" + (absolute.empty() ? data_dir : absolute.string());
+  return host + ":" + (absolute.empty() ? data_dir : absolute.string());
 }
 
 }  // namespace
@@ -211,6 +204,8 @@ Daemon::Daemon(DaemonOptions options) : options_(std::move(options)), parts_(std
   if (options_.backend != "cpu" && options_.backend != "cuda")
     throw std::runtime_error("--backend must be cpu or cuda, got '" + options_.backend + "'");
   if (options_.gpu < 0) throw std::runtime_error("--gpu must be >= 0");
+  if (options_.host_name.empty()) options_.host_name = machine_host_name();
+  if (auto why = invalid_host_name(options_.host_name)) throw std::runtime_error("--host-name: " + *why);
 }
 
 Daemon::~Daemon() { shutdown(); }
@@ -258,9 +253,9 @@ void Daemon::start() {
   }
   // This daemon claims as its host and data dir, the same across its restarts: it takes back its own
   // earlier life's jobs, and leaves other live daemons' on a shared database alone.
-  options_.claimant_id = claimant_id(options_.data_dir);
+  options_.claimant_id = claimant_id(options_.host_name, options_.data_dir);
   options_.fleet = !options_.postgres_address.empty();
-  parts_->store->set_claimant({options_.claimant_id, std::int64_t(options_.lease_s) * 1000, this_host()});
+  parts_->store->set_claimant({options_.claimant_id, std::int64_t(options_.lease_s) * 1000, options_.host_name});
   try {
     interrupted = parts_->store->requeue_interrupted_jobs(options_.max_daemon_deaths);  // the first write: proves we can
   } catch (const db::StoreError& e) {

@@ -45,8 +45,9 @@ std::vector<db::RunPart> run_parts(const v1::ProfileRun& result, int64_t tokens)
 
 }  // namespace
 
-JobRecorder::JobRecorder(db::Store& store, EventHub& events, const db::Job& job, std::string backend)
-    : store_(store), events_(events), job_(job), backend_(std::move(backend)) {}
+JobRecorder::JobRecorder(db::Store& store, EventHub& events, const db::Job& job, std::string backend,
+                         std::string host)
+    : store_(store), events_(events), job_(job), backend_(std::move(backend)), host_(std::move(host)) {}
 
 void JobRecorder::publish(const v1::JobProgress& progress, const std::string& message) {
   v1::JobEvent e;
@@ -104,7 +105,7 @@ db::RowId JobRecorder::start_run(const RunPlacement& where, const v1::RunContext
   run.path = where.path;
   run.pair_index = where.pair_index;
   run.seq = where.seq;
-  run.host = context.host();
+  run.host = host_.empty() ? context.host() : host_;
   run.gpu_name = context.device_name();
   run.gpu_uuid = context.device_uuid();
   run.driver_version = context.driver_version();

@@ -454,7 +454,7 @@ void JobRunner::run(const db::Job& job, const std::atomic<int>& stop) {
 }
 
 void JobRunner::run(const db::Job& job, const std::atomic<int>& stop, const JobPlacement& placement) {
-  JobRecorder recorder(store_, events_, job, options_.backend);
+  JobRecorder recorder(store_, events_, job, options_.backend, options_.host_name);
   try {
     const v1::JobSpec spec = spec_of(job);
     const int64_t limit_s = spec.timeout_s() > 0 ? spec.timeout_s() : options_.job_timeout_s;

@@ -66,6 +66,10 @@ int main(int argc, char** argv) {
                  "a label of this daemon, repeatable: it claims only jobs whose labels (qgate submit --label) "
                  "it all carries (docs/fleet.md)")
       ->check([](const std::string& label) { return qgate::invalid_label(label).value_or(""); });
+  app.add_option("--host-name", o.host_name,
+                 "the host this daemon's runs, claims and GPUs are recorded under (default: the machine's "
+                 "hostname; in a container, the node's name, docs/fleet.md)")
+      ->check([](const std::string& host) { return qgate::invalid_host_name(host).value_or(""); });
   app.add_option("--lease-s", o.lease_s,
                  "how long this daemon's claim on a running job holds unrenewed: a job whose daemon died goes "
                  "back to the queue this long after (docs/fleet.md)")

@@ -541,6 +541,19 @@ TEST(DaemonEndToEnd, ANonLoopbackAddressNeedsTlsAndATokenOrInsecure) {
   ASSERT_TRUE(d.try_start({"--insecure"}, "0.0.0.0:0", &why)) << why;
 }
 
+TEST(DaemonEndToEnd, HostNameNamesTheHostItsGpusAreListedUnder) {
+  DaemonUnderTest d;
+  std::string why;
+  EXPECT_FALSE(d.try_start({"--host-name", "two words"}, "", &why));
+  EXPECT_NE(why.find("host name 'two words' must be"), std::string::npos) << why;
+  ASSERT_TRUE(d.try_start({"--host-name", "gpu-node-7"}, "", &why)) << why;
+  EXPECT_EQ(json_data(d.cli("--json device"), "device").value("host", ""), "gpu-node-7");
+  EXPECT_EQ(json_data(d.cli("--json device --host gpu-node-7"), "device").value("host", ""), "gpu-node-7");
+  const auto elsewhere = d.cli("device --host another-node");
+  EXPECT_EQ(elsewhere.code, 3);
+  EXPECT_NE(elsewhere.err.find("no GPU of host another-node"), std::string::npos) << elsewhere.err;
+}
+
 TEST(DaemonEndToEnd, EveryRunCarriesItsCoTenantLoadAndTrendsDefaultToQuietRuns) {
   // Two recorded traces replayed by the sampler: a GPU shared with a busy foreign process, and a
   // quiet one. Replay holds the last reading, so one line is a steady state.

@@ -2,7 +2,8 @@
 // models and with their own labels, and 200 jobs submitted to them: each job runs once, on a daemon
 // whose GPU is of the model it asks for and that carries every label it asks for; the jobs nobody
 // constrains spread over the fleet; any daemon lists every host's GPUs; a job running on one daemon
-// is cancelled through another (docs/fleet.md).
+// is cancelled through another (docs/fleet.md). Each daemon answers for a host of its own
+// (--host-name), as daemons on three machines would: jobs, runs and GPUs are recorded under it.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -70,20 +71,22 @@ TEST(FleetRoutingE2e, TwoHundredJobsRunOnceEachOnADaemonOfTheirModelAndLabels) {
     std::vector<std::string> flags;
     std::string model;               // its GPUs' model
     std::vector<std::string> labels;
+    std::string host;                // its --host-name
   };
   const std::vector<Member> members = {
-      {{"--gpus", "0", "--cpu-device-names", "NVIDIA H200", "--label", "sm90"}, "H200", {"sm90"}},
+      {{"--gpus", "0", "--cpu-device-names", "NVIDIA H200", "--label", "sm90"}, "H200", {"sm90"}, "node-h200"},
       {{"--gpus", "0,1", "--cpu-device-names", "NVIDIA H100 80GB HBM3,NVIDIA H100 80GB HBM3", "--label", "sm90",
         "--label", "rack2"},
        "H100",
-       {"rack2", "sm90"}},
-      {{"--gpus", "0", "--cpu-device-names", "NVIDIA A100-SXM4-80GB", "--label", "sm80"}, "A100", {"sm80"}},
+       {"rack2", "sm90"},
+       "node-h100.rack2"},
+      {{"--gpus", "0", "--cpu-device-names", "NVIDIA A100-SXM4-80GB", "--label", "sm80"}, "A100", {"sm80"}, "node-a100"},
   };
   std::vector<std::unique_ptr<DaemonUnderTest>> daemons;
   for (const Member& member : members) {
     auto daemon = std::make_unique<DaemonUnderTest>();
     daemon->threads = "1";
-    std::vector<std::string> flags = {"--store", store, "--lease-s", "4"};
+    std::vector<std::string> flags = {"--store", store, "--lease-s", "4", "--host-name", member.host};
     flags.insert(flags.end(), member.flags.begin(), member.flags.end());
     std::string why;
     ASSERT_TRUE(daemon->try_start(flags, "", &why)) << why;
@@ -136,6 +139,12 @@ TEST(FleetRoutingE2e, TwoHundredJobsRunOnceEachOnADaemonOfTheirModelAndLabels) {
   EXPECT_EQ(names["NVIDIA H200"], 1) << listed.dump();
   EXPECT_EQ(names["NVIDIA H100 80GB HBM3"], 2) << listed.dump();
   EXPECT_EQ(names["NVIDIA A100-SXM4-80GB"], 1) << listed.dump();
+  std::map<std::string, std::string> host_of;  // GPU name -> host
+  for (const json& device : listed) host_of[device.value("name", "")] = device.value("host", "");
+  EXPECT_EQ(host_of["NVIDIA H200"], "node-h200") << listed.dump();
+  EXPECT_EQ(host_of["NVIDIA H100 80GB HBM3"], "node-h100.rack2") << listed.dump();
+  EXPECT_EQ(host_of["NVIDIA A100-SXM4-80GB"], "node-a100") << listed.dump();
+  EXPECT_EQ(json_data(daemons[0]->cli("--json device --host node-h100.rack2"), "devices").size(), 2u);
 
   const auto all_ended = std::chrono::steady_clock::now() + 480s;
   std::string open = "?";
@@ -151,7 +160,8 @@ TEST(FleetRoutingE2e, TwoHundredJobsRunOnceEachOnADaemonOfTheirModelAndLabels) {
                                "SELECT j.id, j.state, j.attempts, j.claimed_by, "
                                "(SELECT count(*) FROM verdicts v WHERE v.job_id = j.id), "
                                "(SELECT string_agg(DISTINCT r.gpu_name, ',') FROM runs r WHERE r.job_id = j.id), "
-                               "COALESCE(j.error, '') || ' ' || j.disposition || ' ' || j.disposition_detail "
+                               "COALESCE(j.error, '') || ' ' || j.disposition || ' ' || j.disposition_detail, "
+                               "j.host, (SELECT string_agg(DISTINCT r.host, ',') FROM runs r WHERE r.job_id = j.id) "
                                "FROM jobs j WHERE j.id <> " + long_id + " ORDER BY j.id");
   ASSERT_EQ(jobs.size(), std::size_t(kJobs));
   std::map<std::string, int> ran_by;  // claimant -> jobs
@@ -169,6 +179,9 @@ TEST(FleetRoutingE2e, TwoHundredJobsRunOnceEachOnADaemonOfTheirModelAndLabels) {
     ASSERT_GE(member, 0) << "job " << id << " claimed by " << row[3];
     ++ran_by[row[3]];
     const Member& by = members[member];
+    EXPECT_EQ(row[3].rfind(by.host + ":", 0), 0u) << "job " << id << " claimed by " << row[3];
+    EXPECT_EQ(row[7], by.host) << "job " << id << ": the claiming daemon's --host-name";
+    EXPECT_EQ(row[8], by.host) << "job " << id << ": its runs' host";
     if (!routing.gpu_model.empty()) {
       EXPECT_EQ(qgate::normalize_gpu_model(by.model), qgate::normalize_gpu_model(routing.gpu_model)) << "job " << id;
       EXPECT_NE(row[5].find(by.model), std::string::npos) << "job " << id << " ran on " << row[5];

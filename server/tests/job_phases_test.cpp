@@ -87,7 +87,7 @@ class PhaseTest : public ::testing::Test {
 
   AbOutcome run_ab(FakeLauncher& launcher, AbSetup setup, const std::atomic<int>* stop = nullptr) {
     const db::Job job = running_job(v1::JobSpec());
-    JobRecorder recorder(*store_, events_, job, "cpu");
+    JobRecorder recorder(*store_, events_, job, "cpu", "");
     const JobControl control(stop ? *stop : keep_running_, std::chrono::seconds(3600));
     v1::JobProgress progress;
     return AbPhase(std::move(setup), launcher, recorder, control, sampler_).run(progress);
@@ -307,7 +307,7 @@ class ParityPhaseTest : public PhaseTest {
   ParityOutcome run_parity(FakeLauncher& launcher, v1::ShapeSet shapes = v1::SHAPE_SET_QUICK) {
     const db::Job job = running_job(v1::JobSpec());
     job_id_ = job.id;
-    JobRecorder recorder(*store_, events_, job, "cpu");
+    JobRecorder recorder(*store_, events_, job, "cpu", "");
     const JobControl control(keep_running_, std::chrono::seconds(3600));
     ParitySetup setup;
     setup.worker_binary = "qgate-worker";

@@ -14,6 +14,7 @@ namespace qgate::db::detail {
   X(PQclear)                     \
   X(PQcmdTuples)                 \
   X(PQconnectdbParams)           \
+  X(PQconninfo)                  \
   X(PQconninfoFree)              \
   X(PQconninfoParse)             \
   X(PQerrorMessage)              \

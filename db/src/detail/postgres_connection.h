@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "qgate/db/postgres_store.h"
@@ -17,5 +18,9 @@ std::unique_ptr<SqlConnection> open_postgres_connection(const PostgresOptions& o
 /// The same through `libpq_library` (a dlopen name or path), loaded for this connection: for tests.
 std::unique_ptr<SqlConnection> open_postgres_connection(const PostgresOptions& options,
                                                         const std::string& libpq_library);
+
+/// The value of libpq's option `keyword` on `connection` (a PostgreSQL one), as the connection was
+/// made with it; nullopt when libpq has no such option.
+std::optional<std::string> postgres_connection_option(SqlConnection& connection, const std::string& keyword);
 
 }  // namespace qgate::db::detail

@@ -1,6 +1,6 @@
 // The words a job and a daemon use to say which GPU runs a job (docs/fleet.md): a GPU model, matched
-// against the words of a GPU's name, and labels. One spelling of each, shared by the CLI's checks,
-// the daemon's submit and the store's claim.
+// against the words of a GPU's name, labels, and the host a daemon answers for. One spelling of
+// each, shared by the CLI's checks, the daemon's submit and the store's claim.
 #pragma once
 
 #include <optional>
@@ -26,6 +26,13 @@ std::optional<std::string> invalid_gpu_model(std::string_view model);
 /// Why `label` cannot be a label, or nullopt when it can: 1 to 64 of a-z, A-Z, 0-9, '.', '_', '-',
 /// starting with a letter or digit.
 std::optional<std::string> invalid_label(std::string_view label);
+
+/// Why `host` cannot name a daemon's host, or nullopt when it can: 1 to 253 of a-z, A-Z, 0-9, '.',
+/// '_' and '-', starting with a letter or digit (a hostname or a Kubernetes node name).
+std::optional<std::string> invalid_host_name(std::string_view host);
+
+/// This machine's hostname (gethostname), or "unknown-host" when it has none.
+std::string machine_host_name();
 
 /// Labels sorted, without repeats: the form jobs and daemons keep.
 std::vector<std::string> canonical_labels(std::vector<std::string> labels);

@@ -22,7 +22,9 @@ struct PostgresOptions {
 /// it, CannotOpen when the server cannot be reached or refuses the connection.
 std::unique_ptr<Store> open_postgres_store(const PostgresOptions& options);
 
-/// True for a store address that names PostgreSQL (postgresql://... or postgres://...).
+/// True for a store address that names PostgreSQL: a URI (postgresql://... or postgres://...) or
+/// libpq's keyword=value form whose first keyword is libpq's ("host=/run/postgresql dbname=qgate").
+/// Anything else is a SQLite file.
 bool is_postgres_address(std::string_view address);
 
 }  // namespace qgate::db

@@ -22,6 +22,10 @@ struct DaemonOptions : jobs::JobPolicy {
   // How long this daemon's claim on a running job holds without a renewal: a job whose daemon died
   // goes back to the queue this long after (docs/fleet.md).
   int lease_s = 60;
+  // The host this daemon answers for: its runs, claims and GPUs are recorded under it, and --host
+  // filters read it (docs/fleet.md). Empty = the machine's hostname; in a container, give the
+  // node's name so that a restarted container claims as the same host.
+  std::string host_name;
   // Filled by the daemon at start: its id as a claimant of jobs (host and data dir, docs/fleet.md).
   std::string claimant_id;
   // Several GPUs (docs/two-gpus.md): --gpus 0,1 or all serves each with its own queue and sampler;

@@ -30,7 +30,8 @@ struct RunPlacement {
 
 class JobRecorder {
  public:
-  JobRecorder(db::Store& store, EventHub& events, const db::Job& job, std::string backend);
+  // `host` is what runs are recorded under (the daemon's --host-name); empty = the host the worker reports.
+  JobRecorder(db::Store& store, EventHub& events, const db::Job& job, std::string backend, std::string host);
 
   db::RowId job_id() const { return job_.id; }
 
@@ -61,6 +62,7 @@ class JobRecorder {
   EventHub& events_;
   db::Job job_;
   std::string backend_;
+  std::string host_;
 };
 
 }  // namespace qgate::server
