@@ -11,9 +11,21 @@
 
 namespace qgate::server {
 
+int remove_unfinished_builds(const std::string& dir) {
+  std::error_code ec;
+  int removed = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!name.starts_with(kUploadingPrefix) && !name.starts_with(kFetchingPrefix)) continue;
+    std::error_code gone;
+    if (std::filesystem::remove(entry.path(), gone)) ++removed;
+  }
+  return removed;
+}
+
 ArtifactUpload::ArtifactUpload(const std::string& dir, int64_t max_bytes) : dir_(dir), max_bytes_(max_bytes) {
   std::filesystem::create_directories(dir_);
-  std::string tpl = dir_ + "/.upload-XXXXXX";
+  std::string tpl = dir_ + "/" + std::string(kUploadingPrefix) + "XXXXXX";
   fd_ = mkstemp(tpl.data());
   if (fd_ < 0) throw std::runtime_error("cannot create an upload file in " + dir_ + ": " + std::strerror(errno));
   fchmod(fd_, 0600);

@@ -16,6 +16,7 @@
 
 #include "qgate/common/sha256.h"
 #include "qgate/db/store_error.h"
+#include "qgate/server/artifact_store.h"
 #include "qgate/server/job_failure.h"
 
 namespace qgate::server {
@@ -32,7 +33,7 @@ class TemporaryBuildFile {
  public:
   explicit TemporaryBuildFile(const std::string& dir) {
     std::filesystem::create_directories(dir);
-    std::string pattern = dir + "/.fetch-XXXXXX";
+    std::string pattern = dir + "/" + std::string(kFetchingPrefix) + "XXXXXX";
     fd_ = mkstemp(pattern.data());  // mode 0600
     if (fd_ < 0) throw JobFailure("cannot create a file in " + dir + " to fetch a build into: " + std::strerror(errno));
     path_ = pattern;

@@ -1,6 +1,7 @@
 // Wires the store, the scheduler and the gRPC server together.
 #include "qgate/server/daemon.h"
 #include "qgate/server/orphan_reaper.h"
+#include "qgate/server/artifact_store.h"
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
@@ -226,6 +227,9 @@ void Daemon::start() {
     spdlog::warn("qgated: {}: a process a worker starts in a session of its own may outlive its job", why);
   std::filesystem::create_directories(options_.data_dir);
   parts_->data_dir_lock.fd = lock_data_dir(options_.data_dir);
+  if (const int removed = remove_unfinished_builds(options_.data_dir + "/artifacts"); removed > 0)
+    spdlog::info("qgated: removed {} unfinished upload or fetch file(s) an earlier life left in {}/artifacts", removed,
+                 options_.data_dir);
   if (access(options_.worker_binary.c_str(), X_OK) != 0)
     throw std::runtime_error("qgate-worker not found or not executable at " + options_.worker_binary);
   db::InterruptedJobs interrupted;

@@ -247,7 +247,14 @@ void Scheduler::run_counted(Lane& lane, const db::Job& job) {
     if (const auto ended = store_.find_job(job.id))
       end_state = qgate::is_terminal(ended->state) ? std::string(qgate::to_string(ended->state)) : "interrupted";
   } catch (const std::exception& e) {
-    spdlog::warn("job {}: cannot read its end state for the metrics: {}", job.id, e.what());
+    if (outage_) {
+      // The store was lost under the job (it goes back to the queue once the store answers,
+      // UnrecordedJobs): the outage is said once, not again for each job it cut off.
+      outage_->failed(e);
+      end_state = "interrupted";
+    } else {
+      spdlog::warn("job {}: cannot read its end state for the metrics: {}", job.id, e.what());
+    }
   }
   metrics_->job_finished(end_state, ran_s);
 }

@@ -1,5 +1,6 @@
 // Uploads on disk (artifact_store.h): stored by their hash, and the same bytes uploaded again leave
-// the stored file untouched, so a worker starting on it keeps reading the file its sandbox allowed.
+// the stored file untouched, so a worker starting on it keeps reading the file its sandbox allowed;
+// the files of uploads and fetches an earlier life was killed in are removed, and nothing else.
 #include "qgate/server/artifact_store.h"
 
 #include <gtest/gtest.h>
@@ -58,6 +59,20 @@ TEST_F(ArtifactStoreTest, AStoredFileThatNoLongerMatchesIsReplacedByTheUpload) {
   ASSERT_FALSE(stored_build_mismatch(path, sha256).empty());
   upload("\x7f" "ELF build bytes", &sha256);
   EXPECT_EQ(stored_build_mismatch(path, sha256), "");
+}
+
+TEST_F(ArtifactStoreTest, UnfinishedUploadsAndFetchesOfAnEarlierLifeAreRemovedAndNothingElse) {
+  std::string sha256;
+  const std::string stored = upload("a whole build", &sha256);
+  for (const std::string name : {".upload-a1b2c3", ".fetch-Zx9Yw8", "notes.txt", ".hidden"})
+    std::ofstream(dir_ / name) << "bytes";
+  EXPECT_EQ(remove_unfinished_builds(dir_.string()), 2);
+  EXPECT_FALSE(std::filesystem::exists(dir_ / ".upload-a1b2c3"));
+  EXPECT_FALSE(std::filesystem::exists(dir_ / ".fetch-Zx9Yw8"));
+  EXPECT_TRUE(std::filesystem::exists(stored));
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "notes.txt"));
+  EXPECT_TRUE(std::filesystem::exists(dir_ / ".hidden"));
+  EXPECT_EQ(remove_unfinished_builds((dir_ / "absent").string()), 0);  // no folder yet: nothing to do
 }
 
 }  // namespace

@@ -123,6 +123,7 @@ TEST(StoreOutageE2e, TheDaemonSaysOnceThatTheStoreIsOutWaitsAndResumesWithNothin
   EXPECT_NE(out_log.find("not claiming jobs until it answers"), std::string::npos) << out_log;
   EXPECT_EQ(count_in(out_log, "cannot claim a job"), 0) << out_log;
   EXPECT_EQ(count_in(out_log, "cannot renew the leases"), 0) << out_log;
+  EXPECT_EQ(count_in(out_log, "cannot read its end state"), 0) << out_log;
   const HttpAnswer out_health = http_get(http_port, "/healthz");
   EXPECT_EQ(out_health.status, 503) << out_health.body;
   EXPECT_NE(out_health.body.find(kUnreachable), std::string::npos) << out_health.body;

@@ -6,10 +6,21 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "qgate/common/sha256.h"
 
 namespace qgate::server {
+
+/// How the builds' folder names a file still being written: an upload being received, or a
+/// build being fetched from the database (build_files.h). Either is renamed to <sha256>.so when whole.
+inline constexpr std::string_view kUploadingPrefix = ".upload-";
+inline constexpr std::string_view kFetchingPrefix = ".fetch-";
+
+/// Removes from `dir` the files that uploads and fetches were writing when an earlier life of this
+/// daemon was killed (nothing else removes them then). Call it only while holding the data dir's
+/// lock, before serving: no upload or fetch of this daemon is under way. Returns how many it removed.
+int remove_unfinished_builds(const std::string& dir);
 
 class ArtifactUpload {
  public:
