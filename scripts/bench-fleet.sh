@@ -10,7 +10,9 @@
 #   scripts/bench-fleet.sh fill WORK OUT     qgate-history-fill --via sql of $RUNS runs (default 10000000)
 #                                           and $BUILDS builds (default 500), on each engine
 #   scripts/bench-fleet.sh trend WORK OUT    qgated --backend cpu on each filled store, then
-#                                           qgate-trend-rpc-bench --queries $QUERIES (default 250)
+#                                           qgate-trend-rpc-bench --queries $QUERIES (default 250),
+#                                           each answer read by pages of $PAGE_SIZE (default 0: the
+#                                           daemon's); TAG names the files of a variant
 #   scripts/bench-fleet.sh stop WORK         stops the PostgreSQL server
 # WORK holds the server (WORK/pg, port $PG_PORT, default 55432) and the SQLite files; OUT the JSON and
 # text of each step. ENGINES (default "postgresql sqlite") narrows a step to one engine. As root the
@@ -91,7 +93,7 @@ case $step in
       done
       say "trend: $engine, qgated ready in $(( ($(date +%s%N) - t0) / 1000000 )) ms (load $(cut -d' ' -f1-3 /proc/loadavg))"
       "$bin/qgate-trend-rpc-bench" --server "unix://$dir/qgated.sock" --queries "${QUERIES:-250}" --pid "$pid" \
-        --json-out "$out/trend-$engine.json" | tee "$out/trend-$engine.txt"
+        --page-size "${PAGE_SIZE:-0}" --json-out "$out/trend-$engine$TAG.json" | tee "$out/trend-$engine$TAG.txt"
       kill "$pid"; wait "$pid" 2>/dev/null || true
     done
     ;;

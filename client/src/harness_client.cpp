@@ -141,12 +141,29 @@ std::vector<v1::DeviceStatus> HarnessClient::list_devices(const v1::ListDevicesR
   return {response.devices().begin(), response.devices().end()};
 }
 
-v1::QueryTrendResponse HarnessClient::query_trend(const v1::QueryTrendRequest& request) {
+v1::QueryTrendResponse HarnessClient::query_trend_page(const v1::QueryTrendRequest& request) {
   grpc::ClientContext context;
   set_deadline(context, options_);
   v1::QueryTrendResponse response;
   if (auto status = stub_->QueryTrend(&context, request, &response); !status.ok()) fail(status);
   return response;
+}
+
+v1::QueryTrendResponse HarnessClient::query_trend(const v1::QueryTrendRequest& request) {
+  v1::QueryTrendResponse whole = query_trend_page(request);
+  v1::QueryTrendRequest next = request;
+  std::string previous;
+  while (!whole.next_page_token().empty()) {
+    // A daemon that handed back the token it was given would loop for ever: stop on it.
+    if (whole.next_page_token() == previous)
+      throw std::runtime_error("QueryTrend: the daemon gave the same page token twice");
+    previous = whole.next_page_token();
+    next.set_page_token(previous);
+    v1::QueryTrendResponse page = query_trend_page(next);
+    for (auto& point : *page.mutable_points()) *whole.add_points() = std::move(point);
+    whole.set_next_page_token(page.next_page_token());
+  }
+  return whole;
 }
 
 v1::QueryChangesResponse HarnessClient::query_changes(const v1::QueryChangesRequest& request) {

@@ -89,12 +89,18 @@ class FakeHarness final : public v1::Harness::Service {
                           v1::QueryTrendResponse* response) override {
     std::lock_guard lock(mu_);
     trend_ = *request;
+    trend_tokens_.push_back(request->page_token());
+    // trend_pages pages of one point each, the token naming the next page ("page-N"); or, with
+    // trend_stuck, the same token for ever.
+    const int page = request->page_token().empty() ? 0 : std::stoi(request->page_token().substr(5));
     auto* p = response->add_points();
-    p->set_build_name("mmq-x");
+    p->set_build_name(page == 0 ? "mmq-x" : "mmq-x" + std::to_string(page));
     p->set_profile(request->profile());
-    p->set_tokens_per_s(100);
-    p->set_started_unix_ms(1'764'468'000'000);
+    p->set_tokens_per_s(100 + page);
+    p->set_started_unix_ms(1'764'468'000'000 + page);
     p->set_host(request->host());
+    if (trend_stuck) response->set_next_page_token("page-1");
+    else if (page + 1 < trend_pages) response->set_next_page_token("page-" + std::to_string(page + 1));
     return grpc::Status::OK;
   }
 
@@ -153,7 +159,10 @@ class FakeHarness final : public v1::Harness::Service {
   std::string job_host;                // the host ListJobs' job says claimed it
   std::vector<v1::DeviceStatus> fleet;  // what ListDevices answers (before its host filter)
   v1::ListJobsRequest list_jobs_;
-  v1::QueryTrendRequest trend_;
+  v1::QueryTrendRequest trend_;  // the last page's request
+  std::vector<std::string> trend_tokens_;  // each QueryTrend's page_token
+  int trend_pages = 1;
+  bool trend_stuck = false;
   v1::QueryChangesRequest changes_;
   v1::CompareRequest compare_;
   v1::ListDevicesRequest list_devices_;
@@ -232,6 +241,41 @@ TEST_F(FakeServerTest, ServerMessagesComeThroughAsTheyAre) {
     EXPECT_EQ(e.code(), grpc::NOT_FOUND);
     EXPECT_STREQ(e.what(), "no job 99");
   }
+}
+
+TEST_F(FakeServerTest, TrendFollowsEveryPageInOrder) {
+  service_.trend_pages = 3;
+  HarnessClient client({address_, std::chrono::milliseconds(10'000)});
+  v1::QueryTrendRequest request;
+  request.set_profile("cpu-tiny");
+  const auto whole = client.query_trend(request);
+  ASSERT_EQ(whole.points_size(), 3);
+  EXPECT_EQ(whole.points(0).build_name(), "mmq-x");
+  EXPECT_EQ(whole.points(1).build_name(), "mmq-x1");
+  EXPECT_EQ(whole.points(2).build_name(), "mmq-x2");
+  EXPECT_TRUE(whole.next_page_token().empty());
+  EXPECT_EQ(service_.trend_tokens_, (std::vector<std::string>{"", "page-1", "page-2"}));
+  EXPECT_EQ(service_.trend_.profile(), "cpu-tiny") << "each page asks the same query";
+  // One page alone, its token kept.
+  const auto first = client.query_trend_page(request);
+  EXPECT_EQ(first.points_size(), 1);
+  EXPECT_EQ(first.next_page_token(), "page-1");
+
+  // The CLI's table and JSON are the whole answer.
+  std::string out;
+  ASSERT_EQ(run_cli("--json trend --profile cpu-tiny", &out), 0) << last_stderr();
+  const auto doc = nlohmann::json::parse(out);
+  ASSERT_EQ(doc["points"].size(), 3u) << out;
+  EXPECT_EQ(doc["points"][2]["build_name"], "mmq-x2");
+  ASSERT_EQ(run_cli("trend --profile cpu-tiny", &out), 0) << last_stderr();
+  EXPECT_NE(out.find("mmq-x2"), std::string::npos) << out;
+}
+
+TEST_F(FakeServerTest, TrendStopsOnATokenThatComesBackTheSame) {
+  service_.trend_stuck = true;
+  HarnessClient client({address_, std::chrono::milliseconds(10'000)});
+  EXPECT_THROW(client.query_trend(v1::QueryTrendRequest()), std::runtime_error);
+  EXPECT_EQ(service_.trend_tokens_.size(), 2u);
 }
 
 TEST_F(FakeServerTest, SubmitWaitExitsWithTheVerdict) {

@@ -23,6 +23,10 @@ struct BadRequest : std::runtime_error {
 using google::protobuf::Descriptor;
 using google::protobuf::FieldDescriptor;
 
+/// The most trend points /api/trend answers (over QueryTrend's pages): four times the widest
+/// answer of a 10,000,000-run history (bench/RESULTS.md).
+constexpr int kMaxTrendPoints = 100000;
+
 /// The largest integer a JSON reader's double holds exactly, and every one below it: 2^53.
 constexpr std::int64_t kExactInJson = std::int64_t(1) << 53;
 
@@ -291,9 +295,28 @@ ApiResponse DashboardApi::get(const std::string& path, const QueryParams& query,
       request.set_raw_runs(p.flag("raw_runs"));
       request.set_host(p.text("host"));
       p.done();
+      // The page draws the whole answer at once: the route follows QueryTrend's pages (docs/trends.md,
+      // "Pages") up to kMaxTrendPoints, and refuses a longer one rather than cut it.
       v1::QueryTrendResponse response;
-      return call([&](grpc::ClientContext* c) { return harness_->QueryTrend(c, request, &response); }, response,
-                  "points", "points");
+      auto every_page = [&](grpc::ClientContext* first) -> grpc::Status {
+        grpc::Status status = harness_->QueryTrend(first, request, &response);
+        while (status.ok() && !response.next_page_token().empty()) {
+          if (response.points_size() >= kMaxTrendPoints)
+            return {grpc::StatusCode::INVALID_ARGUMENT,
+                    "the trend has more than " + std::to_string(kMaxTrendPoints) +
+                        " points: narrow it (since_unix_ms, profile, weight_type) or set limit"};
+          grpc::ClientContext context;
+          context.set_deadline(first->deadline());
+          if (!authorization.empty()) context.AddMetadata("authorization", authorization);
+          request.set_page_token(response.next_page_token());
+          v1::QueryTrendResponse page;
+          status = harness_->QueryTrend(&context, request, &page);
+          for (auto& point : *page.mutable_points()) *response.add_points() = std::move(point);
+          response.set_next_page_token(page.next_page_token());
+        }
+        return status;
+      };
+      return call(every_page, response, "points", "points");
     }
     if (path == "/api/changes" || path == "/api/regressions") {
       // /api/regressions is `qgate regressions`: the same request, slowdowns only, corrected across

@@ -68,13 +68,21 @@ class RecordingHarness final : public v1::Harness::CallbackService {
   }
   grpc::ServerUnaryReactor* QueryTrend(grpc::CallbackServerContext* c, const v1::QueryTrendRequest* in,
                                        v1::QueryTrendResponse* out) override {
-    remember([&] { trend = *in; });
-    for (int i = 0; i < 4; ++i) {
+    remember([&] {
+      trend = *in;
+      ++trend_calls;
+    });
+    // Four points in two pages of two, as QueryTrend pages them: the route follows the token.
+    if (!in->page_token().empty() && in->page_token() != "page-2")
+      return done(c, {grpc::StatusCode::INVALID_ARGUMENT, "page_token is not a token this daemon wrote"});
+    const int first = in->page_token().empty() ? 0 : 2;
+    for (int i = first; i < first + 2; ++i) {
       v1::TrendPoint* p = out->add_points();
       p->set_build_name("b" + std::to_string(i));
       p->set_tokens_per_s(100 + i);
       p->set_contended(i == 2);
     }
+    if (first == 0) out->set_next_page_token("page-2");
     return done(c, grpc::Status::OK);
   }
   grpc::ServerUnaryReactor* QueryChanges(grpc::CallbackServerContext* c, const v1::QueryChangesRequest* in,
@@ -103,7 +111,8 @@ class RecordingHarness final : public v1::Harness::CallbackService {
 
   std::mutex mu;
   v1::ListJobsRequest list_jobs;
-  v1::QueryTrendRequest trend;
+  v1::QueryTrendRequest trend;  // the last page's request
+  int trend_calls = 0;
   v1::QueryChangesRequest changes;
   v1::CompareRequest compare;
 
@@ -363,12 +372,15 @@ TEST_F(DashboardHttpTest, TrendAndChangesMapTheirParameters) {
   auto [status, body] = get("/api/trend?profile=cpu-tiny&weight_type=q4_K&since_unix_ms=5&include_contended=true");
   ASSERT_EQ(status, 200);
   expect_envelope(body, "points");
-  ASSERT_EQ(body["points"].size(), 4u);
+  ASSERT_EQ(body["points"].size(), 4u) << "both pages, followed by the route";
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(body["points"][i]["build_name"], "b" + std::to_string(i));
   EXPECT_EQ(body["points"][2]["contended"], true);
   EXPECT_EQ(body["points"][0]["contended"], false) << "fields at their defaults are shown";
   {
     std::lock_guard lock(harness_.mu);
-    EXPECT_EQ(harness_.trend.profile(), "cpu-tiny");
+    EXPECT_EQ(harness_.trend_calls, 2);
+    EXPECT_EQ(harness_.trend.page_token(), "page-2") << "the second page asked with the first's token";
+    EXPECT_EQ(harness_.trend.profile(), "cpu-tiny") << "and the same filters";
     EXPECT_EQ(harness_.trend.weight_type(), "q4_K");
     EXPECT_EQ(harness_.trend.since_unix_ms(), 5);
     EXPECT_TRUE(harness_.trend.include_contended());

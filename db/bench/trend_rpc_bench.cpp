@@ -2,11 +2,16 @@
 // that qgate-history-fill (or qgate-store-bench --keep) filled with the 2025 history. A seeded mix of
 // the filters `qgate trend` takes: a profile (7 in 8 queries), a weight type (3 in 4), a path (1 in
 // 2), contended runs included (1 in 4), over the history's last month and over its whole year, the
-// same sequence of queries for every store. Each query is one RPC on one channel, timed from the call
-// to its answer. Reports p50/p90/p99/max and the points per answer; with --pid, qgated's memory.
+// same sequence of queries for every store. Each query's whole answer is read by pages (page_size
+// --page-size, 0 = the daemon's default; docs/trends.md, "Pages"), one RPC per page on one channel.
+// Reports, per span, the latency of each RPC (a page: p50/p90/p99/max, narrow queries with a profile
+// and a weight type against wider ones), the time to read each whole answer by pages, and the
+// points and pages per answer; then the widest answer (the whole year, every profile and type,
+// contended runs included) read whole --widest times. With --pid, qgated's memory.
 // A benchmark, not a test.
 //
-//   qgate-trend-rpc-bench --server ADDRESS [--queries N] [--warmup N] [--pid PID] [--json-out FILE]
+//   qgate-trend-rpc-bench --server ADDRESS [--queries N] [--warmup N] [--page-size N] [--widest N]
+//                         [--pid PID] [--json-out FILE]
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
@@ -15,6 +20,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
@@ -58,11 +64,21 @@ qgate::v1::QueryTrendRequest query_at(std::mt19937& rng, std::int64_t days) {
   return request;
 }
 
+/// Summary figures of a list of milliseconds.
+nlohmann::json figures(const std::vector<double>& ms) {
+  const double max = ms.empty() ? 0.0 : *std::max_element(ms.begin(), ms.end());
+  return {{"count", ms.size()},
+          {"p50_ms", percentile(ms, 0.5)},
+          {"p90_ms", percentile(ms, 0.9)},
+          {"p99_ms", percentile(ms, 0.99)},
+          {"max_ms", max}};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string server = qgate::paths::default_server_address(), json_out;
-  int queries = 250, warmup = 10, pid = 0;
+  int queries = 250, warmup = 10, pid = 0, page_size = 0, widest = 10;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&]() -> std::string {
@@ -75,15 +91,17 @@ int main(int argc, char** argv) {
     if (arg == "--server") server = value();
     else if (arg == "--queries") queries = std::stoi(value());
     else if (arg == "--warmup") warmup = std::stoi(value());
+    else if (arg == "--page-size") page_size = std::stoi(value());
+    else if (arg == "--widest") widest = std::stoi(value());
     else if (arg == "--pid") pid = std::stoi(value());
     else if (arg == "--json-out") json_out = value();
     else {
-      std::cerr << "usage: qgate-trend-rpc-bench --server ADDRESS [--queries N] [--warmup N] [--pid PID] "
-                   "[--json-out FILE]\n";
+      std::cerr << "usage: qgate-trend-rpc-bench --server ADDRESS [--queries N] [--warmup N] [--page-size N] "
+                   "[--widest N] [--pid PID] [--json-out FILE]\n";
       return 2;
     }
   }
-  if (queries <= 0) return 2;
+  if (queries <= 0 || page_size < 0 || widest < 0) return 2;
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(256 << 20);
   auto stub = qgate::v1::Harness::NewStub(
@@ -98,70 +116,127 @@ int main(int argc, char** argv) {
       std::exit(3);
     }
   };
+  // One whole answer, page by page: each page's RPC time into `page_ms`; returns the whole time and
+  // counts the points and pages.
+  struct Whole {
+    double ms = 0;
+    int points = 0, pages = 0;
+  };
+  auto read_whole = [&](qgate::v1::QueryTrendRequest request, std::vector<double>& page_ms) {
+    Whole whole;
+    request.set_page_size(page_size);
+    const auto start = std::chrono::steady_clock::now();
+    for (;;) {
+      qgate::v1::QueryTrendResponse response;
+      const auto t0 = std::chrono::steady_clock::now();
+      call(request, response);
+      page_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      whole.points += response.points_size();
+      ++whole.pages;
+      if (response.next_page_token().empty()) break;
+      request.set_page_token(response.next_page_token());
+    }
+    whole.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    return whole;
+  };
   {  // Warm-up, untimed: the channel's connection and the daemon's first statements.
     std::mt19937 rng(11);
-    for (int q = 0; q < warmup; ++q) {
-      qgate::v1::QueryTrendResponse response;
-      call(query_at(rng, q % 2 == 0 ? 30 : 365), response);
-    }
+    std::vector<double> ignored;
+    for (int q = 0; q < warmup; ++q) read_whole(query_at(rng, q % 2 == 0 ? 30 : 365), ignored);
   }
 
   struct Span {
     const char* name;
     std::int64_t days;
-    std::vector<double> ms;
-    std::size_t points = 0, max_points = 0;
-    std::vector<int> each_points;
-    std::vector<double> narrow_ms, wide_ms;  // with a profile and a weight type; without one of them
+    std::vector<double> page_ms, narrow_page_ms, wide_page_ms;  // each RPC
+    std::vector<double> whole_ms, narrow_whole_ms, wide_whole_ms;  // each answer, all its pages
+    std::vector<int> each_points, each_pages;
   };
-  Span spans[] = {{"month", 30, {}, 0, 0, {}, {}, {}}, {"year", 365, {}, 0, 0, {}, {}, {}}};
-  std::vector<double> all_ms;
+  Span spans[] = {{"month", 30, {}, {}, {}, {}, {}, {}, {}, {}}, {"year", 365, {}, {}, {}, {}, {}, {}, {}, {}}};
+  std::vector<double> all_page_ms;
   for (Span& span : spans) {
     std::mt19937 rng(20261205);  // the same mix for both spans and every store
     for (int q = 0; q < queries; ++q) {
       const qgate::v1::QueryTrendRequest request = query_at(rng, span.days);
-      qgate::v1::QueryTrendResponse response;
-      const auto t0 = std::chrono::steady_clock::now();
-      call(request, response);
-      const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-      span.ms.push_back(ms);
-      all_ms.push_back(ms);
-      span.points += static_cast<std::size_t>(response.points_size());
-      span.max_points = std::max(span.max_points, static_cast<std::size_t>(response.points_size()));
-      span.each_points.push_back(response.points_size());
-      (!request.profile().empty() && !request.weight_type().empty() ? span.narrow_ms : span.wide_ms).push_back(ms);
+      const bool narrow = !request.profile().empty() && !request.weight_type().empty();
+      std::vector<double> pages;
+      const Whole whole = read_whole(request, pages);
+      for (double ms : pages) {
+        span.page_ms.push_back(ms);
+        all_page_ms.push_back(ms);
+        (narrow ? span.narrow_page_ms : span.wide_page_ms).push_back(ms);
+      }
+      span.whole_ms.push_back(whole.ms);
+      (narrow ? span.narrow_whole_ms : span.wide_whole_ms).push_back(whole.ms);
+      span.each_points.push_back(whole.points);
+      span.each_pages.push_back(whole.pages);
     }
   }
 
-  nlohmann::json report = {{"tool", "qgate-trend-rpc-bench"}, {"queries_per_span", queries}, {"warmup", warmup}};
-  std::printf("%-6s %8s %9s %9s %9s %9s %12s %10s\n", "span", "queries", "p50 ms", "p90 ms", "p99 ms", "max ms",
-              "mean points", "max points");
+  nlohmann::json report = {{"tool", "qgate-trend-rpc-bench"}, {"queries_per_span", queries}, {"warmup", warmup},
+                           {"page_size", page_size}};
+  std::printf("per RPC (one page; page_size %d, 0 = the daemon's default)\n", page_size);
+  std::printf("%-6s %8s %9s %9s %9s %9s %12s %10s %10s\n", "span", "RPCs", "p50 ms", "p90 ms", "p99 ms", "max ms",
+              "mean points", "max points", "max pages");
   for (const Span& span : spans) {
-    const double mean_points = static_cast<double>(span.points) / queries;
-    const double max_ms = *std::max_element(span.ms.begin(), span.ms.end());
-    std::printf("%-6s %8d %9.2f %9.2f %9.2f %9.2f %12.0f %10zu\n", span.name, queries, percentile(span.ms, 0.5),
-                percentile(span.ms, 0.9), percentile(span.ms, 0.99), max_ms, mean_points, span.max_points);
-    report[span.name] = {{"days", span.days},          {"p50_ms", percentile(span.ms, 0.5)},
-                         {"p90_ms", percentile(span.ms, 0.9)}, {"p99_ms", percentile(span.ms, 0.99)},
-                         {"max_ms", max_ms},           {"mean_points", mean_points},
-                         {"max_points", span.max_points}, {"each_ms", span.ms},
+    const double points = std::accumulate(span.each_points.begin(), span.each_points.end(), 0.0);
+    const int max_points = *std::max_element(span.each_points.begin(), span.each_points.end());
+    const int max_pages = *std::max_element(span.each_pages.begin(), span.each_pages.end());
+    const double max_ms = *std::max_element(span.page_ms.begin(), span.page_ms.end());
+    std::printf("%-6s %8zu %9.2f %9.2f %9.2f %9.2f %12.0f %10d %10d\n", span.name, span.page_ms.size(),
+                percentile(span.page_ms, 0.5), percentile(span.page_ms, 0.9), percentile(span.page_ms, 0.99), max_ms,
+                points / queries, max_points, max_pages);
+    report[span.name] = {{"days", span.days},
+                         {"rpc", figures(span.page_ms)},
+                         {"rpc_profile_and_type", figures(span.narrow_page_ms)},
+                         {"rpc_wider", figures(span.wide_page_ms)},
+                         {"whole", figures(span.whole_ms)},
+                         {"whole_profile_and_type", figures(span.narrow_whole_ms)},
+                         {"whole_wider", figures(span.wide_whole_ms)},
+                         {"mean_points", points / queries},
+                         {"max_points", max_points},
+                         {"max_pages", max_pages},
+                         {"each_rpc_ms", span.page_ms},
+                         {"each_whole_ms", span.whole_ms},
                          {"each_points", span.each_points},
-                         {"profile_and_type", {{"queries", span.narrow_ms.size()}, {"p50_ms", percentile(span.narrow_ms, 0.5)},
-                                               {"p99_ms", percentile(span.narrow_ms, 0.99)}}},
-                         {"wider", {{"queries", span.wide_ms.size()}, {"p50_ms", percentile(span.wide_ms, 0.5)},
-                                    {"p99_ms", percentile(span.wide_ms, 0.99)}}}};
+                         {"each_pages", span.each_pages}};
   }
+  std::printf("%-6s %8zu %9.2f %9.2f %9.2f %9.2f\n", "both", all_page_ms.size(), percentile(all_page_ms, 0.5),
+              percentile(all_page_ms, 0.9), percentile(all_page_ms, 0.99),
+              *std::max_element(all_page_ms.begin(), all_page_ms.end()));
+  report["both"] = {{"rpc", figures(all_page_ms)}};
   for (const Span& span : spans) {
-    std::printf("%-6s with a profile and a type: %zu queries, p50 %.2f ms, p99 %.2f ms; wider: %zu queries, "
+    std::printf("%-6s per RPC, with a profile and a type: %zu RPCs, p50 %.2f ms, p99 %.2f ms; wider: %zu RPCs, "
                 "p50 %.2f ms, p99 %.2f ms\n",
-                span.name, span.narrow_ms.size(), percentile(span.narrow_ms, 0.5), percentile(span.narrow_ms, 0.99),
-                span.wide_ms.size(), percentile(span.wide_ms, 0.5), percentile(span.wide_ms, 0.99));
+                span.name, span.narrow_page_ms.size(), percentile(span.narrow_page_ms, 0.5),
+                percentile(span.narrow_page_ms, 0.99), span.wide_page_ms.size(), percentile(span.wide_page_ms, 0.5),
+                percentile(span.wide_page_ms, 0.99));
+    std::printf("%-6s whole answers, with a profile and a type: %zu, p50 %.2f ms, p99 %.2f ms; wider: %zu, "
+                "p50 %.2f ms, p99 %.2f ms, max %.2f ms\n",
+                span.name, span.narrow_whole_ms.size(), percentile(span.narrow_whole_ms, 0.5),
+                percentile(span.narrow_whole_ms, 0.99), span.wide_whole_ms.size(), percentile(span.wide_whole_ms, 0.5),
+                percentile(span.wide_whole_ms, 0.99),
+                span.wide_whole_ms.empty() ? 0.0 : *std::max_element(span.wide_whole_ms.begin(), span.wide_whole_ms.end()));
   }
-  const double all_max = *std::max_element(all_ms.begin(), all_ms.end());
-  std::printf("%-6s %8zu %9.2f %9.2f %9.2f %9.2f\n", "both", all_ms.size(), percentile(all_ms, 0.5),
-              percentile(all_ms, 0.9), percentile(all_ms, 0.99), all_max);
-  report["both"] = {{"p50_ms", percentile(all_ms, 0.5)}, {"p90_ms", percentile(all_ms, 0.9)},
-                    {"p99_ms", percentile(all_ms, 0.99)}, {"max_ms", all_max}};
+  if (widest > 0) {
+    // The widest answer there is: the whole year, every profile, type and path, contended runs too.
+    qgate::v1::QueryTrendRequest request;
+    request.set_include_contended(true);
+    request.set_since_unix_ms(kHistoryEndMs - 365 * kDayMs);
+    std::vector<double> page_ms, whole_ms;
+    Whole whole;
+    for (int i = 0; i < widest; ++i) {
+      whole = read_whole(request, page_ms);
+      whole_ms.push_back(whole.ms);
+    }
+    std::printf("widest: %d points in %d pages, read whole %d times: p50 %.1f ms, max %.1f ms; per RPC p50 %.2f ms, "
+                "p99 %.2f ms, max %.2f ms\n",
+                whole.points, whole.pages, widest, percentile(whole_ms, 0.5),
+                *std::max_element(whole_ms.begin(), whole_ms.end()), percentile(page_ms, 0.5),
+                percentile(page_ms, 0.99), *std::max_element(page_ms.begin(), page_ms.end()));
+    report["widest"] = {{"points", whole.points}, {"pages", whole.pages}, {"whole", figures(whole_ms)},
+                        {"rpc", figures(page_ms)}, {"each_whole_ms", whole_ms}};
+  }
   if (pid) {
     const long rss = status_kib(pid, "VmRSS"), hwm = status_kib(pid, "VmHWM");
     std::printf("qgated memory: RSS %.1f MiB (peak %.1f MiB)\n", rss / 1024.0, hwm / 1024.0);

@@ -3,6 +3,9 @@
 #include "detail/compare_runs_sql.h"
 #include "detail/sql_store_impl.h"
 
+#include <algorithm>
+#include <limits>
+
 namespace qgate::db::detail {
 
 namespace {
@@ -123,12 +126,23 @@ std::vector<TrendRow> SqlStore::query_trend(const TrendQuery& query) {
     if (query.job_id) sql += " AND r.job_id = ? AND r.part_of IS NULL";  // a job's own runs are whole
     if (!query.include_contended)
       sql += query.include_unknown ? " AND (r.contended = 0 OR r.contended IS NULL)" : " AND r.contended = 0";
-    sql += " ORDER BY r.started_ms, r.id";
+    // A page after a cursor: the time bound above becomes the cursor's time when that is later, so
+    // the index range starts at the cursor (runs_by_time, or a profile's index), and the row value
+    // drops the rows of that millisecond up to the cursor's run.
+    if (query.after) sql += " AND (r.started_ms, r.id) > (?, ?)";
+    // A job's runs come through runs_by_job and are sorted; any other read walks its index in order.
+    sql += query.job_id ? detail::kRunsOldestFirstSorted : " ORDER BY r.started_ms, r.id";
     if (query.limit) sql += " LIMIT ?";
 
     ScopedStatement select(prepared(sql));
-    int index = bind_trend_filters(*select, query, *connection_);
+    TrendQuery bounds = query;
+    if (query.after) bounds.since_ms = std::max(query.since_ms, query.after->ms);
+    int index = bind_trend_filters(*select, bounds, *connection_);
     if (query.job_id) detail::bind_value(*select, index++, *query.job_id);
+    if (query.after) {
+      detail::bind_value(*select, index++, query.after->ms);
+      detail::bind_value(*select, index++, query.after->id);
+    }
     if (query.limit) detail::bind_value(*select, index++, *query.limit);
 
     std::vector<TrendRow> rows;
@@ -144,8 +158,7 @@ std::vector<TrendSummary> SqlStore::query_trend_summaries(const TrendQuery& quer
                        "query_trend_summaries: a point is a build's; a job's runs come from query_trend");
     }
     // The co-tenant filter picks which of the row's three summaries is read (0006's comment).
-    // Only the filters given go into the SQL, so each shape is one cached statement whose plan is
-    // a range scan of build_rollups_by_profile_type (or _by_profile_time, _by_time).
+    // Only the filters given go into the SQL, so each shape is one cached statement.
     const char* set = query.include_contended ? "all" : query.include_unknown ? "open" : "quiet";
     const RecordDeclaration<TrendSummary>& projection = trend_summary_projection(set);
     std::string sql =
@@ -156,11 +169,26 @@ std::vector<TrendSummary> SqlStore::query_trend_summaries(const TrendQuery& quer
     if (query.host) sql += " AND host = ?";
     if (query.build_name_glob) sql += " AND " + connection_->glob_condition("build_name");
     if (!query.include_contended) sql += fmt::format(" AND {}_runs > 0", set);
+    // The read walks an index in its own order (build_rollups_by_profile_type_first, _by_profile_first,
+    // _by_first: migration 0016) from a lower bound on first_ms, and stops at the limit: a page costs
+    // its own rows, wherever it starts. The bound is the cursor's time, or one implied by since: a
+    // point's runs lie in one week, so a point with a run at or after since began less than two
+    // weeks before it (two: a week before 1970 is cut by truncating division, kWeekOfRun).
+    sql += " AND first_ms >= ?";
+    if (query.after) sql += " AND (first_ms, id) > (?, ?)";
     sql += " ORDER BY first_ms, id";
     if (query.limit) sql += " LIMIT ?";
 
     ScopedStatement select(prepared(sql));
     int index = bind_trend_filters(*select, query, *connection_);
+    const std::int64_t earliest = query.since_ms >= std::numeric_limits<std::int64_t>::min() + 2 * kWeekMs
+                                      ? query.since_ms - 2 * kWeekMs
+                                      : std::numeric_limits<std::int64_t>::min();
+    detail::bind_value(*select, index++, query.after ? std::max(earliest, query.after->ms) : earliest);
+    if (query.after) {
+      detail::bind_value(*select, index++, query.after->ms);
+      detail::bind_value(*select, index++, query.after->id);
+    }
     if (query.limit) detail::bind_value(*select, index++, *query.limit);
 
     std::vector<TrendSummary> rows;
@@ -180,7 +208,7 @@ std::vector<CompareRun> SqlStore::compare_runs(const CompareRunsQuery& query) {
     if (query.tokens) sql += " AND r.tokens = ?";
     sql += query.weight_type ? " AND r.weight_type = ?" : " AND r.part_of IS NULL";
     if (query.host) sql += " AND r.host = ?";
-    sql += " ORDER BY r.started_ms, r.id";
+    sql += detail::kRunsOldestFirstSorted;
     ScopedStatement select(prepared(sql));
     int index = 1;
     detail::bind_value(*select, index++, query.build_id);

@@ -18,6 +18,12 @@ inline void rewind_schema_to(SQLite::Database& raw, int version) {
     std::vector<std::string> statements;
   };
   static const std::vector<Undo> undos = {
+      {16,
+       {"DROP INDEX runs_by_time", "DROP INDEX build_rollups_by_first", "DROP INDEX build_rollups_by_profile_first",
+        "DROP INDEX build_rollups_by_profile_type_first",
+        "CREATE INDEX build_rollups_by_profile_type ON build_rollups (profile, weight_type, last_ms, path, build_name)",
+        "CREATE INDEX build_rollups_by_profile_time ON build_rollups (profile, last_ms, path, build_name)",
+        "CREATE INDEX build_rollups_by_time ON build_rollups (last_ms, path, build_name)"}},
       {15, {"DROP TABLE build_content_chunks", "DROP TABLE build_contents"}},
       {14,
        {"DROP TABLE fleet_gpus", "DROP TABLE job_labels", "DROP INDEX jobs_by_host",

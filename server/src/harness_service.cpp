@@ -16,6 +16,7 @@
 #include "qgate/server/artifact_store.h"
 #include "qgate/server/build_files.h"
 #include "qgate/server/grpc_status.h"
+#include "qgate/server/trend_pages.h"
 #include "qgate/jobs/job_messages.h"
 #include "qgate/jobs/series_fields_message.h"
 
@@ -470,6 +471,14 @@ grpc::ServerUnaryReactor* HarnessService::QueryTrend(grpc::CallbackServerContext
     if (!valid_series_path(request->path()))
       return invalid("path must be a series' path word: mmq, f16, a command arm (MINFER_MMQ=1) or an imported "
                      "path (pp, tg, a weight type), at most 128 printable characters");
+    const int page_size = trend_page_size(request->page_size());
+    if (page_size < 0) return invalid("page_size must not be negative; 0 means 1000 points a page");
+    const bool raw = request->raw_runs() || request->job_id() > 0;
+    TrendPageCursor cursor;
+    if (!request->page_token().empty()) {
+      std::string why;
+      if (!read_trend_page_token(request->page_token(), *request, cursor, why)) return invalid(why);
+    }
     db::TrendQuery q;
     if (!request->profile().empty()) q.profile = request->profile();
     if (!request->weight_type().empty()) q.weight_type = request->weight_type();
@@ -479,11 +488,33 @@ grpc::ServerUnaryReactor* HarnessService::QueryTrend(grpc::CallbackServerContext
     q.since_ms = request->since_unix_ms();
     q.include_contended = request->include_contended();
     q.include_unknown = true;  // until a run is sampled, its load is unknown, not contended
-    if (request->limit() > 0) q.limit = request->limit();
     if (request->job_id() > 0) q.job_id = request->job_id();
-    if (request->raw_runs() || request->job_id() > 0) {
+    // One page: at most page_size points, and no more than limit leaves (it counts every page's),
+    // read after the token's cursor (docs/trends.md, "Pages"). One row more than the page tells
+    // whether a next page has any.
+    std::int64_t room = page_size;
+    if (request->limit() > 0) room = std::min<std::int64_t>(room, request->limit() - cursor.returned);
+    q.limit = static_cast<int>(room + 1);
+    if (!request->page_token().empty()) q.after = db::TrendQuery::Position{cursor.after_ms, cursor.after_id};
+    const bool limit_reached = request->limit() > 0 && cursor.returned + room >= request->limit();
+    auto next_page = [&](std::int64_t after_ms, std::int64_t after_id, std::size_t read) {
+      if (std::int64_t(read) <= room || limit_reached) return;
+      TrendPageCursor next;
+      next.raw_runs = raw;
+      next.after_ms = after_ms;
+      next.after_id = after_id;
+      next.returned = cursor.returned + room;
+      next.query = trend_query_fingerprint(*request);
+      response->set_next_page_token(write_trend_page_token(next));
+    };
+    if (raw) {
       // One point per run: `qgate export`, or the runs behind one job's points.
-      for (const auto& row : store_.query_trend(q)) {
+      auto rows = store_.query_trend(q);
+      const std::size_t read = rows.size();
+      if (std::int64_t(read) > room) rows.resize(static_cast<std::size_t>(room));
+      if (!rows.empty()) next_page(rows.back().started_ms, rows.back().run_id, read);
+      response->mutable_points()->Reserve(static_cast<int>(rows.size()));
+      for (const auto& row : rows) {
         auto* p = response->add_points();
         p->set_run_id(row.run_id);
         p->set_job_id(row.job_id.value_or(0));
@@ -506,7 +537,10 @@ grpc::ServerUnaryReactor* HarnessService::QueryTrend(grpc::CallbackServerContext
     }
     // One point per build, series and week, from the rollups kept at write time: one index range
     // scan. job_id is the point's newest job; `job_id` in a request gives that job's runs.
-    const auto rows = store_.query_trend_summaries(q);
+    auto rows = store_.query_trend_summaries(q);
+    const std::size_t read = rows.size();
+    if (std::int64_t(read) > room) rows.resize(static_cast<std::size_t>(room));
+    if (!rows.empty()) next_page(rows.back().first_ms, rows.back().id, read);
     response->mutable_points()->Reserve(static_cast<int>(rows.size()));
     for (const auto& row : rows) {
       auto* p = response->add_points();

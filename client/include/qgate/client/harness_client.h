@@ -30,7 +30,11 @@ class HarnessClient {
   /// published; request.host keeps one host's. A daemon without ListDevices answers with its one
   /// GetDevice, kept only when it is of request.host (when given).
   std::vector<v1::DeviceStatus> list_devices(const v1::ListDevicesRequest& request = {});
+  /// The whole answer: every page, each asked with the previous page's token (docs/trends.md,
+  /// "Pages"), its points in order and no next_page_token. A daemon without pages answers in one.
   v1::QueryTrendResponse query_trend(const v1::QueryTrendRequest& request);
+  /// One page: the request as it is (page_size, page_token), the answer with its next_page_token.
+  v1::QueryTrendResponse query_trend_page(const v1::QueryTrendRequest& request);
   v1::QueryChangesResponse query_changes(const v1::QueryChangesRequest& request);
   v1::CompareResponse compare(const v1::CompareRequest& request);
   v1::RemeasureResponse remeasure(const v1::RemeasureRequest& request);

@@ -36,7 +36,7 @@ struct ApiResponse {
 ///   /api/jobs/ID/parity              GetParityResults     parity
 ///   /api/jobs/ID/cotenant            GetCotenantTimeline  cotenant
 ///   /api/trend?profile=&weight_type=&path=&build_glob=&since_unix_ms=&include_contended=&limit=&job_id=&raw_runs=
-///                                    QueryTrend           points (the list)
+///                                    QueryTrend           points (the list: every page, at most 100,000)
 ///   /api/changes?profile=&weight_type=&path=&build_glob=&since_unix_ms=&slowdowns_only=&alpha=&min_segment=
 ///                                    QueryChanges         changes
 ///   /api/regressions?profile=&weight_type=&path=&build_glob=&since_unix_ms=&alpha=&min_segment=

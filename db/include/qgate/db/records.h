@@ -392,6 +392,14 @@ struct TrendQuery {
   std::optional<RowId> job_id;
   /// Only runs measured on this host (its hostname).
   std::optional<std::string> host;
+  /// A keyset cursor: only rows after this one in the read's order, so that a reader takes an
+  /// answer in pages (limit rows each) and every page costs the same (docs/trends.md, "Pages").
+  /// query_trend orders by (started_ms, run id), query_trend_summaries by (first_ms, point id).
+  struct Position {
+    std::int64_t ms = 0;
+    RowId id = 0;
+  };
+  std::optional<Position> after;
 };
 
 struct TrendRow : SeriesFields {
