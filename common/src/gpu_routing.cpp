@@ -10,6 +10,16 @@ namespace qgate {
 
 namespace {
 bool is_alnum(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; }
+
+/// Why `text` cannot be a `what` (a label, a host name): 1 to `longest` of letters, digits, '.', '_'
+/// and '-', starting with a letter or digit; nullopt when it can.
+std::optional<std::string> invalid_name_word(std::string_view text, const char* what, std::size_t longest) {
+  const bool ok = !text.empty() && text.size() <= longest && is_alnum(text.front()) &&
+                  std::all_of(text.begin(), text.end(), [](char c) { return is_alnum(c) || c == '.' || c == '_' || c == '-'; });
+  if (ok) return std::nullopt;
+  return std::string(what) + " '" + std::string(text) + "' must be 1 to " + std::to_string(longest) +
+         " of letters, digits, '.', '_' and '-', starting with a letter or digit";
+}
 }  // namespace
 
 std::string normalize_gpu_model(std::string_view text) {
@@ -40,20 +50,10 @@ std::optional<std::string> invalid_gpu_model(std::string_view model) {
   return std::nullopt;
 }
 
-std::optional<std::string> invalid_label(std::string_view label) {
-  const bool ok = !label.empty() && label.size() <= 64 && is_alnum(label.front()) &&
-                  std::all_of(label.begin(), label.end(), [](char c) { return is_alnum(c) || c == '.' || c == '_' || c == '-'; });
-  if (ok) return std::nullopt;
-  return "label '" + std::string(label) +
-         "' must be 1 to 64 of letters, digits, '.', '_' and '-', starting with a letter or digit";
-}
+std::optional<std::string> invalid_label(std::string_view label) { return invalid_name_word(label, "label", 64); }
 
 std::optional<std::string> invalid_host_name(std::string_view host) {
-  const bool ok = !host.empty() && host.size() <= 253 && is_alnum(host.front()) &&
-                  std::all_of(host.begin(), host.end(), [](char c) { return is_alnum(c) || c == '.' || c == '_' || c == '-'; });
-  if (ok) return std::nullopt;
-  return "host name '" + std::string(host) +
-         "' must be 1 to 253 of letters, digits, '.', '_' and '-', starting with a letter or digit";
+  return invalid_name_word(host, "host name", 253);
 }
 
 std::string machine_host_name() {
