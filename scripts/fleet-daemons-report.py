@@ -161,10 +161,11 @@ def main():
     drain = [r for r in rows if r['id'] < a.first_live and r not in bad]
     live = [r for r in rows if r['id'] >= a.first_live and r not in bad]
 
-    # Each daemon's share: claimed_by is host:data-dir, and daemon i's dir is RUN/d<i>.
-    share = {}
-    for i in range(n):
-        share[f'd{i}'] = sum(1 for r in rows if r['claimed_by'].endswith(f'/run-{n}/d{i}'))
+    # Each daemon's jobs, of the drain and of the live phase: claimed_by is host:data-dir, and daemon
+    # i's dir is RUN/d<i>.
+    def by_daemon(subset):
+        return {f'd{i}': sum(1 for r in subset if r['claimed_by'].endswith(f'/run-{n}/d{i}')) for i in range(n)}
+    share = by_daemon(rows)
     unknown = len(rows) - sum(share.values())
 
     live_submits = []
@@ -187,7 +188,7 @@ def main():
         if live_submits else None,
         'live_claim_statements': statements(live_pages, drain_pages) if live_pages else None,
         'share': {k: round(v / len(rows), 4) for k, v in share.items()},
-        'jobs_by_daemon': share,
+        'jobs_by_daemon': {'drain': by_daemon(drain), 'live': by_daemon(live), 'all': share},
         'jobs_of_no_daemon': unknown,
         'checks': {
             'every_job_done_once_with_one_verdict': not bad,
@@ -212,7 +213,10 @@ def main():
               f'{fmt(p["queue_wait_s"]["p99"], "s"):>9} {fmt(p["run_s"]["p50"], "s"):>8} {fmt(p["busy_share"]):>6} '
               f'{fmt(st["job"]["p50_ms"]) + " / " + fmt(st["job"]["p99_ms"]):>22} '
               f'{fmt(st["empty"]["p50_ms"]) + " / " + fmt(st["empty"]["p99_ms"]):>24}')
-    print('  share: ' + ', '.join(f'{k} {v:.0%}' for k, v in report['share'].items()) +
+    for name in ('drain', 'live'):
+        if report[name]:
+            print(f'  jobs by daemon, {name}: ' + ', '.join(f'{k} {v}' for k, v in report['jobs_by_daemon'][name].items()))
+    print('  share of all: ' + ', '.join(f'{k} {v:.0%}' for k, v in report['share'].items()) +
           (f'; {unknown} of no daemon' if unknown else ''))
     if report['live_submit_s']:
         print(f'  submit while draining: p50 {report["live_submit_s"]["p50"]:g} s, '
