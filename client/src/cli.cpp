@@ -36,12 +36,16 @@
 #include "qgate/v1/record_words.h"
 #include "qgate/v1/spec_words.h"
 #include "qgate/v1/state_words.h"
+#include "qgate_revision.h"
 
 #ifndef QGATE_VERSION
 #define QGATE_VERSION "unknown"
 #endif
 
 namespace qgate::client {
+
+// The CLI's version as it reports it: the release and the source revision, "0.1.0+<commit>".
+constexpr const char* kCliVersion = QGATE_VERSION "+" QGATE_COMMIT;
 
 namespace {
 
@@ -495,7 +499,7 @@ void Cli::define() {
   // Global options may also follow the command (`qgate jobs --json`); subcommands made after this
   // inherit it.
   app_.fallthrough();
-  app_.set_version_flag("--version", std::string(QGATE_VERSION));
+  app_.set_version_flag("--version", std::string(kCliVersion));
   auto* server = app_.add_option(
       "--server", global_.server,
       "qgated address: unix:///path, /path or host:port (default: $QGATE_SERVER, else the "
@@ -646,9 +650,9 @@ void Cli::define() {
 
 ReportContext Cli::daemon_context(HarnessClient& client) {
   try {
-    return report_context(client.get_device(), QGATE_VERSION);
+    return report_context(client.get_device(), kCliVersion);
   } catch (const std::exception& e) {
-    return report_context_without_daemon(QGATE_VERSION, e.what());
+    return report_context_without_daemon(kCliVersion, e.what());
   }
 }
 
@@ -1046,7 +1050,7 @@ int Cli::cmd_device() {
     // "device" is the first GPU (as before); "devices" every one. The context describes the answering
     // daemon: when the first GPU is another daemon's (--host), it comes from GetDevice.
     const ReportContext context = devices.front().published_unix_ms() == 0
-                                      ? report_context(devices.front(), QGATE_VERSION)
+                                      ? report_context(devices.front(), kCliVersion)
                                       : daemon_context(client);
     nlohmann::json report = json_report(context, "device", to_json(devices.front()));
     report["devices"] = nlohmann::json::array();
@@ -1277,7 +1281,7 @@ int Cli::run(int argc, char** argv) {
     app_.parse(argc, argv);
   } catch (const CLI::CallForVersion&) {
     // CLI11's own printing ends without a newline.
-    std::cout << "qgate " << QGATE_VERSION << ", --json schema " << kJsonSchemaVersion << "\n";
+    std::cout << "qgate " << kCliVersion << ", --json schema " << kJsonSchemaVersion << "\n";
     return kExitOk;
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app_.exit(e);  // --help
@@ -1329,7 +1333,7 @@ std::string Cli::typo_hint() const {
 void Cli::print_json_error(const std::string& message) const {
   // Under --json a script reads stdout: the error goes there too, in the shape of every document.
   if (!global_.json) return;
-  std::cout << json_report(report_context_without_daemon(QGATE_VERSION, message), "error",
+  std::cout << json_report(report_context_without_daemon(kCliVersion, message), "error",
                            {{"message", message}, {"exit_code", kExitError}})
                    .dump(2)
             << "\n";

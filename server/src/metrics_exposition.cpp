@@ -10,6 +10,7 @@
 #include "qgate/db/sqlite_store.h"
 #include "qgate/jobs/jobs_application.h"
 #include "qgate/server/device_status.h"
+#include "qgate_revision.h"
 
 namespace qgate::server {
 namespace {

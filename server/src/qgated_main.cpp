@@ -13,6 +13,7 @@
 #include "qgate/db/sqlite_store.h"
 #include "qgate/server/daemon.h"
 #include "qgate/server/daemon_log.h"
+#include "qgate_revision.h"
 
 int main(int argc, char** argv) {
   qgate::server::DaemonOptions o;

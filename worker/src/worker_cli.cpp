@@ -38,12 +38,10 @@
 #include "qgate/worker/command_arm.h"
 #include "qgate/worker/serve.h"
 #include "qgate/worker/worker_errors.h"
+#include "qgate_revision.h"
 
 #ifndef QGATE_VERSION
 #define QGATE_VERSION "0.0.0"
-#endif
-#ifndef QGATE_COMMIT
-#define QGATE_COMMIT "unknown"
 #endif
 
 namespace qgate::worker {

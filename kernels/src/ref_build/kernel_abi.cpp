@@ -11,6 +11,7 @@
 #include "qgate/kernel_abi.h"
 #include "qgate/kernel_abi_support.h"
 #include "qgate/quant/block_formats.h"
+#include "qgate_revision.h"
 
 using qgate::kernels::CallResult;
 using qgate::kernels::GemmBackend;

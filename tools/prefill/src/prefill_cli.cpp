@@ -15,6 +15,7 @@
 #include "qgate/prefill/prefill_error.h"
 #include "qgate/worker/device_api.h"
 #include "qgate/worker/kernel_build.h"
+#include "qgate_revision.h"
 
 namespace qgate::prefill {
 
