@@ -56,10 +56,8 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 if ! scripts/fleet-db.sh status "$work/pg" >/dev/null 2>&1; then server_started=1; fi
-scripts/fleet-db.sh start "$work/pg" --port "$port" --listen 127.0.0.1 >/dev/null
-(umask 077; echo "*:$port:*:qgate:$(cat "$work/pg/password")" >"$work/pgpass")
-export PGPASSFILE=$work/pgpass
-as_server() { if [ "$(id -u)" -eq 0 ]; then runuser -u "$QGATE_DB_USER" -- "$@"; else "$@"; fi; }
+source scripts/bench-pg-server.sh
+bench_pg_start "$work" "$port"
 sql() { psql -X -q -At -F $'\t' -h 127.0.0.1 -p "$port" -U qgate -d "$db" -c "$1"; }
 
 # Starts a qgated on the store with the CPU backend and one fake device; prints nothing, adds its pid.

@@ -33,11 +33,9 @@ export QGATE_DB_USER=${QGATE_DB_USER:-postgres}
 
 if [ "$step" = stop ]; then scripts/fleet-db.sh stop "$work/pg"; exit 0; fi
 
-# The server, and a password file that covers every database of it (fleet-db's names only `qgate`).
-scripts/fleet-db.sh start "$work/pg" --port "$port" --listen 127.0.0.1 >/dev/null
-(umask 077; echo "*:$port:*:qgate:$(cat "$work/pg/password")" >"$work/pgpass")
-export PGPASSFILE=$work/pgpass
-as_server() { if [ "$(id -u)" -eq 0 ]; then runuser -u "$QGATE_DB_USER" -- "$@"; else "$@"; fi; }
+# The server, and a password file that covers every database of it.
+source scripts/bench-pg-server.sh
+bench_pg_start "$work" "$port"
 fresh_db() {  # an empty database owned by qgate; prints its address
   as_server psql -X -q -h "$work/pg" -p "$port" -d postgres -c "DROP DATABASE IF EXISTS $1" -c "CREATE DATABASE $1 OWNER qgate" >&2
   echo "postgresql://qgate@127.0.0.1:$port/$1"
